@@ -1,0 +1,82 @@
+#include "frontend/ir/graph.h"
+
+#include "frontend/ir/error.h"
+
+namespace kiln {
+
+std::string attr_kind_name(const AttrValue& v) {
+  static const char* names[] = {"int", "float", "string", "tensor", "ints", "floats", "strings", "graph"};
+  return names[v.index()];
+}
+
+std::string dims_str(const std::vector<Dim>& dims) {
+  if (dims.empty()) return "scalar";
+  std::string out;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) out += 'x';
+    out += dims[i].known() ? std::to_string(dims[i].value) : (dims[i].param.empty() ? "?" : dims[i].param);
+  }
+  return out;
+}
+
+std::string Node::label() const { return "node '" + name + "' (" + op_type + ")"; }
+
+namespace {
+template <typename T>
+const T* find_attr(const Node& n, const std::string& name, const char* want) {
+  auto it = n.attrs.find(name);
+  if (it == n.attrs.end()) return nullptr;
+  const T* v = std::get_if<T>(&it->second);
+  if (!v)
+    throw Error(n.label() + ": attribute '" + name + "' must be " + want + ", got " + attr_kind_name(it->second));
+  return v;
+}
+}  // namespace
+
+int64_t Node::attr_int(const std::string& name, int64_t dflt) const {
+  const auto* v = find_attr<int64_t>(*this, name, "int");
+  return v ? *v : dflt;
+}
+double Node::attr_float(const std::string& name, double dflt) const {
+  const auto* v = find_attr<double>(*this, name, "float");
+  return v ? *v : dflt;
+}
+std::string Node::attr_string(const std::string& name, const std::string& dflt) const {
+  const auto* v = find_attr<std::string>(*this, name, "string");
+  return v ? *v : dflt;
+}
+std::vector<int64_t> Node::attr_ints(const std::string& name, const std::vector<int64_t>& dflt) const {
+  const auto* v = find_attr<std::vector<int64_t>>(*this, name, "ints");
+  return v ? *v : dflt;
+}
+std::vector<double> Node::attr_floats(const std::string& name, const std::vector<double>& dflt) const {
+  const auto* v = find_attr<std::vector<double>>(*this, name, "floats");
+  return v ? *v : dflt;
+}
+std::vector<std::string> Node::attr_strings(const std::string& name) const {
+  const auto* v = find_attr<std::vector<std::string>>(*this, name, "strings");
+  return v ? *v : std::vector<std::string>{};
+}
+const Tensor* Node::attr_tensor(const std::string& name) const { return find_attr<Tensor>(*this, name, "tensor"); }
+
+int64_t Node::required_int(const std::string& name) const {
+  if (!has_attr(name)) throw Error(label() + ": missing required attribute '" + name + "'");
+  return attr_int(name, 0);
+}
+std::vector<int64_t> Node::required_ints(const std::string& name) const {
+  if (!has_attr(name)) throw Error(label() + ": missing required attribute '" + name + "'");
+  return attr_ints(name);
+}
+
+Value& Graph::value(const std::string& name) {
+  auto it = values.find(name);
+  if (it == values.end()) throw Error("graph '" + this->name + "': no value named '" + name + "'");
+  return it->second;
+}
+const Value& Graph::value(const std::string& name) const {
+  auto it = values.find(name);
+  if (it == values.end()) throw Error("graph '" + this->name + "': no value named '" + name + "'");
+  return it->second;
+}
+
+}  // namespace kiln

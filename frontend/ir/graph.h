@@ -1,0 +1,81 @@
+/// \file kiln's graph IR: what the ONNX importer produces and every frontend pass reads and rewrites.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontend/ir/attribute.h"
+#include "frontend/ir/tensor.h"
+
+namespace kiln {
+
+/// A dimension as a model declares it: a number, a symbolic name ("batch"), or unknown.
+struct Dim {
+  int64_t value = -1;  // >= 0 when known
+  std::string param;   // symbolic name when not known (may be empty)
+  bool known() const { return value >= 0; }
+};
+std::string dims_str(const std::vector<Dim>& dims);
+
+/// A tensor-valued edge of the graph. Until shape inference has run, `typed` is false for everything
+/// but graph inputs and constants. `constant` is set for initializers and for values that constant
+/// folding computed; such values need no kernel at run time.
+struct Value {
+  std::string name;
+  DType dtype = DType::Undefined;
+  Shape shape;
+  bool typed = false;
+  std::shared_ptr<const Tensor> constant;
+};
+
+/// One operator application. Inputs and outputs name Values; an empty name is an omitted optional
+/// input or output. `opset` is the version of the node's domain the model imports, which selects the
+/// op's semantics (e.g. Softmax's axis before and after opset 13).
+struct Node {
+  std::string name;  // never empty: the importer names anonymous nodes "<op_type>_<index>"
+  std::string op_type;
+  std::string domain;  // "" for the default ONNX domain
+  int64_t opset = 0;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  Attributes attrs;
+
+  /// "node 'conv1' (Conv)": how errors name a node.
+  std::string label() const;
+
+  bool has_attr(const std::string& name) const { return attrs.count(name) != 0; }
+  /// Typed attribute access: a missing attribute gives the default; a present one of the wrong kind
+  /// throws Error naming the node and the attribute.
+  int64_t attr_int(const std::string& name, int64_t dflt) const;
+  double attr_float(const std::string& name, double dflt) const;
+  std::string attr_string(const std::string& name, const std::string& dflt) const;
+  std::vector<int64_t> attr_ints(const std::string& name, const std::vector<int64_t>& dflt = {}) const;
+  std::vector<double> attr_floats(const std::string& name, const std::vector<double>& dflt = {}) const;
+  std::vector<std::string> attr_strings(const std::string& name) const;
+  const Tensor* attr_tensor(const std::string& name) const;  // nullptr when absent
+  /// Throws Error when the attribute is missing.
+  int64_t required_int(const std::string& name) const;
+  std::vector<int64_t> required_ints(const std::string& name) const;
+};
+
+/// A model graph. Nodes are kept in topological order once the importer has checked the graph.
+struct Graph {
+  std::string name;
+  std::string source;  // file the graph came from, for messages
+  std::vector<Node> nodes;
+  std::vector<std::string> inputs;   // graph inputs that are not initializers, in declaration order
+  std::vector<std::string> outputs;
+  std::map<std::string, std::vector<Dim>> declared_input_dims;  // as the model declares them
+  std::map<std::string, Value> values;
+  std::map<std::string, int64_t> opsets;  // domain -> version
+  int64_t ir_version = 0;
+
+  Value& value(const std::string& name);
+  const Value& value(const std::string& name) const;
+  bool has_value(const std::string& name) const { return values.count(name) != 0; }
+};
+
+}  // namespace kiln

@@ -1,0 +1,232 @@
+#include "frontend/onnx/onnx_import.h"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "frontend/ir/error.h"
+#include "frontend/onnx/tensor_proto.h"
+#include "frontend/ops/op_registry.h"
+
+namespace kiln {
+namespace {
+
+// Attributes carry their kind in `type`; old exporters leave it unset, so fall back to the filled field.
+AttrValue convert_attribute(const onnx::AttributeProto& a, const std::string& where) {
+  using A = onnx::AttributeProto;
+  A::AttributeType type = a.type();
+  if (type == A::UNDEFINED) {
+    if (a.has_f()) type = A::FLOAT;
+    else if (a.has_i()) type = A::INT;
+    else if (a.has_s()) type = A::STRING;
+    else if (a.has_t()) type = A::TENSOR;
+    else if (a.has_g()) type = A::GRAPH;
+    else if (a.floats_size()) type = A::FLOATS;
+    else if (a.ints_size()) type = A::INTS;
+    else if (a.strings_size()) type = A::STRINGS;
+    else throw Error(where + ": attribute '" + a.name() + "' has no type and no value");
+  }
+  switch (type) {
+    case A::FLOAT: return static_cast<double>(a.f());
+    case A::INT: return static_cast<int64_t>(a.i());
+    case A::STRING: return a.s();
+    case A::TENSOR: return tensor_from_proto(a.t(), where + ": attribute '" + a.name() + "'");
+    case A::FLOATS: return std::vector<double>(a.floats().begin(), a.floats().end());
+    case A::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case A::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+    case A::GRAPH:
+    case A::GRAPHS: return SubgraphAttr{};
+    case A::SPARSE_TENSOR:
+    case A::SPARSE_TENSORS: throw Unsupported(where + ": sparse tensor attribute '" + a.name() + "' is not supported");
+    case A::TENSORS: throw Unsupported(where + ": tensor-list attribute '" + a.name() + "' is not supported");
+    default: throw Error(where + ": attribute '" + a.name() + "' has unknown type " + std::to_string(type));
+  }
+}
+
+// A graph input's declared type: only dense tensors of supported dtypes.
+void import_input_type(const onnx::ValueInfoProto& vi, const std::string& file, Graph& g) {
+  const std::string where = file + ": graph input '" + vi.name() + "'";
+  if (!vi.has_type() || !vi.type().has_tensor_type()) {
+    if (vi.has_type() && vi.type().value_case() != onnx::TypeProto::VALUE_NOT_SET)
+      throw Unsupported(where + ": only tensor inputs are supported (sequence/optional/map are not)");
+    throw Error(where + ": has no tensor type");
+  }
+  const auto& tt = vi.type().tensor_type();
+  DType dt = dtype_from_int(tt.elem_type());
+  if (!is_supported(dt)) throw Unsupported(where + ": dtype " + dtype_name(dt) + " is not supported");
+  std::vector<Dim> dims;
+  if (!tt.has_shape()) throw Unsupported(where + ": has no shape (unknown rank is not supported)");
+  for (const auto& d : tt.shape().dim()) {
+    Dim dim;
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) throw Error(where + ": negative dimension " + std::to_string(d.dim_value()));
+      dim.value = d.dim_value();
+    } else if (d.has_dim_param()) {
+      dim.param = d.dim_param();
+    }
+    dims.push_back(dim);
+  }
+  Value v;
+  v.name = vi.name();
+  v.dtype = dt;
+  g.declared_input_dims[vi.name()] = dims;
+  g.values[vi.name()] = v;
+  g.inputs.push_back(vi.name());
+}
+
+// ONNX requires topological order but producers do not always honour it; sort, and tell a cycle apart
+// from an input that nothing produces.
+std::vector<Node> topo_sort(std::vector<Node> nodes, const Graph& g) {
+  std::set<std::string> available;
+  for (const auto& [name, v] : g.values) available.insert(name);
+  std::set<std::string> produced_somewhere = available;
+  for (const Node& n : nodes)
+    for (const auto& o : n.outputs)
+      if (!o.empty()) produced_somewhere.insert(o);
+  for (const Node& n : nodes)
+    for (const auto& in : n.inputs)
+      if (!in.empty() && !produced_somewhere.count(in))
+        throw Error(g.source + ": " + n.label() + ": input '" + in + "' is not produced by any node, initializer or graph input");
+
+  std::vector<Node> sorted;
+  std::vector<bool> done(nodes.size(), false);
+  bool progress = true;
+  while (sorted.size() < nodes.size() && progress) {
+    progress = false;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (done[i]) continue;
+      bool ready = true;
+      for (const auto& in : nodes[i].inputs)
+        if (!in.empty() && !available.count(in)) { ready = false; break; }
+      if (!ready) continue;
+      for (const auto& o : nodes[i].outputs)
+        if (!o.empty()) available.insert(o);
+      done[i] = true;
+      sorted.push_back(std::move(nodes[i]));
+      progress = true;
+    }
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!done[i]) throw Error(g.source + ": graph has a cycle through " + nodes[i].label());
+  return sorted;
+}
+
+// libonnx 1.12's checker knows IR <= 8 and opsets <= 17: run it only where it applies.
+void run_onnx_checker(const onnx::ModelProto& m, const std::string& file) {
+  if (m.ir_version() > 8) return;
+  for (const auto& o : m.opset_import())
+    if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() > 17) return;
+  try {
+    onnx::checker::check_model(m);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    for (char& c : msg)
+      if (c == '\n') c = ' ';
+    throw Error(file + ": ONNX checker: " + msg);
+  }
+}
+
+Graph import_model(const onnx::ModelProto& m, const std::string& file) {
+  Graph g;
+  g.source = file;
+  g.ir_version = m.ir_version();
+  if (!m.has_graph()) throw Error(file + ": model has no graph");
+  for (const auto& o : m.opset_import()) {
+    std::string d = o.domain() == "ai.onnx" ? "" : o.domain();
+    g.opsets[d] = o.version();
+  }
+  if (!g.opsets.count("") && m.opset_import_size() == 0) g.opsets[""] = 1;  // IR < 3 models import nothing
+  int64_t opset = g.opsets.count("") ? g.opsets[""] : kMinOpset;
+  if (opset < kMinOpset || opset > kMaxOpset)
+    throw Unsupported(file + ": opset " + std::to_string(opset) + " is not supported (kiln supports " +
+                      std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
+  if (m.functions_size() > 0) throw Unsupported(file + ": model-local functions are not supported");
+  run_onnx_checker(m, file);
+
+  const onnx::GraphProto& gp = m.graph();
+  g.name = gp.name().empty() ? "main" : gp.name();
+  if (gp.sparse_initializer_size() > 0) throw Unsupported(file + ": sparse initializers are not supported");
+
+  for (const auto& init : gp.initializer()) {
+    const std::string where = file + ": initializer '" + init.name() + "'";
+    if (init.name().empty()) throw Error(file + ": an initializer has no name");
+    Value v;
+    v.name = init.name();
+    Tensor t = tensor_from_proto(init, where);
+    v.dtype = t.dtype();
+    v.shape = t.shape();
+    v.typed = true;
+    v.constant = std::make_shared<const Tensor>(std::move(t));
+    g.values[v.name] = std::move(v);
+  }
+  for (const auto& in : gp.input()) {
+    if (in.name().empty()) throw Error(file + ": a graph input has no name");
+    if (g.values.count(in.name())) continue;  // an initializer listed as input (IR < 4): a constant
+    import_input_type(in, file, g);
+  }
+  for (const auto& out : gp.output()) {
+    if (out.name().empty()) throw Error(file + ": a graph output has no name");
+    g.outputs.push_back(out.name());
+  }
+  if (g.outputs.empty()) throw Error(file + ": graph has no outputs");
+
+  std::vector<Node> nodes;
+  std::set<std::string> outputs_seen;
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const auto& np = gp.node(i);
+    Node n;
+    n.op_type = np.op_type();
+    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+    n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    const std::string where = file + ": " + n.label();
+    if (n.op_type.empty()) throw Error(file + ": node " + std::to_string(i) + " has no op_type");
+    auto ops = g.opsets.find(n.domain);
+    if (!find_op(n.domain, n.op_type))
+      throw Unsupported(where + ": op " + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " is not supported");
+    if (ops == g.opsets.end()) throw Error(where + ": domain '" + n.domain + "' is not imported by the model");
+    n.opset = ops->second;
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    for (const auto& o : n.outputs) {
+      if (o.empty()) continue;
+      if (g.values.count(o) || !outputs_seen.insert(o).second)
+        throw Error(where + ": output '" + o + "' is defined more than once");
+    }
+    for (const auto& a : np.attribute()) {
+      if (a.has_ref_attr_name() && !a.ref_attr_name().empty())
+        throw Error(where + ": attribute '" + a.name() + "' refers to a function attribute outside a function");
+      n.attrs[a.name()] = convert_attribute(a, where);
+    }
+    nodes.push_back(std::move(n));
+  }
+  g.nodes = topo_sort(std::move(nodes), g);
+  for (const auto& o : g.outputs)
+    if (!g.values.count(o) && !outputs_seen.count(o))
+      throw Error(file + ": graph output '" + o + "' is not produced by any node, initializer or graph input");
+  for (const Node& n : g.nodes)
+    for (const auto& o : n.outputs)
+      if (!o.empty()) g.values[o].name = o;
+  return g;
+}
+
+}  // namespace
+
+Graph import_onnx_bytes(const std::string& bytes, const std::string& source) {
+  onnx::ModelProto m;
+  if (!m.ParseFromString(bytes)) throw Error(source + ": not a valid ONNX model (protobuf parse failed)");
+  return import_model(m, source);
+}
+
+Graph import_onnx_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().empty()) throw Error(path + ": file is empty");
+  return import_onnx_bytes(ss.str(), path);
+}
+
+}  // namespace kiln

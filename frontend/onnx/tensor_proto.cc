@@ -1,0 +1,112 @@
+#include "frontend/onnx/tensor_proto.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "frontend/ir/error.h"
+
+namespace kiln {
+
+namespace {
+
+Shape proto_shape(const onnx::TensorProto& p, const std::string& context) {
+  Shape s;
+  for (int64_t d : p.dims()) {
+    if (d < 0) throw Error(context + ": negative dimension " + std::to_string(d));
+    s.push_back(d);
+  }
+  // Guard against absurd sizes before allocating (a corrupt file can claim any shape).
+  long double n = 1;
+  for (int64_t d : s) n *= static_cast<long double>(d);
+  if (n > static_cast<long double>(1ll << 34)) throw Error(context + ": shape " + shape_str(s) + " is too large");
+  return s;
+}
+
+std::string count_mismatch(const std::string& context, const Shape& s, size_t got) {
+  return context + ": has " + std::to_string(got) + " values but shape " + shape_str(s) + " needs " +
+         std::to_string(num_elements(s));
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& context) {
+  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
+    throw Error(context + ": external data is not supported (embed the weights in the model)");
+  DType dt = dtype_from_int(p.data_type());
+  if (!is_supported(dt)) throw Unsupported(context + ": dtype " + dtype_name(dt) + " is not supported");
+  Shape shape = proto_shape(p, context);
+  Tensor t(dt, shape);
+  int64_t n = t.size();
+  if (p.has_raw_data()) {
+    const std::string& raw = p.raw_data();
+    if (raw.size() != t.byte_size())
+      throw Error(context + ": raw_data has " + std::to_string(raw.size()) + " bytes but shape " + shape_str(shape) +
+                  " of " + dtype_name(dt) + " needs " + std::to_string(t.byte_size()));
+    if (!raw.empty()) std::memcpy(t.data(), raw.data(), raw.size());
+    return t;
+  }
+  switch (dt) {
+    case DType::Float32:
+      if (p.float_data_size() != n) throw Error(count_mismatch(context, shape, p.float_data_size()));
+      for (int64_t i = 0; i < n; ++i) t.set_double(i, p.float_data(static_cast<int>(i)));
+      break;
+    case DType::Float64:
+      if (p.double_data_size() != n) throw Error(count_mismatch(context, shape, p.double_data_size()));
+      for (int64_t i = 0; i < n; ++i) t.set_double(i, p.double_data(static_cast<int>(i)));
+      break;
+    case DType::Int64:
+      if (p.int64_data_size() != n) throw Error(count_mismatch(context, shape, p.int64_data_size()));
+      for (int64_t i = 0; i < n; ++i) t.set_int(i, p.int64_data(static_cast<int>(i)));
+      break;
+    case DType::UInt32:
+    case DType::UInt64:
+      if (p.uint64_data_size() != n) throw Error(count_mismatch(context, shape, p.uint64_data_size()));
+      for (int64_t i = 0; i < n; ++i) t.set_int(i, static_cast<int64_t>(p.uint64_data(static_cast<int>(i))));
+      break;
+    case DType::Float16:
+    case DType::BFloat16:
+      // 16-bit patterns carried in int32_data.
+      if (p.int32_data_size() != n) throw Error(count_mismatch(context, shape, p.int32_data_size()));
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t bits = static_cast<uint16_t>(p.int32_data(static_cast<int>(i)));
+        std::memcpy(t.data() + 2 * i, &bits, 2);
+      }
+      break;
+    default:  // bool and the narrow ints travel in int32_data
+      if (p.int32_data_size() != n) throw Error(count_mismatch(context, shape, p.int32_data_size()));
+      for (int64_t i = 0; i < n; ++i) t.set_int(i, p.int32_data(static_cast<int>(i)));
+      break;
+  }
+  return t;
+}
+
+void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
+  p.set_data_type(static_cast<int32_t>(t.dtype()));
+  p.clear_dims();
+  for (int64_t d : t.shape()) p.add_dims(d);
+  p.set_raw_data(std::string(reinterpret_cast<const char*>(t.data()), t.byte_size()));
+}
+
+Tensor load_tensor_file(const std::string& path, std::string* name) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  onnx::TensorProto p;
+  if (!p.ParseFromString(ss.str())) throw Error(path + ": not a valid serialized TensorProto");
+  if (name) *name = p.name();
+  return tensor_from_proto(p, path);
+}
+
+void save_tensor_file(const std::string& path, const Tensor& t, const std::string& name) {
+  onnx::TensorProto p;
+  tensor_to_proto(t, p);
+  p.set_name(name);
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !p.SerializeToOstream(&out)) throw Error(path + ": cannot write file");
+}
+
+}  // namespace kiln

@@ -1,0 +1,23 @@
+/// \file TensorProto <-> Tensor, and the .pb tensor files of ONNX's test-case layout.
+#pragma once
+#include <string>
+
+#include "frontend/ir/tensor.h"
+
+namespace onnx {
+class TensorProto;
+}
+
+namespace kiln {
+
+/// Converts a TensorProto (raw_data or the typed repeated fields). `context` names the tensor in
+/// messages (e.g. "model.onnx: initializer 'conv1.weight'"). Rejects external data, a data size that
+/// does not match the shape, and unsupported dtypes.
+Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& context);
+void tensor_to_proto(const Tensor& t, onnx::TensorProto& proto);
+
+/// A serialized TensorProto file (test_data_set_N/input_0.pb). The tensor's name is returned in `name`.
+Tensor load_tensor_file(const std::string& path, std::string* name = nullptr);
+void save_tensor_file(const std::string& path, const Tensor& t, const std::string& name);
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+#include "frontend/passes/bind_input_shapes.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "frontend/ir/error.h"
+
+namespace kiln {
+namespace {
+
+int64_t parse_extent(const std::string& s, const std::string& spec) {
+  int64_t v = -1;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < 0)
+    throw Error("bad extent '" + s + "' in '" + spec + "' (expected a non-negative integer)");
+  return v;
+}
+
+}  // namespace
+
+std::pair<std::string, Shape> parse_input_shape(const std::string& spec) {
+  auto eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0) throw Error("bad --input-shape '" + spec + "' (expected name=1x3x224x224)");
+  std::string name = spec.substr(0, eq);
+  std::string dims = spec.substr(eq + 1);
+  Shape shape;
+  size_t start = 0;
+  while (!dims.empty() && start <= dims.size()) {
+    size_t x = dims.find_first_of("x,", start);
+    if (x == std::string::npos) x = dims.size();
+    shape.push_back(parse_extent(dims.substr(start, x - start), spec));
+    start = x + 1;
+  }
+  return {name, shape};
+}
+
+std::pair<std::string, int64_t> parse_dim(const std::string& spec) {
+  auto eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0) throw Error("bad --dim '" + spec + "' (expected name=N)");
+  return {spec.substr(0, eq), parse_extent(spec.substr(eq + 1), spec)};
+}
+
+void bind_input_shapes(Graph& g, const ShapeBindings& b) {
+  for (const auto& [name, shape] : b.input_shapes)
+    if (!g.declared_input_dims.count(name))
+      throw Error(g.source + ": --input-shape names '" + name + "', which is not a graph input");
+  for (const auto& [name, t] : b.frozen) {
+    auto it = std::find(g.inputs.begin(), g.inputs.end(), name);
+    if (it == g.inputs.end()) throw Error(g.source + ": cannot freeze '" + name + "', which is not a graph input");
+    Value& v = g.value(name);
+    if (v.dtype != t.dtype())
+      throw Error(g.source + ": graph input '" + name + "' is " + dtype_name(v.dtype) + ", frozen value is " +
+                  dtype_name(t.dtype()));
+    v.shape = t.shape();
+    v.typed = true;
+    v.constant = std::make_shared<const Tensor>(t);
+    g.inputs.erase(it);
+  }
+  for (const std::string& name : g.inputs) {
+    const auto& declared = g.declared_input_dims.at(name);
+    Value& v = g.value(name);
+    const std::string where = g.source + ": graph input '" + name + "'";
+    auto it = b.input_shapes.find(name);
+    Shape shape;
+    if (it != b.input_shapes.end()) {
+      shape = it->second;
+      if (shape.size() != declared.size())
+        throw Error(where + ": bound shape " + shape_str(shape) + " has rank " + std::to_string(shape.size()) +
+                    " but the model declares " + dims_str(declared));
+      for (size_t i = 0; i < shape.size(); ++i)
+        if (declared[i].known() && declared[i].value != shape[i])
+          throw Error(where + ": bound shape " + shape_str(shape) + " disagrees with the declared " +
+                      dims_str(declared) + " at axis " + std::to_string(i));
+    } else {
+      for (size_t i = 0; i < declared.size(); ++i) {
+        const Dim& d = declared[i];
+        if (d.known()) {
+          shape.push_back(d.value);
+          continue;
+        }
+        auto bd = d.param.empty() ? b.dims.end() : b.dims.find(d.param);
+        if (bd == b.dims.end())
+          throw Error(where + ": dimension " + (d.param.empty() ? "?" : "'" + d.param + "'") + " at axis " +
+                      std::to_string(i) + " is not bound (use --input-shape " + name + "=... or --dim " +
+                      (d.param.empty() ? "NAME" : d.param) + "=N)");
+        shape.push_back(bd->second);
+      }
+    }
+    v.shape = shape;
+    v.typed = true;
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,30 @@
+/// \file Binding symbolic input dimensions to numbers.
+#pragma once
+#include <map>
+#include <string>
+
+#include "frontend/ir/graph.h"
+
+namespace kiln {
+
+/// What the user fixed on the command line: whole input shapes (`--input-shape x=1x3x224x224`) and
+/// named dimensions (`--dim batch=1`).
+struct ShapeBindings {
+  std::map<std::string, Shape> input_shapes;
+  std::map<std::string, int64_t> dims;
+  /// Inputs fixed to a value at compile time, which turns them into constants: how a static-shape
+  /// compiler accepts a model whose shapes depend on an input (a Reshape target fed as an input).
+  std::map<std::string, Tensor> frozen;
+};
+
+/// kiln compiles static shapes only, so every graph input must end with a known shape: a declared
+/// number, a bound name, or a whole-shape binding that agrees with what the model declares. Fails
+/// naming the input and the axis otherwise; a binding for an input the model lacks is an error too.
+void bind_input_shapes(Graph& g, const ShapeBindings& b);
+
+/// Parses "name=1x3x224x224" (or "name=" for a scalar) into a binding; throws Error on bad syntax.
+std::pair<std::string, Shape> parse_input_shape(const std::string& spec);
+/// Parses "batch=1".
+std::pair<std::string, int64_t> parse_dim(const std::string& spec);
+
+}  // namespace kiln

@@ -1,0 +1,74 @@
+#include "frontend/passes/infer_shapes.h"
+
+#include "frontend/ops/op_registry.h"
+
+namespace kiln {
+namespace {
+
+// Folding evaluates with the double-precision reference; keep it to tensors of a sane size so that
+// compile time stays bounded (the compiled kernel handles the rest at run time).
+constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
+
+bool all_inputs_constant(const Node& n, const Graph& g) {
+  for (const auto& in : n.inputs)
+    if (!in.empty() && !g.value(in).constant) return false;
+  return true;
+}
+
+void fold(const Node& n, const OpDef& op, Graph& g) {
+  std::vector<const Tensor*> ins;
+  for (const auto& in : n.inputs) ins.push_back(in.empty() ? nullptr : g.value(in).constant.get());
+  EvalContext ec(n, std::move(ins));
+  op.eval(ec);
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    if (n.outputs[i].empty()) continue;
+    if (i >= ec.outputs().size() || ec.outputs()[i].dtype() == DType::Undefined)
+      throw Error(n.label() + ": reference kernel produced no output " + std::to_string(i));
+    Value& v = g.value(n.outputs[i]);
+    const Tensor& t = ec.outputs()[i];
+    if (v.dtype != t.dtype() || v.shape != t.shape())
+      throw Error(n.label() + ": shape inference says output " + std::to_string(i) + " is " + dtype_name(v.dtype) +
+                  " " + shape_str(v.shape) + " but the kernel produced " + dtype_name(t.dtype()) + " " +
+                  shape_str(t.shape()));
+    v.constant = std::make_shared<const Tensor>(t);
+  }
+}
+
+}  // namespace
+
+void infer_shapes(Graph& g) {
+  for (const std::string& in : g.inputs)
+    if (!g.value(in).typed) throw Error(g.source + ": graph input '" + in + "' has no bound shape");
+  for (const Node& n : g.nodes) {
+    const OpDef* op = find_op(n.domain, n.op_type);
+    if (!op) throw Unsupported(g.source + ": " + n.label() + ": op is not supported");
+    for (const auto& in : n.inputs)
+      if (!in.empty() && !g.value(in).typed)
+        throw Error(n.label() + ": input '" + in + "' has no inferred type");
+    InferContext ic(n, g);
+    op->infer(ic);
+    const auto& outs = ic.outputs();
+    bool produced_constants = false;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (n.outputs[i].empty()) continue;
+      if (i >= outs.size() || !outs[i].set) throw Error(n.label() + ": shape inference set no output " + std::to_string(i));
+      if (!is_supported(outs[i].dtype))
+        throw Unsupported(n.label() + ": output dtype " + dtype_name(outs[i].dtype) + " is not supported");
+      Value& v = g.value(n.outputs[i]);
+      v.dtype = outs[i].dtype;
+      v.shape = outs[i].shape;
+      v.typed = true;
+      v.constant = outs[i].constant;
+      produced_constants |= v.constant != nullptr;
+    }
+    if (produced_constants || !all_inputs_constant(n, g)) continue;
+    int64_t out_elems = 0;
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if (!n.outputs[i].empty()) out_elems += num_elements(g.value(n.outputs[i]).shape);
+    if (out_elems <= kMaxFoldElements) fold(n, *op, g);
+  }
+  for (const std::string& o : g.outputs)
+    if (!g.value(o).typed) throw Error(g.source + ": graph output '" + o + "' has no inferred type");
+}
+
+}  // namespace kiln

@@ -1,0 +1,15 @@
+/// \file Shape inference with constant folding.
+#pragma once
+#include "frontend/ir/graph.h"
+
+namespace kiln {
+
+/// Gives every value of the graph a dtype and a static shape, in topological order, with each op's own
+/// inference rule (frontend/ops). Folding is part of the same walk, not a separate pass, because
+/// shapes depend on folded values: transformer exports compute Reshape targets through
+/// Shape -> Gather -> Concat chains, so a node whose inputs are all known is evaluated with the
+/// reference kernel and its outputs become constants before later nodes are inferred.
+/// Requires bound graph inputs (bind_input_shapes). Throws Error naming the node on failure.
+void infer_shapes(Graph& g);
+
+}  // namespace kiln

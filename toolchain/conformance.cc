@@ -1,0 +1,206 @@
+#include "toolchain/conformance.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "frontend/ir/error.h"
+#include "frontend/onnx/onnx_import.h"
+#include "frontend/onnx/tensor_proto.h"
+#include "frontend/passes/bind_input_shapes.h"
+#include "frontend/passes/infer_shapes.h"
+#include "frontend/reference/interpreter.h"
+
+namespace kiln {
+namespace fs = std::filesystem;
+namespace {
+
+std::vector<fs::path> find_cases(const fs::path& dir) {
+  std::vector<fs::path> cases;
+  if (fs::exists(dir / "model.onnx")) return {dir};
+  if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a directory");
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename() == "model.onnx") cases.push_back(e.path().parent_path());
+  std::sort(cases.begin(), cases.end());
+  return cases;
+}
+
+// input_0.pb, input_1.pb, ... in numeric order.
+std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, fs::path>> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string f = e.path().filename().string();
+    if (f.rfind(prefix, 0) == 0 && f.size() > prefix.size() + 3 && f.ends_with(".pb"))
+      files.emplace_back(std::stoi(f.substr(prefix.size(), f.size() - prefix.size() - 3)), e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<fs::path> out;
+  for (auto& [i, p] : files) out.push_back(p);
+  return out;
+}
+
+std::map<std::string, std::string> read_known_failures(const std::string& file) {
+  std::map<std::string, std::string> known;
+  if (file.empty()) return known;
+  std::ifstream in(file);
+  if (!in) throw Error(file + ": cannot open known-failures file");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    auto sp = line.find_first_of(" \t");
+    std::string name = line.substr(0, sp);
+    std::string why = sp == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", sp));
+    known[name] = why;
+  }
+  return known;
+}
+
+double half_precision_rtol(DType t) {
+  if (t == DType::Float16) return 2.0 / 1024;
+  if (t == DType::BFloat16) return 2.0 / 128;
+  return 0;
+}
+
+// Empty when equal within tolerance, else a description of the first mismatch.
+std::string compare(const Tensor& got, const Tensor& want, const ConformanceOptions& o) {
+  if (got.dtype() != want.dtype()) return "dtype " + dtype_name(got.dtype()) + ", expected " + dtype_name(want.dtype());
+  if (got.shape() != want.shape()) return "shape " + shape_str(got.shape()) + ", expected " + shape_str(want.shape());
+  int64_t bad = 0;
+  std::string first;
+  double rtol = std::max(o.rtol, half_precision_rtol(want.dtype()));
+  for (int64_t i = 0; i < want.size(); ++i) {
+    bool ok;
+    if (is_float(want.dtype())) {
+      double g = got.get_double(i), w = want.get_double(i);
+      if (std::isnan(w) || std::isnan(g)) ok = std::isnan(w) && std::isnan(g);
+      else if (std::isinf(w) || std::isinf(g)) ok = g == w;
+      else ok = std::fabs(g - w) <= o.atol + rtol * std::fabs(w);
+      if (!ok && first.empty()) first = fmt::format("element {}: got {:.9g}, expected {:.9g}", i, g, w);
+    } else {
+      ok = got.get_int(i) == want.get_int(i);
+      if (!ok && first.empty()) first = fmt::format("element {}: got {}, expected {}", i, got.get_int(i), want.get_int(i));
+    }
+    bad += !ok;
+  }
+  if (!bad) return "";
+  return fmt::format("{} of {} elements differ; {}", bad, want.size(), first);
+}
+
+enum class Outcome { Pass, Fail, Unsupported };
+
+Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& why) {
+  try {
+    Graph base = import_onnx_file((dir / "model.onnx").string());
+    std::vector<fs::path> sets;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+    std::sort(sets.begin(), sets.end());
+    if (sets.empty()) throw Error(dir.string() + ": no test_data_set_* directory");
+    for (const fs::path& set : sets) {
+      Graph g = base;
+      auto in_files = numbered_files(set, "input_");
+      if (in_files.size() > g.inputs.size())
+        throw Error(set.string() + ": " + std::to_string(in_files.size()) + " input files for " +
+                    std::to_string(g.inputs.size()) + " graph inputs");
+      std::map<std::string, Tensor> inputs;
+      ShapeBindings b;
+      for (size_t i = 0; i < in_files.size(); ++i) {
+        std::string pb_name;
+        Tensor t = load_tensor_file(in_files[i].string(), &pb_name);
+        const std::string& name = g.has_value(pb_name) && std::count(g.inputs.begin(), g.inputs.end(), pb_name)
+                                      ? pb_name
+                                      : g.inputs[i];
+        b.input_shapes[name] = t.shape();
+        inputs[name] = std::move(t);
+      }
+      if (inputs.size() != g.inputs.size())
+        throw Unsupported(set.string() + ": test data leaves graph inputs unset (optional inputs are not supported)");
+      // Inputs that shapes depend on are frozen to their test values, as a user would with --freeze.
+      Graph unbound = g;
+      for (;;) {
+        g = unbound;
+        bind_input_shapes(g, b);
+        for (const auto& [name, t] : inputs)
+          if (!b.frozen.count(name) && t.dtype() != g.value(name).dtype)
+            throw Error(set.string() + ": input '" + name + "' is " + dtype_name(t.dtype()) + ", model declares " +
+                        dtype_name(g.value(name).dtype));
+        try {
+          infer_shapes(g);
+          break;
+        } catch (const NotConstant& e) {
+          auto it = inputs.find(e.value_name());
+          if (it == inputs.end() || b.frozen.count(e.value_name())) throw;
+          b.frozen[it->first] = it->second;
+          b.input_shapes.erase(it->first);
+        }
+      }
+      for (const auto& [name, t] : b.frozen) inputs.erase(name);
+      std::vector<Tensor> outs = run_reference(g, inputs);
+      auto out_files = numbered_files(set, "output_");
+      if (out_files.size() != outs.size())
+        throw Error(set.string() + ": " + std::to_string(out_files.size()) + " output files for " +
+                    std::to_string(outs.size()) + " graph outputs");
+      for (size_t i = 0; i < outs.size(); ++i) {
+        Tensor want = load_tensor_file(out_files[i].string());
+        std::string diff = compare(outs[i], want, o);
+        if (!diff.empty()) {
+          why = set.filename().string() + " output " + std::to_string(i) + " ('" + g.outputs[i] + "'): " + diff;
+          return Outcome::Fail;
+        }
+      }
+    }
+    return Outcome::Pass;
+  } catch (const Unsupported& e) {
+    why = e.what();
+    return Outcome::Unsupported;
+  } catch (const std::exception& e) {
+    why = e.what();
+    return Outcome::Fail;
+  }
+}
+
+}  // namespace
+
+ConformanceResult run_conformance(const std::string& dir, const ConformanceOptions& o, std::ostream& out) {
+  if (o.engine != "reference") throw Error("--engine " + o.engine + " is not available yet (only 'reference')");
+  auto known = read_known_failures(o.known_failures_file);
+  std::optional<std::regex> filter;
+  if (!o.filter.empty()) filter.emplace(o.filter);
+  ConformanceResult r;
+  for (const fs::path& c : find_cases(dir)) {
+    std::string name = c.filename().string();
+    if (filter && !std::regex_search(name, *filter)) continue;
+    std::string why;
+    Outcome oc = run_case(c, o, why);
+    auto k = known.find(name);
+    if (oc == Outcome::Fail && k != known.end()) {
+      oc = Outcome::Unsupported;
+      why = "known failure: " + k->second;
+    } else if (oc == Outcome::Pass && k != known.end() && o.verbose) {
+      out << "NOTE " << name << ": listed as a known failure but passes\n";
+    }
+    switch (oc) {
+      case Outcome::Pass:
+        ++r.passed;
+        if (o.verbose) out << "PASS " << name << "\n";
+        break;
+      case Outcome::Fail:
+        ++r.failed;
+        out << "FAIL " << name << ": " << why << "\n";
+        break;
+      case Outcome::Unsupported:
+        ++r.unsupported;
+        if (o.verbose) out << "UNSUPPORTED " << name << ": " << why << "\n";
+        break;
+    }
+    out.flush();
+  }
+  out << r.passed << " passed, " << r.failed << " failed, " << r.unsupported << " unsupported\n";
+  return r;
+}
+
+}  // namespace kiln

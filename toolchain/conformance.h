@@ -1,0 +1,30 @@
+/// \file `kiln conformance`: runs ONNX test cases (model.onnx + test_data_set_*/{input,output}_N.pb).
+#pragma once
+#include <functional>
+#include <map>
+#include <ostream>
+#include <string>
+
+namespace kiln {
+
+struct ConformanceOptions {
+  std::string engine = "reference";  // later issues add "compiled"
+  double rtol = 1e-4;
+  double atol = 1e-5;
+  std::string filter;                // regex on the case name; empty = all
+  std::string known_failures_file;   // "case  reason" lines; those cases count as unsupported
+  bool verbose = false;
+};
+
+struct ConformanceResult {
+  int passed = 0, failed = 0, unsupported = 0;
+};
+
+/// Runs every case directory under `dir` (or `dir` itself if it holds model.onnx). Input shapes are
+/// bound from the test data. Floats compare with |got - want| <= atol + rtol * |want| (NaN equals NaN;
+/// float16/bfloat16 outputs get at least two units of their own precision as rtol); integers and
+/// bools compare exactly. Prints one line per failure (and per unsupported case with verbose) and
+/// ends with "N passed, M failed, K unsupported".
+ConformanceResult run_conformance(const std::string& dir, const ConformanceOptions& opts, std::ostream& out);
+
+}  // namespace kiln

@@ -1,0 +1,113 @@
+#include "toolchain/inspect.h"
+
+#include <fmt/format.h>
+
+#include "frontend/onnx/onnx_import.h"
+#include "frontend/ops/op_registry.h"
+#include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/remove_dead_nodes.h"
+
+namespace kiln {
+namespace {
+
+double node_flops(const Node& n, const Graph& g) {
+  const OpDef* op = find_op(n.domain, n.op_type);
+  if (!op || !op->flops) return 0;
+  NodeShapes s{n, {}, {}};
+  for (const auto& in : n.inputs) s.in.push_back(in.empty() ? Shape{} : g.value(in).shape);
+  for (const auto& o : n.outputs) s.out.push_back(o.empty() ? Shape{} : g.value(o).shape);
+  return op->flops(s);
+}
+
+std::string human(double v) {
+  const char* units[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  while (v >= 1000 && u < 4) { v /= 1000; ++u; }
+  return u == 0 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f} {}", v, units[u]);
+}
+
+}  // namespace
+
+ModelSummary summarize_model(const std::string& path, ShapeBindings bindings) {
+  Graph g = import_onnx_file(path);
+  ModelSummary s;
+  s.file = path;
+  s.ir_version = g.ir_version;
+  s.opset = g.opsets.at("");
+  s.imported_nodes = static_cast<int64_t>(g.nodes.size());
+  for (const Node& n : g.nodes) s.op_histogram[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
+  for (const auto& [name, v] : g.values) {
+    if (!v.constant) continue;
+    s.parameters += v.constant->size();
+    s.parameter_bytes += static_cast<int64_t>(v.constant->byte_size());
+  }
+  for (const auto& in : g.inputs) {
+    if (bindings.input_shapes.count(in)) continue;
+    for (const Dim& d : g.declared_input_dims.at(in)) {
+      if (d.known()) continue;
+      std::string key = d.param.empty() ? "?" : d.param;
+      if (d.param.empty()) {
+        Shape shape;
+        for (const Dim& e : g.declared_input_dims.at(in)) shape.push_back(e.known() ? e.value : 1);
+        bindings.input_shapes[in] = shape;
+        s.defaulted_dims.push_back(in + ":?");
+        break;
+      }
+      if (!bindings.dims.count(d.param)) {
+        bindings.dims[d.param] = 1;
+        s.defaulted_dims.push_back(d.param);
+      }
+    }
+  }
+  std::map<std::string, std::string> declared;
+  for (const auto& in : g.inputs) declared[in] = dims_str(g.declared_input_dims.at(in));
+  bind_input_shapes(g, bindings);
+  infer_shapes(g);
+  remove_dead_nodes(g);
+  s.runtime_nodes = static_cast<int64_t>(g.nodes.size());
+  for (const auto& in : g.inputs) {
+    const Value& v = g.value(in);
+    s.inputs.push_back({in, v.dtype, declared[in], v.shape});
+  }
+  for (const auto& out : g.outputs) {
+    const Value& v = g.value(out);
+    s.outputs.push_back({out, v.dtype, shape_str(v.shape), v.shape});
+  }
+  std::string table;
+  for (const Node& n : g.nodes) {
+    double f = node_flops(n, g);
+    s.flops += f;
+    for (const auto& o : n.outputs) {
+      if (o.empty()) continue;
+      const Value& v = g.value(o);
+      table += fmt::format("  {:<32} {:<20} {:<24} {:<8} {}\n", n.name, n.op_type, o, dtype_name(v.dtype),
+                           shape_str(v.shape) + (f > 0 ? "  flops " + human(f) : ""));
+      f = 0;
+    }
+  }
+  s.node_table = table;
+  return s;
+}
+
+std::string format_summary(const ModelSummary& s, bool verbose) {
+  std::string out = fmt::format("model    {}\nir       {}   opset {}\n", s.file, s.ir_version, s.opset);
+  for (const auto& io : s.inputs)
+    out += fmt::format("input    {:<24} {:<8} {}{}\n", io.name, dtype_name(io.dtype), shape_str(io.shape),
+                       io.declared != shape_str(io.shape) ? "  (declared " + io.declared + ")" : "");
+  for (const auto& io : s.outputs) out += fmt::format("output   {:<24} {:<8} {}\n", io.name, dtype_name(io.dtype), shape_str(io.shape));
+  if (!s.defaulted_dims.empty()) {
+    out += "note     symbolic dims bound to 1 (use --dim/--input-shape):";
+    for (const auto& d : s.defaulted_dims) out += " " + d;
+    out += "\n";
+  }
+  out += fmt::format("params   {} ({} bytes)\n", s.parameters, s.parameter_bytes);
+  out += fmt::format("flops    {} ({:.0f})\n", human(s.flops), s.flops);
+  out += fmt::format("nodes    {} imported, {} after folding\n", s.imported_nodes, s.runtime_nodes);
+  out += "ops     ";
+  for (const auto& [op, count] : s.op_histogram) out += fmt::format(" {}:{}", op, count);
+  out += "\n";
+  if (verbose) out += "nodes (after folding):\n" + s.node_table;
+  return out;
+}
+
+}  // namespace kiln

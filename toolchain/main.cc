@@ -1,0 +1,97 @@
+// The kiln driver: parses the command line and calls into the pipeline. Errors end here: one line on
+// stderr and exit code 2.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "frontend/ir/error.h"
+#include "toolchain/conformance.h"
+#include "toolchain/inspect.h"
+#include "toolchain/pipeline.h"
+
+namespace {
+
+struct BindingArgs {
+  std::vector<std::string> input_shapes, dims;
+  void add_to(CLI::App* app) {
+    app->add_option("--input-shape", input_shapes, "Bind an input's shape: name=1x3x224x224 (repeatable)");
+    app->add_option("--dim", dims, "Bind a symbolic dimension: batch=1 (repeatable)");
+  }
+  kiln::ShapeBindings parse() const {
+    kiln::ShapeBindings b;
+    for (const auto& s : input_shapes) b.input_shapes.insert(kiln::parse_input_shape(s));
+    for (const auto& s : dims) b.dims.insert(kiln::parse_dim(s));
+    return b;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: an ahead-of-time tensor compiler"};
+  app.require_subcommand(1);
+
+  std::string model_path;
+  bool verbose = false;
+  BindingArgs inspect_bindings;
+  auto* inspect = app.add_subcommand("inspect", "Summarise a model: IO, ops, parameters, FLOPs");
+  inspect->add_option("model", model_path, "ONNX model file")->required();
+  inspect->add_flag("-v,--verbose", verbose, "Also list every node with its output shapes");
+  inspect_bindings.add_to(inspect);
+
+  std::string case_dir;
+  kiln::ConformanceOptions conf;
+  auto* conformance = app.add_subcommand("conformance", "Run ONNX test cases (model.onnx + test_data_set_*)");
+  conformance->add_option("dir", case_dir, "A case directory or a directory of cases")->required();
+  conformance->add_option("--engine", conf.engine, "Engine to check: reference")->capture_default_str();
+  conformance->add_option("--rtol", conf.rtol, "Relative tolerance for floats")->capture_default_str();
+  conformance->add_option("--atol", conf.atol, "Absolute tolerance for floats")->capture_default_str();
+  conformance->add_option("--filter", conf.filter, "Only cases whose name matches this regex");
+  conformance->add_option("--known-failures", conf.known_failures_file, "File of 'case reason' lines");
+  conformance->add_flag("-v,--verbose", conf.verbose, "Print every case, with the reason for unsupported ones");
+
+  std::vector<std::string> dump_after;
+  BindingArgs dump_bindings;
+  auto* dump = app.add_subcommand("dump", "Run the frontend and print the graph after the given steps");
+  dump->add_option("model", model_path, "ONNX model file")->required();
+  dump->add_option("--dump-after", dump_after, "import|bind|infer|prune|all (repeatable)")->required();
+  dump_bindings.add_to(dump);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  try {
+    if (*inspect) {
+      auto summary = kiln::summarize_model(model_path, inspect_bindings.parse());
+      std::cout << kiln::format_summary(summary, verbose);
+      return 0;
+    }
+    if (*conformance) {
+      auto r = kiln::run_conformance(case_dir, conf, std::cout);
+      return r.failed == 0 ? 0 : 1;
+    }
+    if (*dump) {
+      kiln::PipelineOptions o;
+      o.bindings = dump_bindings.parse();
+      o.dump_after = dump_after;
+      o.on_dump = [](const std::string& step, const kiln::Graph& g) {
+        std::cout << "; after " << step << "\n" << kiln::print_graph(g);
+      };
+      kiln::load_model(model_path, o);
+      return 0;
+    }
+  } catch (const kiln::Error& e) {
+    std::cerr << "kiln: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kiln: error: out of memory (is the model's shape sane?)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}
