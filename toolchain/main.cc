@@ -8,6 +8,8 @@
 #include "toolchain/conformance.h"
 #include "toolchain/inspect.h"
 #include "toolchain/pipeline.h"
+#include "toolchain/run_model.h"
+#include "frontend/zoo/zoo.h"
 
 namespace {
 
@@ -57,6 +59,26 @@ int main(int argc, char** argv) {
   dump->add_option("--dump-after", dump_after, "import|bind|infer|prune|all (repeatable)")->required();
   dump_bindings.add_to(dump);
 
+  kiln::RunOptions run_opts;
+  std::vector<std::string> run_inputs;
+  BindingArgs run_bindings;
+  auto* run = app.add_subcommand("run", "Evaluate a model on given or seeded inputs and print its outputs");
+  run->add_option("model", model_path, "ONNX model file")->required();
+  run->add_option("--engine", run_opts.engine, "Engine: reference")->capture_default_str();
+  run->add_option("--input", run_inputs, "name=file.pb: a graph input from a TensorProto file (repeatable)");
+  run->add_option("--seed", run_opts.seed, "Seed for inputs not given as files")->capture_default_str();
+  run->add_option("--print", run_opts.print_limit, "Values printed per output")->capture_default_str();
+  run->add_option("--output-dir", run_opts.output_dir, "Also write outputs there as output_N.pb");
+  run_bindings.add_to(run);
+
+  std::string zoo_name, zoo_out;
+  kiln::ZooOptions zoo_opts;
+  auto* zoo = app.add_subcommand("zoo", "Write a model from kiln's own model zoo as ONNX");
+  zoo->add_option("name", zoo_name, "Model name")->required();
+  zoo->add_option("-o,--output", zoo_out, "Output .onnx file")->required();
+  zoo->add_option("--seed", zoo_opts.seed, "Weight seed")->capture_default_str();
+  zoo->add_option("--batch", zoo_opts.batch, "Batch size")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -72,6 +94,20 @@ int main(int argc, char** argv) {
     if (*conformance) {
       auto r = kiln::run_conformance(case_dir, conf, std::cout);
       return r.failed == 0 ? 0 : 1;
+    }
+    if (*run) {
+      run_opts.bindings = run_bindings.parse();
+      for (const auto& spec : run_inputs) {
+        auto eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0) throw kiln::Error("bad --input '" + spec + "' (expected name=file.pb)");
+        run_opts.input_files[spec.substr(0, eq)] = spec.substr(eq + 1);
+      }
+      kiln::run_model(model_path, run_opts, std::cout);
+      return 0;
+    }
+    if (*zoo) {
+      kiln::build_zoo_model(zoo_name, zoo_opts).save(zoo_out);
+      return 0;
     }
     if (*dump) {
       kiln::PipelineOptions o;

@@ -1,0 +1,35 @@
+#include "frontend/zoo/zoo.h"
+
+#include <functional>
+#include <map>
+
+#include "frontend/ir/error.h"
+#include "frontend/zoo/zoo_models.h"
+
+namespace kiln {
+namespace {
+const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo() {
+  static const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>> models = {
+      {"tiny_cnn", build_tiny_cnn},
+  };
+  return models;
+}
+}  // namespace
+
+std::vector<std::string> zoo_model_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : zoo()) names.push_back(name);
+  return names;
+}
+
+ModelBuilder build_zoo_model(const std::string& name, const ZooOptions& opts) {
+  auto it = zoo().find(name);
+  if (it == zoo().end()) {
+    std::string known;
+    for (const auto& n : zoo_model_names()) known += (known.empty() ? "" : ", ") + n;
+    throw Error("unknown zoo model '" + name + "' (known: " + known + ")");
+  }
+  return it->second(opts);
+}
+
+}  // namespace kiln

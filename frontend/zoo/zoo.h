@@ -1,0 +1,21 @@
+/// \file The model zoo: ONNX models written by kiln's own code, for the demo, tests and benchmarks.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frontend/onnx/model_builder.h"
+
+namespace kiln {
+
+struct ZooOptions {
+  uint64_t seed = 1;
+  int64_t batch = 1;
+};
+
+/// Names `build_zoo_model` knows.
+std::vector<std::string> zoo_model_names();
+/// Builds a named model with seeded weights. Throws Error for an unknown name.
+ModelBuilder build_zoo_model(const std::string& name, const ZooOptions& opts);
+
+}  // namespace kiln

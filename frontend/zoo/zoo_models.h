@@ -1,0 +1,9 @@
+/// \file One builder function per zoo model (each in its own file), listed by zoo.cc.
+#pragma once
+#include "frontend/zoo/zoo.h"
+
+namespace kiln {
+
+ModelBuilder build_tiny_cnn(const ZooOptions& o);
+
+}  // namespace kiln

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kiln needs. Idempotent: quiet and quick when everything is present.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  clang-19 libclang-rt-19-dev   # libFuzzer target for the importer
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets everything up, builds, and runs the whole test suite with ctest.
+# KILN_TEST_LABELS=quick runs only the quick subset.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+args=(--test-dir build --output-on-failure -j "$(nproc)")
+if [ -n "${KILN_TEST_LABELS:-}" ]; then args+=(-L "$KILN_TEST_LABELS"); fi
+ctest "${args[@]}"

@@ -1,0 +1,59 @@
+#include "toolchain/run_model.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <random>
+
+#include "frontend/ir/error.h"
+#include "frontend/onnx/tensor_proto.h"
+#include "frontend/reference/interpreter.h"
+#include "toolchain/pipeline.h"
+
+namespace kiln {
+
+Tensor seeded_input(const Value& v, uint64_t seed, size_t input_index) {
+  std::mt19937_64 rng(seed * 1000003u + input_index);
+  Tensor t(v.dtype, v.shape);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    uint64_t bits = rng();
+    if (is_float(v.dtype)) t.set_double(i, -1.0 + 2.0 * static_cast<double>(bits >> 11) * 0x1.0p-53);
+    else if (v.dtype == DType::Bool) t.set_int(i, static_cast<int64_t>(bits & 1));
+    else t.set_int(i, static_cast<int64_t>(bits % 10));
+  }
+  return t;
+}
+
+void run_model(const std::string& path, const RunOptions& o, std::ostream& out) {
+  if (o.engine != "reference") throw Error("--engine " + o.engine + " is not available yet (only 'reference')");
+  PipelineOptions po;
+  po.bindings = o.bindings;
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, file] : o.input_files) {
+    given[name] = load_tensor_file(file);
+    po.bindings.input_shapes[name] = given[name].shape();
+  }
+  Graph g = load_model(path, po);
+  std::map<std::string, Tensor> inputs;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const std::string& name = g.inputs[i];
+    auto it = given.find(name);
+    inputs[name] = it != given.end() ? it->second : seeded_input(g.value(name), o.seed, i);
+  }
+  std::vector<Tensor> outs = run_reference(g, inputs);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& t = outs[i];
+    out << fmt::format("output {} {} [{}]", g.outputs[i], dtype_name(t.dtype()), shape_str(t.shape())) << "\n ";
+    int64_t n = std::min<int64_t>(t.size(), o.print_limit);
+    for (int64_t k = 0; k < n; ++k)
+      out << " " << (is_float(t.dtype()) ? fmt::format("{:.6g}", t.get_double(k)) : std::to_string(t.get_int(k)));
+    if (t.size() > n) out << " ... (" << t.size() << " values)";
+    out << "\n";
+    if (!o.output_dir.empty()) {
+      std::filesystem::create_directories(o.output_dir);
+      save_tensor_file(o.output_dir + "/output_" + std::to_string(i) + ".pb", t, g.outputs[i]);
+    }
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,29 @@
+/// \file `kiln run`: evaluate a model on given or seeded inputs and print the outputs.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+
+#include "frontend/ir/graph.h"
+#include "frontend/passes/bind_input_shapes.h"
+
+namespace kiln {
+
+struct RunOptions {
+  std::string engine = "reference";
+  ShapeBindings bindings;
+  std::map<std::string, std::string> input_files;  // graph input -> TensorProto .pb file
+  uint64_t seed = 0;
+  int64_t print_limit = 16;  // values printed per output
+  std::string output_dir;    // when set, outputs are also written there as output_N.pb
+};
+
+/// Inputs not given as files are filled from the seed: floats uniform in [-1, 1), integers in [0, 10),
+/// bools fair coins; so a run is reproducible from the command line alone.
+Tensor seeded_input(const Value& v, uint64_t seed, size_t input_index);
+
+/// Runs the model and prints, per output, its name, dtype, shape and first values.
+void run_model(const std::string& path, const RunOptions& opts, std::ostream& out);
+
+}  // namespace kiln
