@@ -14,6 +14,7 @@ struct ConformanceOptions {
   std::string filter;                // regex on the case name; empty = all
   std::string known_failures_file;   // "case  reason" lines; those cases count as unsupported
   bool verbose = false;
+  int min_passed = 0;                // fail the run when fewer cases pass (guards against regressions)
 };
 
 struct ConformanceResult {

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   conformance->add_option("--atol", conf.atol, "Absolute tolerance for floats")->capture_default_str();
   conformance->add_option("--filter", conf.filter, "Only cases whose name matches this regex");
   conformance->add_option("--known-failures", conf.known_failures_file, "File of 'case reason' lines");
+  conformance->add_option("--min-passed", conf.min_passed, "Exit non-zero when fewer cases pass");
   conformance->add_flag("-v,--verbose", conf.verbose, "Print every case, with the reason for unsupported ones");
 
   std::vector<std::string> dump_after;
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
     }
     if (*conformance) {
       auto r = kiln::run_conformance(case_dir, conf, std::cout);
+      if (r.passed < conf.min_passed) {
+        std::cerr << "kiln: conformance: " << r.passed << " passed, fewer than --min-passed " << conf.min_passed << "\n";
+        return 1;
+      }
       return r.failed == 0 ? 0 : 1;
     }
     if (*run) {

@@ -33,9 +33,14 @@ std::vector<int64_t> strides_of(const Shape& s) {
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (int64_t d : shape_)
     if (d < 0) throw Error("tensor shape " + shape_str(shape_) + " has a negative extent");
-  size_ = num_elements(shape_);
   size_t esize = dtype_size(dtype_);
   if (esize == 0) throw Unsupported("dtype " + dtype_name(dtype_) + " is not supported");
+  // A corrupt model can claim any shape: refuse absurd sizes before multiplying them out.
+  long double bytes = static_cast<long double>(esize);
+  for (int64_t d : shape_) bytes *= static_cast<long double>(d);
+  if (bytes > static_cast<long double>(kMaxTensorBytes))
+    throw Error("tensor of shape " + shape_str(shape_) + " (" + dtype_name(dtype_) + ") is too large");
+  size_ = num_elements(shape_);
   bytes_.assign(static_cast<size_t>(size_) * esize, std::byte{0});
 }
 

@@ -10,6 +10,9 @@
 
 namespace kiln {
 
+/// The largest tensor kiln will allocate (64 GiB): beyond it a shape is taken to be corrupt.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 36;
+
 /// Static shape: one extent per axis, all known. Rank 0 is a scalar.
 using Shape = std::vector<int64_t>;
 

@@ -129,7 +129,7 @@ void run_onnx_checker(const onnx::ModelProto& m, const std::string& file) {
   }
 }
 
-Graph import_model(const onnx::ModelProto& m, const std::string& file) {
+Graph import_model(const onnx::ModelProto& m, const std::string& file, const ImportOptions& opts) {
   Graph g;
   g.source = file;
   g.ir_version = m.ir_version();
@@ -144,7 +144,6 @@ Graph import_model(const onnx::ModelProto& m, const std::string& file) {
     throw Unsupported(file + ": opset " + std::to_string(opset) + " is not supported (kiln supports " +
                       std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
   if (m.functions_size() > 0) throw Unsupported(file + ": model-local functions are not supported");
-  run_onnx_checker(m, file);
 
   const onnx::GraphProto& gp = m.graph();
   g.name = gp.name().empty() ? "main" : gp.name();
@@ -209,24 +208,25 @@ Graph import_model(const onnx::ModelProto& m, const std::string& file) {
   for (const Node& n : g.nodes)
     for (const auto& o : n.outputs)
       if (!o.empty()) g.values[o].name = o;
+  if (opts.onnx_checker) run_onnx_checker(m, file);
   return g;
 }
 
 }  // namespace
 
-Graph import_onnx_bytes(const std::string& bytes, const std::string& source) {
+Graph import_onnx_bytes(const std::string& bytes, const std::string& source, const ImportOptions& opts) {
   onnx::ModelProto m;
   if (!m.ParseFromString(bytes)) throw Error(source + ": not a valid ONNX model (protobuf parse failed)");
-  return import_model(m, source);
+  return import_model(m, source, opts);
 }
 
-Graph import_onnx_file(const std::string& path) {
+Graph import_onnx_file(const std::string& path, const ImportOptions& opts) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open file");
   std::stringstream ss;
   ss << in.rdbuf();
   if (ss.str().empty()) throw Error(path + ": file is empty");
-  return import_onnx_bytes(ss.str(), path);
+  return import_onnx_bytes(ss.str(), path, opts);
 }
 
 }  // namespace kiln

@@ -34,14 +34,26 @@ void fold(const Node& n, const OpDef& op, Graph& g) {
   }
 }
 
-}  // namespace
+// Errors raised inside an op name the node; prefix the file so the one-line message names both.
+template <typename Fn>
+void naming_source(const Graph& g, Fn&& fn) {
+  try {
+    fn();
+  } catch (const NotConstant& e) {
+    throw NotConstant(g.source + ": " + e.what(), e.value_name());
+  } catch (const Unsupported& e) {
+    throw Unsupported(g.source + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(g.source + ": " + e.what());
+  }
+}
 
-void infer_shapes(Graph& g) {
+void infer_all_nodes(Graph& g) {
   for (const std::string& in : g.inputs)
-    if (!g.value(in).typed) throw Error(g.source + ": graph input '" + in + "' has no bound shape");
+    if (!g.value(in).typed) throw Error("graph input '" + in + "' has no bound shape");
   for (const Node& n : g.nodes) {
     const OpDef* op = find_op(n.domain, n.op_type);
-    if (!op) throw Unsupported(g.source + ": " + n.label() + ": op is not supported");
+    if (!op) throw Unsupported(n.label() + ": op is not supported");
     for (const auto& in : n.inputs)
       if (!in.empty() && !g.value(in).typed)
         throw Error(n.label() + ": input '" + in + "' has no inferred type");
@@ -68,7 +80,13 @@ void infer_shapes(Graph& g) {
     if (out_elems <= kMaxFoldElements) fold(n, *op, g);
   }
   for (const std::string& o : g.outputs)
-    if (!g.value(o).typed) throw Error(g.source + ": graph output '" + o + "' has no inferred type");
+    if (!g.value(o).typed) throw Error("graph output '" + o + "' has no inferred type");
+}
+
+}  // namespace
+
+void infer_shapes(Graph& g) {
+  naming_source(g, [&] { infer_all_nodes(g); });
 }
 
 }  // namespace kiln

@@ -30,17 +30,23 @@ std::vector<Tensor> run_reference(const Graph& g, const std::map<std::string, Te
     std::vector<const Tensor*> ins;
     for (const auto& in : n.inputs) ins.push_back(in.empty() ? nullptr : lookup(in));
     const OpDef* op = find_op(n.domain, n.op_type);
-    if (!op) throw Unsupported(n.label() + ": op is not supported");
+    if (!op) throw Unsupported(g.source + ": " + n.label() + ": op is not supported");
     EvalContext ec(n, std::move(ins));
-    op->eval(ec);
+    try {
+      op->eval(ec);
+    } catch (const Unsupported& e) {
+      throw Unsupported(g.source + ": " + e.what());
+    } catch (const Error& e) {
+      throw Error(g.source + ": " + e.what());
+    }
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i].empty()) continue;
       if (i >= ec.outputs().size() || ec.outputs()[i].dtype() == DType::Undefined)
-        throw Error(n.label() + ": reference kernel produced no output " + std::to_string(i));
+        throw Error(g.source + ": " + n.label() + ": reference kernel produced no output " + std::to_string(i));
       const Value& v = g.value(n.outputs[i]);
       Tensor& t = ec.outputs()[i];
       if (t.dtype() != v.dtype || t.shape() != v.shape)
-        throw Error(n.label() + ": shape inference says output " + std::to_string(i) + " is " + dtype_name(v.dtype) +
+        throw Error(g.source + ": " + n.label() + ": shape inference says output " + std::to_string(i) + " is " + dtype_name(v.dtype) +
                     " " + shape_str(v.shape) + " but the kernel produced " + dtype_name(t.dtype()) + " " +
                     shape_str(t.shape()));
       env[n.outputs[i]] = std::move(t);

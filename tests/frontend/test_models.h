@@ -1,0 +1,24 @@
+/// \file Helpers for tests that write small ONNX models to a temporary directory.
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include "frontend/onnx/model_builder.h"
+
+namespace kiln::testing {
+
+/// A fresh directory under the system temp dir, removed when the object goes.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  std::string path(const std::string& file) const { return (dir_ / file).string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+/// x[1,4] float -> Relu -> y: the smallest useful model, for tests to mutate.
+ModelBuilder relu_model();
+
+}  // namespace kiln::testing
