@@ -69,6 +69,8 @@ const OpRegistry& registry() {
     register_reduction_ops(reg);
     register_nn_ops(reg);
     register_linalg_ops(reg);
+    register_signal_ops(reg);
+    register_misc_ops(reg);
     return reg;
   }();
   return r;
