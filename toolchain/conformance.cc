@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include "frontend/ir/error.h"
 #include "frontend/onnx/onnx_import.h"
@@ -90,6 +91,21 @@ std::string compare(const Tensor& got, const Tensor& want, const ConformanceOpti
   return fmt::format("{} of {} elements differ; {}", bad, want.size(), first);
 }
 
+// The graph inputs that `value` is computed from (itself, if it is one).
+std::set<std::string> graph_inputs_feeding(const Graph& g, const std::string& value) {
+  std::set<std::string> wanted = {value}, found;
+  for (auto n = g.nodes.rbegin(); n != g.nodes.rend(); ++n) {
+    bool produces = false;
+    for (const auto& o : n->outputs) produces |= !o.empty() && wanted.count(o);
+    if (!produces) continue;
+    for (const auto& in : n->inputs)
+      if (!in.empty()) wanted.insert(in);
+  }
+  for (const auto& in : g.inputs)
+    if (wanted.count(in)) found.insert(in);
+  return found;
+}
+
 enum class Outcome { Pass, Fail, Unsupported };
 
 Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& why) {
@@ -132,10 +148,14 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
           infer_shapes(g);
           break;
         } catch (const NotConstant& e) {
-          auto it = inputs.find(e.value_name());
-          if (it == inputs.end() || b.frozen.count(e.value_name())) throw;
-          b.frozen[it->first] = it->second;
-          b.input_shapes.erase(it->first);
+          bool froze = false;
+          for (const std::string& name : graph_inputs_feeding(unbound, e.value_name())) {
+            if (b.frozen.count(name) || !inputs.count(name)) continue;
+            b.frozen[name] = inputs.at(name);
+            b.input_shapes.erase(name);
+            froze = true;
+          }
+          if (!froze) throw;
         }
       }
       for (const auto& [name, t] : b.frozen) inputs.erase(name);

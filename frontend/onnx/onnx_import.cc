@@ -3,7 +3,9 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -79,7 +81,7 @@ void import_input_type(const onnx::ValueInfoProto& vi, const std::string& file, 
 
 // ONNX requires topological order but producers do not always honour it; sort, and tell a cycle apart
 // from an input that nothing produces.
-std::vector<Node> topo_sort(std::vector<Node> nodes, const Graph& g) {
+std::vector<size_t> topo_order(const std::vector<Node>& nodes, const Graph& g) {
   std::set<std::string> available;
   for (const auto& [name, v] : g.values) available.insert(name);
   std::set<std::string> produced_somewhere = available;
@@ -91,7 +93,7 @@ std::vector<Node> topo_sort(std::vector<Node> nodes, const Graph& g) {
       if (!in.empty() && !produced_somewhere.count(in))
         throw Error(g.source + ": " + n.label() + ": input '" + in + "' is not produced by any node, initializer or graph input");
 
-  std::vector<Node> sorted;
+  std::vector<size_t> sorted;
   std::vector<bool> done(nodes.size(), false);
   bool progress = true;
   while (sorted.size() < nodes.size() && progress) {
@@ -105,7 +107,7 @@ std::vector<Node> topo_sort(std::vector<Node> nodes, const Graph& g) {
       for (const auto& o : nodes[i].outputs)
         if (!o.empty()) available.insert(o);
       done[i] = true;
-      sorted.push_back(std::move(nodes[i]));
+      sorted.push_back(i);
       progress = true;
     }
   }
@@ -115,12 +117,28 @@ std::vector<Node> topo_sort(std::vector<Node> nodes, const Graph& g) {
 }
 
 // libonnx 1.12's checker knows IR <= 8 and opsets <= 17: run it only where it applies.
-void run_onnx_checker(const onnx::ModelProto& m, const std::string& file) {
+void run_onnx_checker(const onnx::ModelProto& m, const std::string& file, const std::vector<size_t>& order,
+                      const std::map<std::pair<size_t, int>, std::string>& renamed_outputs) {
   if (m.ir_version() > 8) return;
   for (const auto& o : m.opset_import())
     if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() > 17) return;
+  // Check the model as kiln reads it: nodes in topological order, duplicate constants renamed.
+  bool identity = renamed_outputs.empty();
+  for (size_t i = 0; i < order.size(); ++i) identity &= order[i] == i;
+  onnx::ModelProto normalized;
+  if (!identity) {
+    normalized = m;
+    auto* nodes = normalized.mutable_graph()->mutable_node();
+    nodes->Clear();
+    for (size_t i : order) {
+      auto* n = nodes->Add();
+      *n = m.graph().node(static_cast<int>(i));
+      for (const auto& [where, name] : renamed_outputs)
+        if (where.first == i) n->set_output(where.second, name);
+    }
+  }
   try {
-    onnx::checker::check_model(m);
+    onnx::checker::check_model(identity ? m : normalized);
   } catch (const std::exception& e) {
     std::string msg = e.what();
     for (char& c : msg)
@@ -174,6 +192,7 @@ Graph import_model(const onnx::ModelProto& m, const std::string& file, const Imp
 
   std::vector<Node> nodes;
   std::set<std::string> outputs_seen;
+  std::map<std::pair<size_t, int>, std::string> renamed_outputs;  // (node, output index) -> new name
   for (int i = 0; i < gp.node_size(); ++i) {
     const auto& np = gp.node(i);
     Node n;
@@ -189,10 +208,23 @@ Graph import_model(const onnx::ModelProto& m, const std::string& file, const Imp
     n.opset = ops->second;
     n.inputs.assign(np.input().begin(), np.input().end());
     n.outputs.assign(np.output().begin(), np.output().end());
-    for (const auto& o : n.outputs) {
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      std::string& o = n.outputs[k];
       if (o.empty()) continue;
-      if (g.values.count(o) || !outputs_seen.insert(o).second)
+      if (!g.values.count(o) && outputs_seen.insert(o).second) continue;
+      // Some graph optimisers replace a Constant by appending a new one under the same name; ONNX
+      // Runtime takes the last definition, and so does kiln: the earlier Constant is renamed (and
+      // becomes dead). Any other redefinition is an error.
+      auto earlier = std::find_if(nodes.begin(), nodes.end(), [&](const Node& e) {
+        return std::find(e.outputs.begin(), e.outputs.end(), o) != e.outputs.end();
+      });
+      if (n.op_type != "Constant" || g.values.count(o) || earlier == nodes.end() || earlier->op_type != "Constant")
         throw Error(where + ": output '" + o + "' is defined more than once");
+      size_t e = static_cast<size_t>(earlier - nodes.begin());
+      std::string fresh = o + "/kiln_replaced_" + std::to_string(e);
+      renamed_outputs[{e, 0}] = fresh;
+      earlier->outputs[0] = fresh;
+      outputs_seen.insert(fresh);
     }
     for (const auto& a : np.attribute()) {
       if (a.has_ref_attr_name() && !a.ref_attr_name().empty())
@@ -201,14 +233,15 @@ Graph import_model(const onnx::ModelProto& m, const std::string& file, const Imp
     }
     nodes.push_back(std::move(n));
   }
-  g.nodes = topo_sort(std::move(nodes), g);
+  std::vector<size_t> order = topo_order(nodes, g);
+  for (size_t i : order) g.nodes.push_back(std::move(nodes[i]));
   for (const auto& o : g.outputs)
     if (!g.values.count(o) && !outputs_seen.count(o))
       throw Error(file + ": graph output '" + o + "' is not produced by any node, initializer or graph input");
   for (const Node& n : g.nodes)
     for (const auto& o : n.outputs)
       if (!o.empty()) g.values[o].name = o;
-  if (opts.onnx_checker) run_onnx_checker(m, file);
+  if (opts.onnx_checker) run_onnx_checker(m, file, order, renamed_outputs);
   return g;
 }
 

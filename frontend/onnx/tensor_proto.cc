@@ -38,45 +38,52 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& context)
   DType dt = dtype_from_int(p.data_type());
   if (!is_supported(dt)) throw Unsupported(context + ": dtype " + dtype_name(dt) + " is not supported");
   Shape shape = proto_shape(p, context);
-  Tensor t(dt, shape);
-  int64_t n = t.size();
+  // The data must be in the file (external data is rejected), so check its size before allocating:
+  // a corrupt shape then costs nothing.
+  int64_t n = num_elements(shape);
   if (p.has_raw_data()) {
     const std::string& raw = p.raw_data();
-    if (raw.size() != t.byte_size())
+    size_t want = static_cast<size_t>(n) * dtype_size(dt);
+    if (raw.size() != want)
       throw Error(context + ": raw_data has " + std::to_string(raw.size()) + " bytes but shape " + shape_str(shape) +
-                  " of " + dtype_name(dt) + " needs " + std::to_string(t.byte_size()));
+                  " of " + dtype_name(dt) + " needs " + std::to_string(want));
+    Tensor t(dt, shape);
     if (!raw.empty()) std::memcpy(t.data(), raw.data(), raw.size());
     return t;
   }
+  int field_size = 0;
+  switch (dt) {
+    case DType::Float32: field_size = p.float_data_size(); break;
+    case DType::Float64: field_size = p.double_data_size(); break;
+    case DType::Int64: field_size = p.int64_data_size(); break;
+    case DType::UInt32: case DType::UInt64: field_size = p.uint64_data_size(); break;
+    default: field_size = p.int32_data_size(); break;
+  }
+  if (field_size != n) throw Error(count_mismatch(context, shape, static_cast<size_t>(field_size)));
+  Tensor t(dt, shape);
   switch (dt) {
     case DType::Float32:
-      if (p.float_data_size() != n) throw Error(count_mismatch(context, shape, p.float_data_size()));
       for (int64_t i = 0; i < n; ++i) t.set_double(i, p.float_data(static_cast<int>(i)));
       break;
     case DType::Float64:
-      if (p.double_data_size() != n) throw Error(count_mismatch(context, shape, p.double_data_size()));
       for (int64_t i = 0; i < n; ++i) t.set_double(i, p.double_data(static_cast<int>(i)));
       break;
     case DType::Int64:
-      if (p.int64_data_size() != n) throw Error(count_mismatch(context, shape, p.int64_data_size()));
       for (int64_t i = 0; i < n; ++i) t.set_int(i, p.int64_data(static_cast<int>(i)));
       break;
     case DType::UInt32:
     case DType::UInt64:
-      if (p.uint64_data_size() != n) throw Error(count_mismatch(context, shape, p.uint64_data_size()));
       for (int64_t i = 0; i < n; ++i) t.set_int(i, static_cast<int64_t>(p.uint64_data(static_cast<int>(i))));
       break;
     case DType::Float16:
     case DType::BFloat16:
       // 16-bit patterns carried in int32_data.
-      if (p.int32_data_size() != n) throw Error(count_mismatch(context, shape, p.int32_data_size()));
       for (int64_t i = 0; i < n; ++i) {
         uint16_t bits = static_cast<uint16_t>(p.int32_data(static_cast<int>(i)));
         std::memcpy(t.data() + 2 * i, &bits, 2);
       }
       break;
     default:  // bool and the narrow ints travel in int32_data
-      if (p.int32_data_size() != n) throw Error(count_mismatch(context, shape, p.int32_data_size()));
       for (int64_t i = 0; i < n; ++i) t.set_int(i, p.int32_data(static_cast<int>(i)));
       break;
   }
