@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/ops/op_registry.h"
 #include "frontend/passes/infer_shapes.h"
@@ -36,11 +38,6 @@ ModelSummary summarize_model(const std::string& path, ShapeBindings bindings) {
   s.opset = g.opsets.at("");
   s.imported_nodes = static_cast<int64_t>(g.nodes.size());
   for (const Node& n : g.nodes) s.op_histogram[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
-  for (const auto& [name, v] : g.values) {
-    if (!v.constant) continue;
-    s.parameters += v.constant->size();
-    s.parameter_bytes += static_cast<int64_t>(v.constant->byte_size());
-  }
   for (const auto& in : g.inputs) {
     if (bindings.input_shapes.count(in)) continue;
     for (const Dim& d : g.declared_input_dims.at(in)) {
@@ -65,6 +62,23 @@ ModelSummary summarize_model(const std::string& path, ShapeBindings bindings) {
   infer_shapes(g);
   remove_dead_nodes(g);
   s.runtime_nodes = static_cast<int64_t>(g.nodes.size());
+  // Parameters are the constants the remaining nodes read: initializers, and weights a model builds
+  // at load time (ConstantOfShape fills, folded casts), but not dead initializers or shape plumbing
+  // that folding consumed.
+  std::set<std::string> counted;
+  for (const Node& n : g.nodes)
+    for (const auto& in : n.inputs) {
+      if (in.empty() || !counted.insert(in).second) continue;
+      const Value& v = g.value(in);
+      if (!v.constant) continue;
+      s.parameters += v.constant->size();
+      s.parameter_bytes += static_cast<int64_t>(v.constant->byte_size());
+    }
+  for (const auto& out : g.outputs)
+    if (g.value(out).constant && counted.insert(out).second) {
+      s.parameters += g.value(out).constant->size();
+      s.parameter_bytes += static_cast<int64_t>(g.value(out).constant->byte_size());
+    }
   for (const auto& in : g.inputs) {
     const Value& v = g.value(in);
     s.inputs.push_back({in, v.dtype, declared[in], v.shape});

@@ -23,7 +23,7 @@ struct ModelSummary {
   std::map<std::string, int> op_histogram;  // over the nodes as imported
   int64_t imported_nodes = 0;
   int64_t runtime_nodes = 0;  // after folding and dead-node removal
-  int64_t parameters = 0;     // elements of all initializers
+  int64_t parameters = 0;     // elements of the constants that run-time nodes read
   int64_t parameter_bytes = 0;
   double flops = 0;           // over runtime nodes; 2 per multiply-add (docs/ops.md)
   std::vector<std::string> defaulted_dims;  // symbolic dims bound to 1 because the user gave none

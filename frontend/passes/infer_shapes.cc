@@ -7,7 +7,7 @@ namespace {
 
 // Folding evaluates with the double-precision reference; keep it to tensors of a sane size so that
 // compile time stays bounded (the compiled kernel handles the rest at run time).
-constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
+constexpr int64_t kMaxFoldElements = int64_t{1} << 27;
 
 bool all_inputs_constant(const Node& n, const Graph& g) {
   for (const auto& in : n.inputs)
