@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   run->add_option("--seed", run_opts.seed, "Seed for inputs not given as files")->capture_default_str();
   run->add_option("--print", run_opts.print_limit, "Values printed per output")->capture_default_str();
   run->add_option("--output-dir", run_opts.output_dir, "Also write outputs there as output_N.pb");
+  run->add_option("--save-inputs", run_opts.inputs_dir, "Write the inputs used there as input_N.pb");
   run_bindings.add_to(run);
 
   std::string zoo_name, zoo_out;

@@ -40,6 +40,11 @@ void run_model(const std::string& path, const RunOptions& o, std::ostream& out) 
     auto it = given.find(name);
     inputs[name] = it != given.end() ? it->second : seeded_input(g.value(name), o.seed, i);
   }
+  if (!o.inputs_dir.empty()) {
+    std::filesystem::create_directories(o.inputs_dir);
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      save_tensor_file(o.inputs_dir + "/input_" + std::to_string(i) + ".pb", inputs.at(g.inputs[i]), g.inputs[i]);
+  }
   std::vector<Tensor> outs = run_reference(g, inputs);
   for (size_t i = 0; i < outs.size(); ++i) {
     const Tensor& t = outs[i];

@@ -17,6 +17,7 @@ struct RunOptions {
   uint64_t seed = 0;
   int64_t print_limit = 16;  // values printed per output
   std::string output_dir;    // when set, outputs are also written there as output_N.pb
+  std::string inputs_dir;    // when set, the inputs used are written there as input_N.pb (ONNX test-case layout)
 };
 
 /// Inputs not given as files are filled from the seed: floats uniform in [-1, 1), integers in [0, 10),
