@@ -56,7 +56,20 @@ std::string dtype_name(DType t) {
     case DType::BFloat16: return "bfloat16";
     case DType::Undefined: return "undefined";
   }
-  return "dtype(" + std::to_string(static_cast<int32_t>(t)) + ")";
+  // Narrow formats ONNX defines but kiln does not compute with; named so messages say what they are.
+  switch (static_cast<int32_t>(t)) {
+    case 17: return "float8e4m3fn";
+    case 18: return "float8e4m3fnuz";
+    case 19: return "float8e5m2";
+    case 20: return "float8e5m2fnuz";
+    case 21: return "uint4";
+    case 22: return "int4";
+    case 23: return "float4e2m1";
+    case 24: return "float8e8m0";
+    case 25: return "uint2";
+    case 26: return "int2";
+    default: return "dtype(" + std::to_string(static_cast<int32_t>(t)) + ")";
+  }
 }
 
 DType dtype_from_int(int32_t v) { return static_cast<DType>(v); }

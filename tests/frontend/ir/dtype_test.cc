@@ -47,7 +47,8 @@ TEST(DType, WrapAndRound) {
   EXPECT_EQ(round_to_dtype(0.1, DType::Float32), static_cast<double>(0.1f));
   EXPECT_EQ(round_to_dtype(0.1, DType::Float64), 0.1);
   EXPECT_EQ(dtype_name(DType::BFloat16), "bfloat16");
-  EXPECT_EQ(dtype_name(static_cast<DType>(23)), "dtype(23)");
+  EXPECT_EQ(dtype_name(static_cast<DType>(22)), "int4");
+  EXPECT_EQ(dtype_name(static_cast<DType>(99)), "dtype(99)");
   EXPECT_FALSE(is_supported(DType::String));
 }
 
