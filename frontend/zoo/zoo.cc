@@ -11,6 +11,13 @@ namespace {
 const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo() {
   static const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>> models = {
       {"tiny_cnn", build_tiny_cnn},
+      {"resnet18", build_resnet18},
+      {"resnet50", build_resnet50},
+      {"resnet3d18", build_resnet3d18},
+      {"mobilenet_v2", build_mobilenet_v2},
+      {"matmul", build_matmul},
+      {"conv2d", build_conv2d},
+      {"depthwise", build_depthwise},
   };
   return models;
 }

@@ -11,6 +11,11 @@ namespace kiln {
 struct ZooOptions {
   uint64_t seed = 1;
   int64_t batch = 1;
+  // CNNs and single-op models (resnet.cc, mobilenet_v2.cc, single_op.cc); size/channels 0 = model default.
+  int64_t size = 0;  // input H = W
+  int64_t m = 1024, n = 1024, k = 1024;
+  int64_t in_channels = 0, out_channels = 0;
+  int64_t kernel = 3, stride = 1, padding = 1;
 };
 
 /// Names `build_zoo_model` knows.

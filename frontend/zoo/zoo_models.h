@@ -5,5 +5,12 @@
 namespace kiln {
 
 ModelBuilder build_tiny_cnn(const ZooOptions& o);
+ModelBuilder build_resnet18(const ZooOptions& o);
+ModelBuilder build_resnet50(const ZooOptions& o);
+ModelBuilder build_resnet3d18(const ZooOptions& o);
+ModelBuilder build_mobilenet_v2(const ZooOptions& o);
+ModelBuilder build_matmul(const ZooOptions& o);
+ModelBuilder build_conv2d(const ZooOptions& o);
+ModelBuilder build_depthwise(const ZooOptions& o);
 
 }  // namespace kiln

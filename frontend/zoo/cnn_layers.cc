@@ -1,0 +1,123 @@
+#include "frontend/zoo/cnn_layers.h"
+
+#include <cmath>
+
+#include "frontend/ir/error.h"
+
+namespace kiln {
+
+Tensor xavier_uniform(WeightInit& w, Shape shape, int64_t fan_in, int64_t fan_out) {
+  double limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+  return w.uniform_tensor(std::move(shape), -limit, limit);
+}
+
+std::vector<int64_t> repeat(int64_t v, size_t n) { return std::vector<int64_t>(n, v); }
+
+FeatureMap CnnBuilder::input(const std::string& name, int64_t batch, int64_t channels,
+                             const std::vector<int64_t>& spatial) {
+  if (batch < 1 || channels < 1) throw Error("zoo: batch and channels must be positive");
+  for (int64_t s : spatial)
+    if (s < 1) throw Error("zoo: input size must be positive");
+  batch_ = batch;
+  Shape shape{batch, channels};
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  b_.input(name, DType::Float32, shape);
+  return {name, channels, spatial};
+}
+
+FeatureMap CnnBuilder::conv(const FeatureMap& x, const std::string& name, const ConvSpec& spec) {
+  const size_t rank = x.spatial.size();
+  std::vector<int64_t> strides = spec.strides.empty() ? repeat(1, rank) : spec.strides;
+  std::vector<int64_t> pads = spec.pads.empty() ? repeat(0, rank) : spec.pads;
+  if (spec.kernel.size() != rank || strides.size() != rank || pads.size() != rank)
+    throw Error("zoo: conv " + name + ": kernel/strides/pads rank does not match the input");
+  if (spec.group < 1 || x.channels % spec.group != 0 || spec.out_channels < 1 || spec.out_channels % spec.group != 0)
+    throw Error("zoo: conv " + name + ": channels must be positive multiples of group");
+  FeatureMap y{name, spec.out_channels, {}};
+  int64_t taps = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    if (spec.kernel[i] < 1 || strides[i] < 1 || pads[i] < 0)
+      throw Error("zoo: conv " + name + ": kernel and stride must be positive, padding non-negative");
+    if (x.spatial[i] + 2 * pads[i] < spec.kernel[i])
+      throw Error("zoo: conv " + name + ": the input is smaller than the kernel");
+    y.spatial.push_back((x.spatial[i] + 2 * pads[i] - spec.kernel[i]) / strides[i] + 1);
+    taps *= spec.kernel[i];
+  }
+  const int64_t in_per_group = x.channels / spec.group;
+  Shape w_shape{spec.out_channels, in_per_group};
+  w_shape.insert(w_shape.end(), spec.kernel.begin(), spec.kernel.end());
+  b_.initializer(name + ".weight", w_.he_uniform(w_shape, in_per_group * taps));
+  std::vector<std::string> inputs{x.name, name + ".weight"};
+  if (spec.bias) {
+    b_.initializer(name + ".bias", w_.uniform_tensor({spec.out_channels}, -0.1, 0.1));
+    inputs.push_back(name + ".bias");
+  }
+  std::vector<int64_t> onnx_pads = pads;  // ONNX: all begins, then all ends
+  onnx_pads.insert(onnx_pads.end(), pads.begin(), pads.end());
+  auto node = b_.node("Conv", inputs, {name}, name);
+  node.attr("kernel_shape", spec.kernel).attr("strides", strides).attr("pads", onnx_pads);
+  if (spec.group != 1) node.attr("group", spec.group);
+  return y;
+}
+
+FeatureMap CnnBuilder::batch_norm(const FeatureMap& x, const std::string& name, BnScale scale) {
+  const int64_t c = x.channels;
+  // Running statistics near the identity (mean ~ 0, variance ~ 1) keep a He-initialised conv's
+  // output at its own scale; the spread makes every channel's affine map distinct.
+  if (scale == BnScale::ResidualBranchEnd) b_.initializer(name + ".weight", w_.uniform_tensor({c}, 0.1, 0.3));
+  else b_.initializer(name + ".weight", w_.uniform_tensor({c}, 0.8, 1.2));
+  b_.initializer(name + ".bias", w_.uniform_tensor({c}, -0.1, 0.1));
+  b_.initializer(name + ".running_mean", w_.uniform_tensor({c}, -0.1, 0.1));
+  b_.initializer(name + ".running_var", w_.uniform_tensor({c}, 0.8, 1.2));
+  b_.node("BatchNormalization",
+          {x.name, name + ".weight", name + ".bias", name + ".running_mean", name + ".running_var"}, {name}, name)
+      .attr("epsilon", 1e-5);
+  return {name, c, x.spatial};
+}
+
+FeatureMap CnnBuilder::relu(const FeatureMap& x, const std::string& name) {
+  b_.node("Relu", {x.name}, {name}, name);
+  return {name, x.channels, x.spatial};
+}
+
+FeatureMap CnnBuilder::relu6(const FeatureMap& x, const std::string& name) {
+  if (!relu6_bounds_added_) {
+    b_.initializer("relu6.min", Tensor::scalar_double(DType::Float32, 0.0));
+    b_.initializer("relu6.max", Tensor::scalar_double(DType::Float32, 6.0));
+    relu6_bounds_added_ = true;
+  }
+  b_.node("Clip", {x.name, "relu6.min", "relu6.max"}, {name}, name);
+  return {name, x.channels, x.spatial};
+}
+
+FeatureMap CnnBuilder::add(const FeatureMap& a, const FeatureMap& b, const std::string& name) {
+  if (a.channels != b.channels || a.spatial != b.spatial) throw Error("zoo: add " + name + ": shapes differ");
+  b_.node("Add", {a.name, b.name}, {name}, name);
+  return {name, a.channels, a.spatial};
+}
+
+FeatureMap CnnBuilder::max_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride,
+                                int64_t pad) {
+  const size_t rank = x.spatial.size();
+  FeatureMap y{name, x.channels, {}};
+  for (int64_t s : x.spatial) {
+    if (s + 2 * pad < kernel) throw Error("zoo: max pool " + name + ": the input is smaller than the kernel");
+    y.spatial.push_back((s + 2 * pad - kernel) / stride + 1);
+  }
+  b_.node("MaxPool", {x.name}, {name}, name)
+      .attr("kernel_shape", repeat(kernel, rank))
+      .attr("strides", repeat(stride, rank))
+      .attr("pads", repeat(pad, 2 * rank));
+  return y;
+}
+
+void CnnBuilder::classifier(const FeatureMap& x, const std::string& fc_name, int64_t classes) {
+  b_.node("GlobalAveragePool", {x.name}, {"avgpool"}, "avgpool");
+  b_.node("Flatten", {"avgpool"}, {"flatten"}, "flatten");
+  b_.initializer(fc_name + ".weight", xavier_uniform(w_, {classes, x.channels}, x.channels, classes));
+  b_.initializer(fc_name + ".bias", w_.uniform_tensor({classes}, -0.1, 0.1));
+  b_.node("Gemm", {"flatten", fc_name + ".weight", fc_name + ".bias"}, {"logits"}, fc_name).attr("transB", int64_t{1});
+  b_.output("logits", DType::Float32, Shape{batch_, classes});
+}
+
+}  // namespace kiln

@@ -1,0 +1,70 @@
+// Single-op models for benchmarks: one MatMul or Conv with a weight initializer, the shapes set from
+// the command line. Defaults are layers the Ansor paper benchmarks in isolation: a 1024^3 matmul,
+// ResNet-50's stage-1 3x3 conv (1x64x56x56, 64 filters, pad 1) and a 3x3 depthwise conv on
+// 1x128x56x56.
+#include "frontend/zoo/zoo_models.h"
+
+#include "frontend/ir/error.h"
+#include "frontend/zoo/cnn_layers.h"
+
+namespace kiln {
+namespace {
+
+void require_positive(int64_t v, const char* flag) {
+  if (v < 1) throw Error(std::string("zoo: --") + flag + " must be positive");
+}
+
+// A conv-only model: image [batch, in, size, size] -> Conv (no bias, as in ResNet/MobileNet) -> output.
+ModelBuilder single_conv(const std::string& name, const ZooOptions& o, int64_t in_channels, int64_t out_channels,
+                         int64_t group) {
+  require_positive(o.kernel, "kernel");
+  require_positive(o.stride, "stride");
+  if (o.padding < 0) throw Error("zoo: --padding must not be negative");
+  WeightInit w(o.seed);
+  ModelBuilder b(name, 17);
+  CnnBuilder c(b, w);
+  const int64_t size = o.size > 0 ? o.size : 56;
+  FeatureMap x = c.input("input", o.batch, in_channels, {size, size});
+  FeatureMap y = c.conv(x, "conv", {out_channels, {o.kernel, o.kernel}, {o.stride, o.stride}, {o.padding, o.padding}, group});
+  b.output(y.name, DType::Float32, Shape{o.batch, y.channels, y.spatial[0], y.spatial[1]});
+  return b;
+}
+
+}  // namespace
+
+// A [M, K] (or [batch, M, K] when --batch > 1) x weight B [K, N].
+ModelBuilder build_matmul(const ZooOptions& o) {
+  require_positive(o.m, "m");
+  require_positive(o.n, "n");
+  require_positive(o.k, "k");
+  require_positive(o.batch, "batch");
+  WeightInit w(o.seed);
+  ModelBuilder b("matmul", 17);
+  Shape a_shape{o.m, o.k}, y_shape{o.m, o.n};
+  if (o.batch > 1) {
+    a_shape.insert(a_shape.begin(), o.batch);
+    y_shape.insert(y_shape.begin(), o.batch);
+  }
+  b.input("A", DType::Float32, a_shape);
+  b.initializer("B", xavier_uniform(w, {o.k, o.n}, o.k, o.n));
+  b.node("MatMul", {"A", "B"}, {"Y"}, "matmul");
+  b.output("Y", DType::Float32, y_shape);
+  return b;
+}
+
+ModelBuilder build_conv2d(const ZooOptions& o) {
+  const int64_t in = o.in_channels > 0 ? o.in_channels : 64;
+  const int64_t out = o.out_channels > 0 ? o.out_channels : 64;
+  return single_conv("conv2d", o, in, out, 1);
+}
+
+// group = channels; --out-channels, when given, must be a multiple of --in-channels (a channel
+// multiplier, as in TensorFlow's depthwise conv).
+ModelBuilder build_depthwise(const ZooOptions& o) {
+  const int64_t channels = o.in_channels > 0 ? o.in_channels : 128;
+  const int64_t out = o.out_channels > 0 ? o.out_channels : channels;
+  if (out % channels != 0) throw Error("zoo: depthwise: --out-channels must be a multiple of --in-channels");
+  return single_conv("depthwise", o, channels, out, channels);
+}
+
+}  // namespace kiln

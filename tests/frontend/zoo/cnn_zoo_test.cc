@@ -1,0 +1,240 @@
+// The CNN zoo models (ResNet-18/50, MobileNetV2, R3D-18) and the single-op benchmark models: what
+// `kiln inspect` reports against the published parameter and multiply-add counts, ONNX validity,
+// determinism, and finite, non-degenerate outputs from the reference interpreter at small sizes.
+#include <gtest/gtest.h>
+#include <onnx/checker.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include "frontend/ir/error.h"
+#include "frontend/ops/op_registry.h"
+#include "frontend/reference/interpreter.h"
+#include "frontend/zoo/zoo.h"
+#include "tests/frontend/test_models.h"
+#include "toolchain/inspect.h"
+#include "toolchain/pipeline.h"
+#include "toolchain/run_model.h"
+
+namespace kiln {
+namespace {
+
+struct Published {
+  const char* model;
+  int64_t params;  // torchvision's count: trainable parameters, so without BN running statistics
+  double macs;     // torchvision's "GFLOPS" column, which counts multiply-adds (fvcore convention)
+};
+
+// torchvision.models docs (weights tables): resnet18 / resnet50 (IMAGENET1K_V1), mobilenet_v2,
+// video.r3d_18 (KINETICS400_V1, for 16x112x112 clips).
+const Published kPublished[] = {
+    {"resnet18", 11689512, 1.81e9},
+    {"resnet50", 25557032, 4.09e9},
+    {"mobilenet_v2", 3504872, 0.30e9},
+    {"resnet3d18", 33371472, 40.70e9},
+};
+
+// What kiln counts but torchvision does not: BN running mean/var and ReLU6's two Clip bounds are
+// constants read at run time, so `kiln inspect` includes them in its parameters.
+struct GraphBreakdown {
+  int64_t non_trainable_constants = 0;
+  double conv_and_gemm_flops = 0;
+};
+
+GraphBreakdown breakdown(const Graph& g) {
+  GraphBreakdown r;
+  std::set<std::string> counted;
+  auto count_constant = [&](const std::string& name) {
+    if (counted.insert(name).second) r.non_trainable_constants += g.value(name).constant->size();
+  };
+  for (const Node& n : g.nodes) {
+    if (n.op_type == "BatchNormalization") {
+      count_constant(n.inputs[3]);
+      count_constant(n.inputs[4]);
+    }
+    if (n.op_type == "Clip") {
+      count_constant(n.inputs[1]);
+      count_constant(n.inputs[2]);
+    }
+    if (n.op_type == "Conv" || n.op_type == "Gemm") {
+      NodeShapes s{n, {}, {}};
+      for (const auto& in : n.inputs) s.in.push_back(g.value(in).shape);
+      for (const auto& out : n.outputs) s.out.push_back(g.value(out).shape);
+      r.conv_and_gemm_flops += find_op(n.domain, n.op_type)->flops(s);
+    }
+  }
+  return r;
+}
+
+class PublishedCnn : public ::testing::TestWithParam<Published> {};
+
+TEST_P(PublishedCnn, InspectMatchesPublishedParamsAndMacs) {
+  const Published& pub = GetParam();
+  ModelBuilder b = build_zoo_model(pub.model, ZooOptions{});
+  EXPECT_NO_THROW(onnx::checker::check_model(b.proto()));
+  testing::TempDir dir;
+  const std::string path = dir.path("model.onnx");
+  b.save(path);
+
+  ModelSummary s = summarize_model(path, {});  // imports with libonnx's checker on (opset 17, IR 8)
+  EXPECT_EQ(s.opset, 17);
+  GraphBreakdown parts = breakdown(load_model(path, {}));
+  EXPECT_EQ(s.parameters - parts.non_trainable_constants, pub.params);
+  EXPECT_NEAR(static_cast<double>(s.parameters), static_cast<double>(pub.params), 0.01 * pub.params);
+  // Convs and the classifier are the published count (2 FLOPs per multiply-add in kiln) ...
+  EXPECT_NEAR(parts.conv_and_gemm_flops, 2 * pub.macs, 0.01 * 2 * pub.macs);
+  // ... and BN, activations, adds and pooling, which kiln also counts, add a few percent at most.
+  EXPECT_GE(s.flops, parts.conv_and_gemm_flops);
+  EXPECT_LE(s.flops, 1.06 * parts.conv_and_gemm_flops);
+}
+
+INSTANTIATE_TEST_SUITE_P(CnnZoo, PublishedCnn, ::testing::ValuesIn(kPublished),
+                         [](const auto& info) { return std::string(info.param.model); });
+
+struct SmallRun {
+  const char* model;
+  int64_t size;
+  int64_t classes;
+};
+
+class CnnReference : public ::testing::TestWithParam<SmallRun> {};
+
+// Small inputs keep the double-precision reference fast; the scales the weights are drawn with are
+// what keeps 18-50 layers of activations O(1), and that does not depend on the resolution.
+TEST_P(CnnReference, OutputsAreFiniteBoundedAndInputDependent) {
+  const SmallRun& r = GetParam();
+  ZooOptions o;
+  o.batch = 2;
+  o.size = r.size;
+  testing::TempDir dir;
+  const std::string path = dir.path("model.onnx");
+  build_zoo_model(r.model, o).save(path);
+  Graph g = load_model(path, {});
+  std::map<std::string, Tensor> inputs;
+  for (size_t i = 0; i < g.inputs.size(); ++i) inputs[g.inputs[i]] = seeded_input(g.value(g.inputs[i]), 1, i);
+  std::vector<Tensor> out = run_reference(g, inputs);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].shape(), (Shape{2, r.classes}));
+  double sum = 0, sum_sq = 0, max_abs = 0, batch_diff = 0;
+  for (int64_t i = 0; i < out[0].size(); ++i) {
+    double v = out[0].get_double(i);
+    ASSERT_TRUE(std::isfinite(v)) << "logit " << i;
+    sum += v;
+    sum_sq += v * v;
+    max_abs = std::max(max_abs, std::abs(v));
+    if (i < r.classes) batch_diff = std::max(batch_diff, std::abs(v - out[0].get_double(i + r.classes)));
+  }
+  double n = static_cast<double>(out[0].size());
+  double stddev = std::sqrt(std::max(0.0, sum_sq / n - (sum / n) * (sum / n)));
+  EXPECT_LT(max_abs, 50.0);
+  EXPECT_GT(stddev, 0.05);       // the logits are not a constant
+  EXPECT_GT(batch_diff, 1e-3);   // and depend on the image
+}
+
+INSTANTIATE_TEST_SUITE_P(CnnZoo, CnnReference,
+                         ::testing::Values(SmallRun{"resnet18", 32, 1000}, SmallRun{"resnet50", 32, 1000},
+                                           SmallRun{"mobilenet_v2", 32, 1000}, SmallRun{"resnet3d18", 8, 400}),
+                         [](const auto& info) { return std::string(info.param.model); });
+
+TEST(CnnZoo, SameSeedSameBytes) {
+  ZooOptions o;
+  o.size = 32;
+  std::string first = build_zoo_model("mobilenet_v2", o).serialize();
+  EXPECT_EQ(first, build_zoo_model("mobilenet_v2", o).serialize());
+  o.seed = 2;
+  EXPECT_NE(first, build_zoo_model("mobilenet_v2", o).serialize());
+}
+
+ModelSummary inspect_zoo(const std::string& name, const ZooOptions& o, testing::TempDir& dir) {
+  ModelBuilder b = build_zoo_model(name, o);
+  onnx::checker::check_model(b.proto());
+  b.save(dir.path(name + ".onnx"));
+  return summarize_model(dir.path(name + ".onnx"), {});
+}
+
+TEST(SingleOpZoo, DefaultsAreThePaperLayers) {
+  testing::TempDir dir;
+  ModelSummary mm = inspect_zoo("matmul", {}, dir);
+  EXPECT_EQ(mm.inputs[0].shape, (Shape{1024, 1024}));
+  EXPECT_EQ(mm.parameters, 1024 * 1024);
+  EXPECT_EQ(mm.flops, 2.0 * 1024 * 1024 * 1024);
+
+  ModelSummary conv = inspect_zoo("conv2d", {}, dir);
+  EXPECT_EQ(conv.inputs[0].shape, (Shape{1, 64, 56, 56}));
+  EXPECT_EQ(conv.outputs[0].shape, (Shape{1, 64, 56, 56}));
+  EXPECT_EQ(conv.parameters, 64 * 64 * 9);
+  EXPECT_EQ(conv.flops, 2.0 * 64 * 56 * 56 * 64 * 9);
+
+  ModelSummary dw = inspect_zoo("depthwise", {}, dir);
+  EXPECT_EQ(dw.inputs[0].shape, (Shape{1, 128, 56, 56}));
+  EXPECT_EQ(dw.outputs[0].shape, (Shape{1, 128, 56, 56}));
+  EXPECT_EQ(dw.parameters, 128 * 9);
+  EXPECT_EQ(dw.flops, 2.0 * 128 * 56 * 56 * 9);
+}
+
+TEST(SingleOpZoo, ShapesFollowTheOptions) {
+  testing::TempDir dir;
+  ZooOptions o;
+  o.batch = 2;
+  o.in_channels = 3;
+  o.out_channels = 8;
+  o.size = 10;
+  o.kernel = 3;
+  o.stride = 2;
+  o.padding = 0;
+  ModelSummary conv = inspect_zoo("conv2d", o, dir);
+  EXPECT_EQ(conv.outputs[0].shape, (Shape{2, 8, 4, 4}));
+  EXPECT_EQ(conv.parameters, 8 * 3 * 9);
+  EXPECT_EQ(conv.flops, 2.0 * (2 * 8 * 4 * 4) * 3 * 9);
+
+  o.in_channels = 4;  // channel multiplier 2
+  ModelSummary dw = inspect_zoo("depthwise", o, dir);
+  EXPECT_EQ(dw.outputs[0].shape, (Shape{2, 8, 4, 4}));
+  EXPECT_EQ(dw.parameters, 8 * 9);
+
+  o.out_channels = 6;  // not a multiple of 4
+  EXPECT_THROW(build_zoo_model("depthwise", o), Error);
+  o.out_channels = 8;
+  o.kernel = 11;  // larger than the 10x10 input
+  EXPECT_THROW(build_zoo_model("conv2d", o), Error);
+}
+
+// A is the input [M, K] and B the weight [K, N]: check the product against the initializer itself.
+TEST(SingleOpZoo, MatmulComputesInputTimesWeight) {
+  ZooOptions o;
+  o.m = 3;
+  o.n = 4;
+  o.k = 5;
+  testing::TempDir dir;
+  build_zoo_model("matmul", o).save(dir.path("mm.onnx"));
+  Graph g = load_model(dir.path("mm.onnx"), {});
+  Tensor a = seeded_input(g.value("A"), 7, 0);
+  const Tensor& b = *g.value("B").constant;
+  ASSERT_EQ(b.shape(), (Shape{5, 4}));
+  Tensor y = run_reference(g, {{"A", a}})[0];
+  ASSERT_EQ(y.shape(), (Shape{3, 4}));
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j) {
+      double expect = 0;
+      for (int64_t p = 0; p < 5; ++p) expect += a.get_double(i * 5 + p) * b.get_double(p * 4 + j);
+      EXPECT_NEAR(y.get_double(i * 4 + j), expect, 1e-5);
+    }
+}
+
+TEST(SingleOpZoo, CommandLineFlags) {
+  testing::TempDir dir;
+  const std::string model = dir.path("c.onnx");
+  std::string cmd = std::string(KILN_BINARY) + " zoo conv2d --batch 1 --in-channels 16 --out-channels 32 --size 28" +
+                    " --kernel 5 --stride 1 --padding 2 -o " + model + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ModelSummary s = summarize_model(model, {});
+  EXPECT_EQ(s.outputs[0].shape, (Shape{1, 32, 28, 28}));
+  EXPECT_EQ(s.parameters, 32 * 16 * 25);
+  cmd = std::string(KILN_BINARY) + " zoo matmul --m 8 --n 16 --k 32 -o " + model + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_EQ(summarize_model(model, {}).flops, 2.0 * 8 * 16 * 32);
+}
+
+}  // namespace
+}  // namespace kiln
