@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   zoo->add_option("-o,--output", zoo_out, "Output .onnx file")->required();
   zoo->add_option("--seed", zoo_opts.seed, "Weight seed")->capture_default_str();
   zoo->add_option("--batch", zoo_opts.batch, "Batch size")->capture_default_str();
+  zoo->add_option("--seq", zoo_opts.seq, "Sequence length (transformer models)")->capture_default_str();
 
   try {
     app.parse(argc, argv);

@@ -11,6 +11,8 @@ namespace {
 const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo() {
   static const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>> models = {
       {"tiny_cnn", build_tiny_cnn},
+      {"dcgan", build_dcgan},
+      {"bert_base", build_bert_base},
   };
   return models;
 }

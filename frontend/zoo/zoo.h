@@ -11,6 +11,7 @@ namespace kiln {
 struct ZooOptions {
   uint64_t seed = 1;
   int64_t batch = 1;
+  int64_t seq = 128;  // sequence length, for transformer models
 };
 
 /// Names `build_zoo_model` knows.

@@ -5,5 +5,7 @@
 namespace kiln {
 
 ModelBuilder build_tiny_cnn(const ZooOptions& o);
+ModelBuilder build_dcgan(const ZooOptions& o);
+ModelBuilder build_bert_base(const ZooOptions& o);
 
 }  // namespace kiln
