@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   zoo->add_option("--kernel", zoo_opts.kernel, "conv2d/depthwise: kernel height = width")->capture_default_str();
   zoo->add_option("--stride", zoo_opts.stride, "conv2d/depthwise: stride")->capture_default_str();
   zoo->add_option("--padding", zoo_opts.padding, "conv2d/depthwise: padding on each side")->capture_default_str();
+  zoo->add_option("--seq", zoo_opts.seq, "Sequence length (transformer models)")->capture_default_str();
 
   try {
     app.parse(argc, argv);
