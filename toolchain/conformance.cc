@@ -15,6 +15,8 @@
 #include "frontend/passes/bind_input_shapes.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/reference/interpreter.h"
+#include "scheduler/te/lower_graph.h"
+#include "scheduler/te/te_eval.h"
 
 namespace kiln {
 namespace fs = std::filesystem;
@@ -106,6 +108,16 @@ std::set<std::string> graph_inputs_feeding(const Graph& g, const std::string& va
   return found;
 }
 
+// Runs a prepared graph with the chosen engine.
+std::vector<Tensor> run_engine(const std::string& engine, const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  if (engine == "reference") return run_reference(g, inputs);
+  // "te": the op lowerings' tensor expressions, evaluated directly.
+  te::LoweredGraph lg = te::lower_graph(g);
+  std::map<const te::TensorNode*, Tensor> bound;
+  for (const auto& [name, t] : lg.inputs) bound[t.get()] = inputs.at(name);
+  return te::evaluate(lg.dag, bound);
+}
+
 enum class Outcome { Pass, Fail, Unsupported };
 
 Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& why) {
@@ -159,7 +171,7 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
         }
       }
       for (const auto& [name, t] : b.frozen) inputs.erase(name);
-      std::vector<Tensor> outs = run_reference(g, inputs);
+      std::vector<Tensor> outs = run_engine(o.engine, g, inputs);
       auto out_files = numbered_files(set, "output_");
       if (out_files.size() != outs.size())
         throw Error(set.string() + ": " + std::to_string(out_files.size()) + " output files for " +
@@ -186,7 +198,8 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
 }  // namespace
 
 ConformanceResult run_conformance(const std::string& dir, const ConformanceOptions& o, std::ostream& out) {
-  if (o.engine != "reference") throw Error("--engine " + o.engine + " is not available yet (only 'reference')");
+  if (o.engine != "reference" && o.engine != "te")
+    throw Error("--engine " + o.engine + " is not available (reference, te)");
   auto known = read_known_failures(o.known_failures_file);
   std::optional<std::regex> filter;
   if (!o.filter.empty()) filter.emplace(o.filter);

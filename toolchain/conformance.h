@@ -8,7 +8,7 @@
 namespace kiln {
 
 struct ConformanceOptions {
-  std::string engine = "reference";  // later issues add "compiled"
+  std::string engine = "reference";  // or "te": op lowerings evaluated directly; later "compiled"
   double rtol = 1e-4;
   double atol = 1e-5;
   std::string filter;                // regex on the case name; empty = all

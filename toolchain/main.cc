@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   kiln::ConformanceOptions conf;
   auto* conformance = app.add_subcommand("conformance", "Run ONNX test cases (model.onnx + test_data_set_*)");
   conformance->add_option("dir", case_dir, "A case directory or a directory of cases")->required();
-  conformance->add_option("--engine", conf.engine, "Engine to check: reference")->capture_default_str();
+  conformance->add_option("--engine", conf.engine, "Engine to check: reference, te (tensor expressions evaluated directly)")->capture_default_str();
   conformance->add_option("--rtol", conf.rtol, "Relative tolerance for floats")->capture_default_str();
   conformance->add_option("--atol", conf.atol, "Absolute tolerance for floats")->capture_default_str();
   conformance->add_option("--filter", conf.filter, "Only cases whose name matches this regex");

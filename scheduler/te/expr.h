@@ -1,0 +1,80 @@
+/// \file Scalar expressions of tensor expressions: the language every op's computation is written in.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontend/ir/dtype.h"
+
+namespace kiln::te {
+
+struct TensorNode;
+
+/// Expression node kinds. Arithmetic follows C on the operand dtype: integers wrap, Div truncates,
+/// Mod takes the dividend's sign; FloorDiv/FloorMod round toward negative infinity (index arithmetic).
+enum class ExprOp {
+  IntImm, FloatImm, Var, Load, Cast, Select,
+  // unary
+  Neg, Not, Abs, Exp, Log, Sqrt, Tanh, Erf, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh,
+  Atanh, Floor, Ceil, Round, IsNaN, IsInf, BitNot,
+  // binary
+  Add, Sub, Mul, Div, Mod, FloorDiv, FloorMod, Min, Max, Pow, FMod, And, Or, Xor, Eq, Ne, Lt, Le, Gt, Ge,
+  BitAnd, BitOr, BitXor, Shl, Shr,
+};
+const char* expr_op_name(ExprOp op);
+bool is_unary(ExprOp op);
+bool is_binary(ExprOp op);
+bool is_comparison(ExprOp op);
+
+struct ExprNode;
+using Expr = std::shared_ptr<const ExprNode>;
+
+/// One immutable node. Integer index arithmetic uses Int64; comparisons and logic produce Bool.
+struct ExprNode {
+  ExprOp op;
+  DType dtype;
+  int64_t int_value = 0;     // IntImm
+  double float_value = 0.0;  // FloatImm
+  std::string name;          // Var
+  std::shared_ptr<const TensorNode> tensor;  // Load: the tensor read; args are the indices
+  std::vector<Expr> args;
+};
+
+Expr int_imm(int64_t v, DType t = DType::Int64);
+Expr float_imm(double v, DType t = DType::Float32);
+/// A constant of any dtype: float dtypes get FloatImm, the others IntImm.
+Expr const_of(DType t, double v);
+Expr var(const std::string& name);  // an Int64 loop variable
+Expr load(const std::shared_ptr<const TensorNode>& t, std::vector<Expr> indices);
+Expr cast(DType t, const Expr& e);
+Expr select(const Expr& cond, const Expr& a, const Expr& b);
+Expr unary(ExprOp op, const Expr& a);
+/// Both operands must have the same dtype (scalar immediates are not promoted implicitly).
+Expr binary(ExprOp op, const Expr& a, const Expr& b);
+
+Expr operator+(const Expr& a, const Expr& b);
+Expr operator-(const Expr& a, const Expr& b);
+Expr operator*(const Expr& a, const Expr& b);
+Expr operator/(const Expr& a, const Expr& b);
+Expr operator-(const Expr& a);
+Expr operator<(const Expr& a, const Expr& b);
+Expr operator<=(const Expr& a, const Expr& b);
+Expr operator>(const Expr& a, const Expr& b);
+Expr operator>=(const Expr& a, const Expr& b);
+Expr operator&&(const Expr& a, const Expr& b);
+Expr operator||(const Expr& a, const Expr& b);
+Expr eq(const Expr& a, const Expr& b);
+Expr min(const Expr& a, const Expr& b);
+Expr max(const Expr& a, const Expr& b);
+Expr floordiv(const Expr& a, const Expr& b);
+Expr floormod(const Expr& a, const Expr& b);
+/// Index helpers: an Int64 expression plus/times a constant.
+Expr operator+(const Expr& a, int64_t b);
+Expr operator*(const Expr& a, int64_t b);
+Expr operator-(const Expr& a, int64_t b);
+
+/// Prints an expression in a compact infix form; the canonical print is also what task keys hash.
+std::string print_expr(const Expr& e);
+
+}  // namespace kiln::te

@@ -1,0 +1,7 @@
+#include "scheduler/te/ops/lowering_util.h"
+
+namespace kiln::te {
+
+void register_linalg_lowerings(LoweringRegistry&) {}
+
+}  // namespace kiln::te
