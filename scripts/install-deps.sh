@@ -6,6 +6,9 @@ packages=(
   cmake ninja-build g++ pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  llvm-19-dev                   # code generation (backends/llvm)
+  libtomlplusplus-dev           # target description files (targets/*.toml)
+  qemu-user g++-aarch64-linux-gnu  # AArch64 packages: cross-linked runners under QEMU
   clang-19 libclang-rt-19-dev   # libFuzzer target for the importer
 )
 

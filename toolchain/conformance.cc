@@ -16,6 +16,8 @@
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/reference/interpreter.h"
 #include "scheduler/te/lower_graph.h"
+#include "toolchain/compile.h"
+#include <random>
 #include "scheduler/te/te_eval.h"
 
 namespace kiln {
@@ -109,8 +111,22 @@ std::set<std::string> graph_inputs_feeding(const Graph& g, const std::string& va
 }
 
 // Runs a prepared graph with the chosen engine.
-std::vector<Tensor> run_engine(const std::string& engine, const Graph& g, const std::map<std::string, Tensor>& inputs) {
+std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  const std::string& engine = o.engine;
   if (engine == "reference") return run_reference(g, inputs);
+  if (engine == "compiled") {
+    CompileTarget target = resolve_target(o.target);
+    fs::path dir = fs::temp_directory_path() / ("kiln-conformance-" + std::to_string(std::random_device{}()));
+    struct Cleanup {
+      fs::path p;
+      ~Cleanup() {
+        std::error_code ec;
+        fs::remove_all(p, ec);
+      }
+    } cleanup{dir};
+    compile_graph(g, target, "model", dir.string());
+    return run_package(dir.string(), target, inputs, 1).outputs;
+  }
   // "te": the op lowerings' tensor expressions, evaluated directly.
   te::LoweredGraph lg = te::lower_graph(g);
   std::map<const te::TensorNode*, Tensor> bound;
@@ -171,7 +187,7 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
         }
       }
       for (const auto& [name, t] : b.frozen) inputs.erase(name);
-      std::vector<Tensor> outs = run_engine(o.engine, g, inputs);
+      std::vector<Tensor> outs = run_engine(o, g, inputs);
       auto out_files = numbered_files(set, "output_");
       if (out_files.size() != outs.size())
         throw Error(set.string() + ": " + std::to_string(out_files.size()) + " output files for " +
@@ -198,8 +214,9 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
 }  // namespace
 
 ConformanceResult run_conformance(const std::string& dir, const ConformanceOptions& o, std::ostream& out) {
-  if (o.engine != "reference" && o.engine != "te")
-    throw Error("--engine " + o.engine + " is not available (reference, te)");
+  if (o.engine != "reference" && o.engine != "te" && o.engine != "compiled")
+    throw Error("--engine " + o.engine + " is not available (reference, te, compiled)");
+  if (o.engine == "compiled") resolve_target(o.target);  // a bad target fails once, up front
   auto known = read_known_failures(o.known_failures_file);
   std::optional<std::regex> filter;
   if (!o.filter.empty()) filter.emplace(o.filter);

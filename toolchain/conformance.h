@@ -8,7 +8,8 @@
 namespace kiln {
 
 struct ConformanceOptions {
-  std::string engine = "reference";  // or "te": op lowerings evaluated directly; later "compiled"
+  std::string engine = "reference";  // "te": op lowerings evaluated directly; "compiled": kiln compile + run
+  std::string target = "host";       // for the compiled engine
   double rtol = 1e-4;
   double atol = 1e-5;
   std::string filter;                // regex on the case name; empty = all

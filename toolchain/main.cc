@@ -9,6 +9,9 @@
 #include "toolchain/inspect.h"
 #include "toolchain/pipeline.h"
 #include "toolchain/run_model.h"
+#include "toolchain/compile.h"
+#include "toolchain/targets_command.h"
+#include <filesystem>
 #include "frontend/zoo/zoo.h"
 
 namespace {
@@ -45,7 +48,8 @@ int main(int argc, char** argv) {
   kiln::ConformanceOptions conf;
   auto* conformance = app.add_subcommand("conformance", "Run ONNX test cases (model.onnx + test_data_set_*)");
   conformance->add_option("dir", case_dir, "A case directory or a directory of cases")->required();
-  conformance->add_option("--engine", conf.engine, "Engine to check: reference, te (tensor expressions evaluated directly)")->capture_default_str();
+  conformance->add_option("--engine", conf.engine, "Engine to check: reference, te (tensor expressions evaluated directly), compiled")->capture_default_str();
+  conformance->add_option("--target", conf.target, "Target of the compiled engine")->capture_default_str();
   conformance->add_option("--rtol", conf.rtol, "Relative tolerance for floats")->capture_default_str();
   conformance->add_option("--atol", conf.atol, "Absolute tolerance for floats")->capture_default_str();
   conformance->add_option("--filter", conf.filter, "Only cases whose name matches this regex");
@@ -72,6 +76,19 @@ int main(int argc, char** argv) {
   run->add_option("--output-dir", run_opts.output_dir, "Also write outputs there as output_N.pb");
   run->add_option("--save-inputs", run_opts.inputs_dir, "Write the inputs used there as input_N.pb");
   run_bindings.add_to(run);
+
+  std::string target_name;
+  auto* targets = app.add_subcommand("targets", "List the targets, or print one target in full");
+  targets->add_option("target", target_name, "A target name or a .toml file");
+
+  std::string compile_target = "host", compile_out, compile_name;
+  BindingArgs compile_bindings;
+  auto* compile = app.add_subcommand("compile", "Compile a model into lib<name>.a + <name>.h + <name>.json");
+  compile->add_option("model", model_path, "ONNX model file")->required();
+  compile->add_option("--target", compile_target, "Target name")->capture_default_str();
+  compile->add_option("-o,--output", compile_out, "Output directory")->required();
+  compile->add_option("--name", compile_name, "C prefix of the package (default: the model file's name)");
+  compile_bindings.add_to(compile);
 
   std::string zoo_name, zoo_out;
   kiln::ZooOptions zoo_opts;
@@ -119,6 +136,22 @@ int main(int argc, char** argv) {
         run_opts.input_files[spec.substr(0, eq)] = spec.substr(eq + 1);
       }
       kiln::run_model(model_path, run_opts, std::cout);
+      return 0;
+    }
+    if (*targets) {
+      std::cout << (target_name.empty() ? kiln::format_target_table() : kiln::format_target(kiln::load_target(target_name)));
+      return 0;
+    }
+    if (*compile) {
+      kiln::CompileTarget target = kiln::resolve_target(compile_target);
+      if (compile_name.empty()) compile_name = kiln::package::c_identifier(std::filesystem::path(model_path).stem().string());
+      kiln::PipelineOptions po;
+      po.bindings = compile_bindings.parse();
+      kiln::Graph g = kiln::load_model(model_path, po);
+      auto info = kiln::compile_graph(g, target, compile_name, compile_out);
+      std::cout << "wrote " << compile_out << "/lib" << compile_name << ".a, " << compile_name << ".h, " << compile_name
+                << ".json (target " << target.name << ", workspace " << info.workspace_size << " bytes, lower bound "
+                << info.workspace_lower_bound << ", weights " << info.weights_bytes << " bytes)\n";
       return 0;
     }
     if (*zoo) {

@@ -1,0 +1,28 @@
+/// \file Loop IR -> LLVM IR. Each LoweredFunc becomes
+///   void NAME(void* const* buffers, const kiln_parallel* parallel)
+/// where buffers[i] points at the i-th parameter's elements and `parallel` (may be null) carries the
+/// parallel_for hook of the package's context: a Parallel loop's body is outlined into a task
+/// function and handed to the hook, or run serially when there is none.
+#pragma once
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scheduler/lower/loop_ir.h"
+
+namespace kiln::llvm_backend {
+
+struct CodegenOptions {
+  int vector_bits = 512;  // lanes of a vectorized loop = vector_bits / 32 for float32
+};
+
+/// Adds the functions to `module` (whose target triple and data layout must be set).
+void emit_functions(const std::vector<lower::LoweredFunc>& funcs, const CodegenOptions& opts, llvm::Module& module);
+
+/// LLVM types of the runtime ABI shared with the package entry: { parallel_for, user }.
+llvm::StructType* parallel_struct_type(llvm::LLVMContext& ctx);
+
+}  // namespace kiln::llvm_backend

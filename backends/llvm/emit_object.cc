@@ -1,0 +1,74 @@
+#include "backends/llvm/emit_object.h"
+
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/PassManager.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+
+#include <mutex>
+
+#include "frontend/ir/error.h"
+
+namespace kiln::llvm_backend {
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const MachineSpec& spec) {
+  static std::once_flag init;
+  std::call_once(init, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+  });
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(spec.triple, err);
+  if (!target) throw Error("target triple '" + spec.triple + "': " + err);
+  llvm::TargetOptions options;
+  auto* tm = target->createTargetMachine(spec.triple, spec.cpu, spec.features, options, llvm::Reloc::PIC_,
+                                         std::nullopt, llvm::CodeGenOptLevel::Aggressive);
+  if (!tm) throw Error("cannot create a target machine for " + spec.triple + " / " + spec.cpu);
+  return std::unique_ptr<llvm::TargetMachine>(tm);
+}
+
+void configure_module(llvm::Module& m, llvm::TargetMachine& tm) {
+  m.setTargetTriple(tm.getTargetTriple().str());
+  m.setDataLayout(tm.createDataLayout());
+}
+
+void emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& path) {
+  // Function attributes make the optimiser and instruction selection use the target's features.
+  for (llvm::Function& f : m)
+    if (!f.isDeclaration()) {
+      f.addFnAttr("target-cpu", tm.getTargetCPU());
+      if (!tm.getTargetFeatureString().empty()) f.addFnAttr("target-features", tm.getTargetFeatureString());
+    }
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(m, mam);
+
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
+  if (ec) throw Error(path + ": cannot write object file: " + ec.message());
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw Error("target cannot emit object files: " + tm.getTargetTriple().str());
+  pm.run(m);
+  out.flush();
+}
+
+}  // namespace kiln::llvm_backend

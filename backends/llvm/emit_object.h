@@ -1,0 +1,30 @@
+/// \file LLVM module -> optimised object file for a target machine.
+#pragma once
+#include <llvm/IR/Module.h>
+
+#include <memory>
+#include <string>
+
+namespace llvm {
+class TargetMachine;
+}
+
+namespace kiln::llvm_backend {
+
+/// What code generation needs to know of a target (targets/ holds the full description).
+struct MachineSpec {
+  std::string triple = "x86_64-unknown-linux-gnu";
+  std::string cpu = "x86-64";
+  std::string features;  // LLVM feature string, e.g. "+avx2,+fma"
+};
+
+/// A TargetMachine for the spec (position-independent code, O3). Throws Error for an unknown triple/cpu.
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const MachineSpec& spec);
+
+/// Sets the module's triple and data layout from the machine.
+void configure_module(llvm::Module& m, llvm::TargetMachine& tm);
+
+/// Runs LLVM's O3 pipeline on the module and writes an ELF object file to `path`.
+void emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& path);
+
+}  // namespace kiln::llvm_backend

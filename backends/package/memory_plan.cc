@@ -1,0 +1,53 @@
+#include "backends/package/memory_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace kiln::package {
+
+MemoryPlan plan_memory(const std::vector<LiveRange>& ranges, int64_t align) {
+  MemoryPlan plan;
+  plan.offsets.assign(ranges.size(), 0);
+  auto round_up = [&](int64_t v) { return (v + align - 1) / align * align; };
+  std::vector<size_t> order(ranges.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges[a].bytes > ranges[b].bytes; });
+  std::vector<size_t> placed;
+  for (size_t i : order) {
+    const LiveRange& r = ranges[i];
+    int64_t size = round_up(std::max<int64_t>(r.bytes, 1));
+    // Occupied intervals of tensors whose lifetimes overlap this one, by offset.
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j : placed)
+      if (!(ranges[j].last < r.first || r.last < ranges[j].first))
+        busy.emplace_back(plan.offsets[j], plan.offsets[j] + round_up(std::max<int64_t>(ranges[j].bytes, 1)));
+    std::sort(busy.begin(), busy.end());
+    // Best fit: the smallest gap that holds the tensor, else after the last busy interval.
+    int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (lo - cursor >= size && lo - cursor < best_gap) {
+        best = cursor;
+        best_gap = lo - cursor;
+      }
+      cursor = std::max(cursor, hi);
+    }
+    if (best < 0) best = cursor;
+    plan.offsets[i] = best;
+    plan.size = std::max(plan.size, best + size);
+    placed.push_back(i);
+  }
+  std::map<int64_t, int64_t> delta;
+  for (const LiveRange& r : ranges) {
+    delta[r.first] += round_up(std::max<int64_t>(r.bytes, 1));
+    delta[r.last + 1] -= round_up(std::max<int64_t>(r.bytes, 1));
+  }
+  int64_t live = 0;
+  for (const auto& [t, d] : delta) {
+    live += d;
+    plan.lower_bound = std::max(plan.lower_bound, live);
+  }
+  return plan;
+}
+
+}  // namespace kiln::package

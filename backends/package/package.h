@@ -1,0 +1,45 @@
+/// \file The AOT package: lib<m>.a + <m>.h + <m>.json for one model and one target.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/llvm/emit_object.h"
+#include "frontend/ir/graph.h"
+
+namespace kiln::package {
+
+struct PackageOptions {
+  std::string name = "model";  // C prefix: <name>_run, <NAME>_WORKSPACE_SIZE, lib<name>.a
+  std::string target_name;     // for the metadata
+  llvm_backend::MachineSpec machine;
+  int vector_bits = 512;
+};
+
+/// One graph input or output as the C ABI shows it.
+struct IoInfo {
+  std::string name;    // ONNX name
+  std::string c_name;  // field of <m>_inputs / <m>_outputs
+  DType dtype;
+  Shape shape;
+  int64_t bytes;
+};
+
+struct PackageInfo {
+  std::string dir;
+  std::vector<IoInfo> inputs, outputs;
+  int64_t workspace_size = 0;
+  int64_t workspace_lower_bound = 0;
+  int64_t weights_bytes = 0;
+  std::string model_hash;
+};
+
+/// Compiles a shape-inferred graph into DIR (created if needed). Files are written to a temporary
+/// directory beside DIR and moved into place only when everything succeeded, so a failure leaves
+/// nothing half-written. Throws Error / Unsupported naming what failed.
+PackageInfo build_package(const Graph& g, const PackageOptions& opts, const std::string& dir);
+
+/// A valid C identifier for an ONNX value name ("input.1" -> "input_1", "0" -> "_0").
+std::string c_identifier(const std::string& name);
+
+}  // namespace kiln::package

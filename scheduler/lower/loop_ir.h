@@ -1,0 +1,68 @@
+/// \file The loop IR: what every schedule lowers to, and the only input of code generation and (later)
+/// feature extraction. Statements over flat buffers; expressions are the tensor-expression language
+/// with Loads that read a buffer at one flat index.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scheduler/te/expr.h"
+
+namespace kiln::lower {
+
+using te::Expr;
+
+/// A flat array of elements. Global buffers are the model's inputs, outputs, weights and workspace
+/// tensors; Local ones are allocated by an Allocate statement (accumulators, register tiles).
+/// Loads name a buffer through a te::TensorNode of shape {size}, so one expression language serves.
+struct Buffer {
+  std::string name;
+  DType dtype;
+  int64_t size;
+  bool local = false;
+  std::shared_ptr<const te::TensorNode> node;  // what Loads refer to
+};
+using BufferRef = std::shared_ptr<const Buffer>;
+BufferRef make_buffer(const std::string& name, DType dtype, int64_t size, bool local = false);
+/// buffer[index]
+Expr load(const BufferRef& b, const Expr& index);
+
+enum class ForKind { Serial, Parallel, Vectorized, Unrolled };
+const char* for_kind_name(ForKind k);
+
+enum class StmtKind { For, Store, Allocate, IfThenElse, Block };
+
+struct StmtNode;
+using Stmt = std::shared_ptr<const StmtNode>;
+
+/// One statement. For: `var` from 0 to `extent` (a constant), `body[0]`. Store: buffer[index] = value.
+/// Allocate: a local `buffer` live in `body[0]`. IfThenElse: `cond`, then `body[0]`, else `body[1]` (may
+/// be null). Block: `body` in order.
+struct StmtNode {
+  StmtKind kind;
+  Expr var;
+  int64_t extent = 0;
+  ForKind for_kind = ForKind::Serial;
+  BufferRef buffer;
+  Expr index, value, cond;
+  std::vector<Stmt> body;
+};
+
+Stmt for_loop(const Expr& var, int64_t extent, ForKind kind, Stmt body);
+Stmt store(const BufferRef& b, const Expr& index, const Expr& value);
+Stmt allocate(const BufferRef& b, Stmt body);
+Stmt if_then_else(const Expr& cond, Stmt then_case, Stmt else_case = nullptr);
+Stmt block(std::vector<Stmt> stmts);
+
+/// A compiled unit: global buffers it reads and writes (parameters, in this order) and its body.
+struct LoweredFunc {
+  std::string name;
+  std::vector<BufferRef> params;
+  Stmt body;
+};
+
+/// Prints as indented pseudo-C: `parallel for i0 in 0..64:`, `out[(i0 * 8) + i1] = ...`.
+std::string print_stmt(const Stmt& s, int indent = 0);
+std::string print_func(const LoweredFunc& f);
+
+}  // namespace kiln::lower

@@ -1,0 +1,133 @@
+#include "scheduler/lower/lower_dag.h"
+
+#include "frontend/ir/error.h"
+
+namespace kiln::lower {
+namespace {
+
+using te::ExprOp;
+
+Expr rebuild(const te::ExprNode& n, std::vector<Expr> args) {
+  auto copy = std::make_shared<te::ExprNode>(n);
+  copy->args = std::move(args);
+  return copy;
+}
+
+Expr flat_index(const std::vector<Expr>& idx, const Shape& shape) {
+  if (idx.empty()) return te::int_imm(0);
+  Expr flat = idx[0];
+  for (size_t k = 1; k < idx.size(); ++k) flat = flat * shape[k] + idx[k];
+  return flat;
+}
+
+int lanes_for(DType t, const ScheduleParams& p) {
+  size_t bytes = std::max<size_t>(dtype_size(t), 1);
+  if (t == DType::Float16 || t == DType::BFloat16) bytes = 4;  // computed in float32
+  return std::max(1, static_cast<int>(p.vector_bits / 8 / bytes));
+}
+
+Expr combine(te::Reducer r, const Expr& acc, const Expr& v) {
+  switch (r) {
+    case te::Reducer::Sum: return acc + v;
+    case te::Reducer::Prod: return acc * v;
+    case te::Reducer::Min: return te::min(acc, v);
+    case te::Reducer::Max: return te::max(acc, v);
+    case te::Reducer::None: break;
+  }
+  throw Error("loop IR: reduction without a reducer");
+}
+
+}  // namespace
+
+Expr flatten_loads(const Expr& e, const std::map<const te::TensorNode*, BufferRef>& buffers) {
+  if (!e) return e;
+  std::vector<Expr> args;
+  for (const Expr& a : e->args) args.push_back(flatten_loads(a, buffers));
+  if (e->op != ExprOp::Load) return args.empty() ? e : rebuild(*e, std::move(args));
+  auto it = buffers.find(e->tensor.get());
+  if (it == buffers.end()) throw Error("loop IR: no buffer for tensor '" + e->tensor->name + "'");
+  return load(it->second, flat_index(args, e->tensor->shape));
+}
+
+Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::TensorNode*, BufferRef>& buffers,
+                         const ScheduleParams& p) {
+  const te::Stage& s = *t->stage;
+  if (s.is_extern()) throw Unsupported("stage '" + s.name + "': extern kernels are not compiled yet");
+  const BufferRef& out = buffers.at(t.get());
+  const size_t rank = s.axes.size();
+  const int64_t total = num_elements(s.shape);
+  if (total == 0) return block({});
+  Expr body = flatten_loads(s.body, buffers);
+  Expr out_index = flat_index(s.axes, s.shape);
+
+  // The parallel loop: the first outer axis with more than one iteration, when the stage is big enough.
+  size_t parallel_axis = rank;
+  if (total >= p.min_parallel_elements)
+    for (size_t k = 0; k + 1 < rank; ++k)
+      if (s.shape[k] > 1) {
+        parallel_axis = k;
+        break;
+      }
+  const bool vectorize = rank >= 1 && s.shape[rank - 1] >= 4 && lanes_for(s.dtype, p) > 1;
+  auto outer_nest = [&](Stmt inner) {
+    for (size_t k = rank - 1; k-- > 0;)
+      inner = for_loop(s.axes[k], s.shape[k], k == parallel_axis ? ForKind::Parallel : ForKind::Serial, inner);
+    return inner;
+  };
+  const ForKind inner_kind = vectorize ? ForKind::Vectorized : ForKind::Serial;
+
+  if (s.reducer == te::Reducer::None) {
+    Stmt st = store(out, out_index, body);
+    if (rank == 0) return st;
+    return outer_nest(for_loop(s.axes[rank - 1], s.shape[rank - 1], inner_kind, st));
+  }
+
+  Expr init = flatten_loads(s.init, buffers);
+  auto reduction_loops = [&](Stmt inner) {
+    for (size_t k = s.reduce_axes.size(); k-- > 0;)
+      inner = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, ForKind::Serial, inner);
+    return inner;
+  };
+  // Accumulators for every element of the innermost spatial axis, so the reduction steps are vector
+  // operations along it; a very long axis falls back to one scalar accumulator.
+  const int64_t inner_extent = rank == 0 ? 1 : s.shape[rank - 1];
+  if (rank == 0 || inner_extent > 4096) {
+    BufferRef acc = make_buffer(s.name + ".acc", s.dtype, 1, true);
+    Expr a = load(acc, te::int_imm(0));
+    Stmt st = allocate(acc, block({store(acc, te::int_imm(0), init),
+                                    reduction_loops(store(acc, te::int_imm(0), combine(s.reducer, a, body))),
+                                    store(out, out_index, a)}));
+    if (rank == 0) return st;
+    return outer_nest(for_loop(s.axes[rank - 1], s.shape[rank - 1], ForKind::Serial, st));
+  }
+  const Expr& inner = s.axes[rank - 1];
+  BufferRef acc = make_buffer(s.name + ".acc", s.dtype, inner_extent, true);
+  Expr a = load(acc, inner);
+  auto along_inner = [&](Stmt st) { return for_loop(inner, inner_extent, inner_kind, std::move(st)); };
+  Stmt st = allocate(acc, block({along_inner(store(acc, inner, init)),
+                                  reduction_loops(along_inner(store(acc, inner, combine(s.reducer, a, body)))),
+                                  along_inner(store(out, out_index, a))}));
+  return outer_nest(st);
+}
+
+LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const ScheduleParams& p) {
+  LoweredFunc f;
+  f.name = name;
+  std::map<const te::TensorNode*, BufferRef> buffers;
+  for (const te::TensorRef& t : dag.placeholders) {
+    BufferRef b = make_buffer(t->name, t->dtype, num_elements(t->shape));
+    buffers[t.get()] = b;
+    f.params.push_back(b);
+  }
+  for (const te::TensorRef& t : dag.tensors) {
+    BufferRef b = make_buffer(t->name, t->dtype, num_elements(t->shape));
+    buffers[t.get()] = b;
+    f.params.push_back(b);
+  }
+  std::vector<Stmt> stages;
+  for (const te::TensorRef& t : dag.tensors) stages.push_back(lower_stage_default(t, buffers, p));
+  f.body = block(std::move(stages));
+  return f;
+}
+
+}  // namespace kiln::lower

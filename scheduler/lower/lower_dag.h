@@ -1,0 +1,34 @@
+/// \file From tensor expressions to loop IR with the default schedule.
+#pragma once
+#include <map>
+#include <string>
+
+#include "scheduler/lower/loop_ir.h"
+#include "scheduler/te/compute.h"
+
+namespace kiln::lower {
+
+/// What the default schedule needs to know about the target.
+struct ScheduleParams {
+  int vector_bits = 512;  // 128 for NEON, 256 for AVX2, 512 for AVX-512
+  /// Below this many output elements a stage runs serially: a parallel_for dispatch costs more.
+  int64_t min_parallel_elements = 4096;
+};
+
+/// The loop nest of one stage under the default schedule, a schedule that is already sane on a CPU:
+/// the outermost spatial loop parallel, the innermost spatial loop vectorized (with a scalar tail
+/// in codegen), and for reductions one accumulator per innermost-axis element kept in a local
+/// buffer, with the reduction loops outside the vectorized loop so each step is a vector operation.
+/// Tuned schedules (later issues) replace this through the same loop IR.
+Stmt lower_stage_default(const te::TensorRef& stage_output,
+                         const std::map<const te::TensorNode*, BufferRef>& buffers, const ScheduleParams& params);
+
+/// Lowers a whole DAG into one function: parameters are the placeholders, then every stage's output
+/// buffer (intermediates included; the package places them in the workspace). Extern stages are not
+/// supported here yet and raise Unsupported.
+LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const ScheduleParams& params);
+
+/// Rewrites multi-dimensional te loads into flat loads of `buffers` (row-major).
+Expr flatten_loads(const Expr& e, const std::map<const te::TensorNode*, BufferRef>& buffers);
+
+}  // namespace kiln::lower

@@ -1,0 +1,196 @@
+// Linear quantization as tensor expressions: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
+// MatMulInteger and QLinearMatMul. The frontend reference rounds intermediate results to the dtypes
+// ONNX's reference computes in; since a stage's result is rounded to its dtype, each such rounding
+// point is its own stage here (a quantized output can flip when a .5 boundary moves).
+#include "scheduler/te/ops/linalg_common.h"
+
+namespace kiln::te {
+namespace {
+
+// round half to even, then clamp to the integer dtype's range, then convert; computed in float64 so
+// every bound (int32's included) is exact.
+Expr saturate_to(DType t, const Expr& v64) {
+  Expr lo = float_imm(linalg::integer_min(t), DType::Float64), hi = float_imm(linalg::integer_max(t), DType::Float64);
+  return cast(t, min(max(v64, lo), hi));
+}
+
+// ---- Where a scale / zero point element of QuantizeLinear / DequantizeLinear sits: per tensor, per
+// axis (1-D of the axis' extent) or blocked (x's rank, axis extent divided into blocks).
+
+std::vector<Expr> quant_param_index(const LowerContext& c, const Shape& param, const std::vector<Expr>& idx) {
+  if (num_elements(param) == 1) return zero_indices(param.size());
+  const Node& n = c.node();
+  const int64_t rank = c.rank(0);
+  const int64_t axis = normalize_axis(n, n.opset >= 13 ? n.attr_int("axis", 1) : 1, rank);
+  const int64_t block = n.opset >= 21 ? n.attr_int("block_size", 0) : 0;
+  if (block <= 0) return {idx[static_cast<size_t>(axis)]};
+  std::vector<Expr> r = idx;
+  r[static_cast<size_t>(axis)] = floordiv(idx[static_cast<size_t>(axis)], int_imm(block));
+  return r;
+}
+
+Expr quant_param(const LowerContext& c, size_t input, const std::vector<Expr>& idx) {
+  return at(c.input(input), quant_param_index(c, c.shape(input), idx));
+}
+
+// The dtype the reference divides x by the scale in: `precision` (opset 23) or numpy's promotion.
+DType division_dtype(const LowerContext& c) {
+  const Node& n = c.node();
+  int64_t precision = n.opset >= 23 ? n.attr_int("precision", 0) : 0;
+  if (precision != 0) return linalg::dtype_attr(n, "precision", precision);
+  return linalg::promoted_float_dtype(c.dtype(0), c.dtype(1));
+}
+
+// ---- QuantizeLinear: y = saturate(round(x / scale) + zero_point); a NaN quotient gives zero_point.
+
+void lower_quantize_linear(LowerContext& c) {
+  const DType out = c.out_dtype(0), div = division_dtype(c), dc = compute_dtype(div);
+  const Shape& shape = c.shape(0);
+  const bool has_zp = c.has_input(2);
+  TensorRef q = compute(c.name("scaled"), "broadcast", div, shape, [&](const std::vector<Expr>& i) {
+    // Both operands are rounded to the division dtype first, as the reference does.
+    Expr x = cast(dc, cast(div, at(c.input(0), i)));
+    Expr s = cast(dc, cast(div, quant_param(c, 1, i)));
+    return cast(div, x / s);
+  });
+  c.set_output(0, compute(c.name(), "broadcast", out, shape, [&](const std::vector<Expr>& i) {
+                 Expr qv = cast(DType::Float64, at(q, i));
+                 Expr zero = has_zp ? cast(DType::Float64, quant_param(c, 2, i)) : float_imm(0, DType::Float64);
+                 Expr v = select(unary(ExprOp::IsNaN, qv), zero, unary(ExprOp::Round, qv) + zero);
+                 return saturate_to(out, v);
+               }));
+}
+
+// ---- DequantizeLinear: y = (x - zero_point) * scale
+
+void lower_dequantize_linear(LowerContext& c) {
+  const DType out = c.out_dtype(0), x_dtype = c.dtype(0);
+  const Shape& shape = c.shape(0);
+  const bool has_zp = c.has_input(2);
+  // The reference subtracts in float32 (float64 when int32 meets int32) and multiplies in the
+  // promotion of that with the scale's dtype.
+  const DType diff = x_dtype == DType::Int32 && has_zp ? DType::Float64 : DType::Float32;
+  const DType mul = linalg::promoted_float_dtype(diff, c.dtype(1));
+  auto product = [&](const std::vector<Expr>& i) {
+    Expr dx = cast(DType::Float32, at(c.input(0), i));  // rounds int32 to float32 like the reference
+    if (has_zp) dx = cast(diff, dx) - cast(diff, quant_param(c, 2, i));
+    return cast(mul, dx) * cast(mul, quant_param(c, 1, i));
+  };
+  // Rounding to `mul` before `out` matters only when `mul` is narrower than double.
+  if (mul == out || mul == DType::Float64) {
+    c.set_output(0, compute(c.name(), "broadcast", out, shape,
+                            [&](const std::vector<Expr>& i) { return cast(out, product(i)); }));
+    return;
+  }
+  TensorRef y = compute(c.name("product"), "broadcast", mul, shape, product);
+  c.set_output(0, cast_stage(c.name(), y, out));
+}
+
+// ---- DynamicQuantizeLinear: uint8 quantization whose scale and zero point come from x's range
+// (which always includes 0). Every float32 rounding point of the reference is a stage boundary.
+
+void lower_dynamic_quantize_linear(LowerContext& c) {
+  const DType t = c.dtype(0), f32 = DType::Float32;
+  const TensorRef& x = c.input(0);
+  const Shape& shape = x->shape;
+  const std::vector<int64_t> all(shape.begin(), shape.end());
+  auto flat = [&](const std::vector<Expr>&, const std::vector<Expr>& r) {
+    // The reference's std::min/std::max skip NaN; as the range starts at [0, 0], reading NaN as 0 is
+    // the same thing.
+    Expr v = cast(f32, at(x, r));
+    return select(unary(ExprOp::IsNaN, v), float_imm(0, f32), v);
+  };
+  TensorRef hi = reduce(c.name("max"), "reduction", f32, {}, Reducer::Max, all, flat, float_imm(0, f32));
+  TensorRef lo = reduce(c.name("min"), "reduction", f32, {}, Reducer::Min, all, flat, float_imm(0, f32));
+  TensorRef range = compute(c.name("range"), "elementwise", f32, {},
+                            [&](const std::vector<Expr>&) { return at(hi, {}) - at(lo, {}); });
+  TensorRef scale = compute(c.name("scale"), "elementwise", f32, {}, [&](const std::vector<Expr>&) {
+    Expr rv = at(range, {});
+    return select(eq(rv, float_imm(0, f32)), float_imm(1, f32), rv / float_imm(255, f32));
+  });
+  TensorRef lo_scaled = compute(c.name("lo_scaled"), "elementwise", f32, {},
+                                [&](const std::vector<Expr>&) { return at(lo, {}) / at(scale, {}); });
+  auto clamp_u8 = [&](const Expr& v) { return min(max(v, float_imm(0, f32)), float_imm(255, f32)); };
+  TensorRef zero = compute(c.name("zero_point"), "elementwise", DType::UInt8, {}, [&](const std::vector<Expr>&) {
+    return cast(DType::UInt8, unary(ExprOp::Round, clamp_u8(-at(lo_scaled, {}))));
+  });
+  TensorRef scaled = compute(c.name("scaled"), "broadcast", f32, shape,
+                             [&](const std::vector<Expr>& i) { return cast(f32, at(x, i)) / at(scale, {}); });
+  c.set_output(0, compute(c.name(), "broadcast", DType::UInt8, shape, [&](const std::vector<Expr>& i) {
+                 return cast(DType::UInt8,
+                             clamp_u8(unary(ExprOp::Round, at(scaled, i)) + cast(f32, at(zero, {}))));
+               }));
+  c.set_output(1, cast_stage(c.name("scale_out"), scale, t));
+  c.set_output(2, zero);
+}
+
+// ---- MatMulInteger and QLinearMatMul
+
+// The zero point of an operand element: per tensor, per row of A (a 1-D [M] parameter of a matrix A),
+// or broadcast against the operand as it is.
+Expr operand_zero_point(const TensorRef& zp, const Shape& operand, const std::vector<Expr>& idx, bool is_a) {
+  const Shape& zs = zp->shape;
+  if (num_elements(zs) == 1) return at(zp, zero_indices(zs.size()));
+  if (is_a && operand.size() >= 2 && zs.size() == 1) return at(zp, {idx[operand.size() - 2]});
+  return at(zp, broadcast_indices(idx, operand, zs));
+}
+
+// sum_k (a - a_zero_point) * (b - b_zero_point) in int32, the accumulator ONNX specifies.
+TensorRef integer_matmul(const LowerContext& c, const std::string& name, size_t a_in, size_t a_zp, size_t b_in,
+                         size_t b_zp, const MatMulShape& s) {
+  const DType acc = DType::Int32;
+  auto shifted = [&](size_t in, size_t zp, bool is_a) {
+    return [&c, in, zp, is_a, acc](const std::vector<Expr>& i) {
+      Expr v = cast(acc, at(c.input(in), i));
+      return c.has_input(zp) ? v - cast(acc, operand_zero_point(c.input(zp), c.shape(in), i, is_a)) : v;
+    };
+  };
+  return matmul_accumulate(name, acc, s, shifted(a_in, a_zp, true), shifted(b_in, b_zp, false));
+}
+
+void lower_matmul_integer(LowerContext& c) {
+  MatMulShape s = matmul_shape(c.node(), c.shape(0), c.shape(1));
+  c.set_output(0, integer_matmul(c, c.name(), 0, 2, 1, 3, s));
+}
+
+// QLinearMatMul inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+// y = saturate(round(acc * (a_scale * b_scale / y_scale) + y_zero_point)), the multiplier rounded to
+// the scales' dtype after each step as the reference does.
+void lower_qlinear_matmul(LowerContext& c) {
+  MatMulShape s = matmul_shape(c.node(), c.shape(0), c.shape(3));
+  const DType out = c.out_dtype(0), f64 = DType::Float64;
+  TensorRef acc = integer_matmul(c, c.name("acc"), 0, 2, 3, 5, s);
+
+  const bool per_row = num_elements(c.shape(1)) > 1, per_col = num_elements(c.shape(4)) > 1;
+  const DType sd = linalg::promoted_float_dtype(linalg::promoted_float_dtype(c.dtype(1), c.dtype(4)), c.dtype(6));
+  const DType sc = compute_dtype(sd);
+  const Shape mult_shape{per_row ? s.d.m : 1, per_col ? s.d.n : 1};
+  auto scale_at = [&](size_t in, const Expr& i) {
+    const Shape& sh = c.shape(in);
+    return cast(sc, at(c.input(in), num_elements(sh) == 1 ? zero_indices(sh.size()) : std::vector<Expr>{i}));
+  };
+  TensorRef ab = compute(c.name("ab_scale"), "broadcast", sd, mult_shape, [&](const std::vector<Expr>& i) {
+    return cast(sd, scale_at(1, i[0]) * scale_at(4, i[1]));
+  });
+  TensorRef mult = compute(c.name("multiplier"), "broadcast", sd, mult_shape, [&](const std::vector<Expr>& i) {
+    return cast(sd, cast(sc, at(ab, i)) / scale_at(6, int_imm(0)));
+  });
+  c.set_output(0, compute(c.name(), "broadcast", out, s.d.out, [&](const std::vector<Expr>& i) {
+                 Expr m = at(mult, {per_row ? s.row(i) : int_imm(0), per_col ? s.col(i) : int_imm(0)});
+                 Expr v = cast(f64, at(acc, i)) * cast(f64, m);
+                 if (c.has_input(7)) v = v + cast(f64, at(c.input(7), zero_indices(c.shape(7).size())));
+                 return saturate_to(out, unary(ExprOp::Round, v));
+               }));
+}
+
+}  // namespace
+
+void register_linalg_quant_lowerings(LoweringRegistry& r) {
+  r.add({"QuantizeLinear", "", lower_quantize_linear});
+  r.add({"DequantizeLinear", "", lower_dequantize_linear});
+  r.add({"DynamicQuantizeLinear", "", lower_dynamic_quantize_linear});
+  r.add({"MatMulInteger", "", lower_matmul_integer});
+  r.add({"QLinearMatMul", "", lower_qlinear_matmul});
+}
+
+}  // namespace kiln::te

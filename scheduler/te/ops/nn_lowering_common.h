@@ -1,0 +1,47 @@
+/// \file Helpers shared by the nn family's lowerings (nn_conv_lowering.cc, nn_pool_lowering.cc,
+/// nn_resize_lowering.cc): sliding-window index arithmetic and the family's registration hooks. The
+/// window geometry itself (pads, strides, output extents) comes from frontend/ops/nn_common.h, so the
+/// lowerings agree with shape inference and the reference kernels by construction.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "frontend/ops/nn_common.h"
+#include "scheduler/te/ops/lowering_util.h"
+
+namespace kiln::te::nn_lower {
+
+/// The dtype arithmetic happens in: half-precision floats compute in float32, everything else in
+/// its own dtype.
+DType compute_dtype(DType t);
+
+/// `a && b`, where a null condition means "always true".
+Expr and_cond(const Expr& a, const Expr& b);
+/// select(cond, value, fallback), or just `value` when cond is null (always true).
+Expr guarded(const Expr& cond, const Expr& value, const Expr& fallback);
+
+/// The input position `o * stride + k * dilation - pad_begin` a window tap reads along spatial axis a.
+Expr window_pos(const nn::Window& w, size_t a, const Expr& o, const Expr& k);
+
+/// The condition that `pos` (one of window_pos's values for axis a) lies in [0, extent); null when
+/// the window geometry already keeps every position of the axis inside, so no check is needed.
+Expr window_inside(const nn::Window& w, size_t a, int64_t extent, const Expr& pos);
+
+/// How many taps of the window at output position `o` along axis a read positions in [lo, hi), as
+/// an Int64 expression (an immediate when it is the same for every output position).
+Expr window_tap_count(const nn::Window& w, size_t a, const Expr& o, int64_t lo, int64_t hi);
+/// The same count at compile time, for one output position.
+int64_t window_tap_count_at(const nn::Window& w, size_t a, int64_t o, int64_t lo, int64_t hi);
+
+/// The value of a quantization parameter (scale or zero point) for `channel`: the single value of a
+/// per-tensor parameter, or element `channel` of a per-channel one.
+Expr quant_param(const TensorRef& t, const Expr& channel);
+
+/// Row-major index vector of `flat` into `shape` (Int64 index arithmetic).
+std::vector<Expr> unravel(const Expr& flat, const Shape& shape);
+
+void register_conv_lowerings(LoweringRegistry& r);
+void register_pool_lowerings(LoweringRegistry& r);
+void register_resize_lowerings(LoweringRegistry& r);
+
+}  // namespace kiln::te::nn_lower

@@ -1,0 +1,73 @@
+/// \file What kiln knows about the machine it compiles for. Every later stage (tiling, vectorization,
+/// parallelization, LLVM's TargetMachine, the measurement builder and runner) reads these facts from one
+/// struct instead of asking the host, so cross-compiling and tuning for a board behave the same as
+/// compiling for the host. Targets are data (targets/*.toml, see docs/targets.md) so that adding a
+/// board needs no code change.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// Limits a GPU schedule must respect. Only CUDA targets have them; CPU targets leave Target::gpu empty.
+struct GpuLimits {
+  int64_t shared_memory_bytes = 0;  ///< shared memory per block
+  int max_threads_per_block = 0;
+  int warp_size = 0;
+};
+
+/// One target, as read from its TOML file. Every field is required unless marked optional, so a
+/// schedule never silently runs on a default the user did not choose.
+struct Target {
+  std::string name;         ///< the file's stem: `--target NAME` finds targets/NAME.toml
+  std::string file;         ///< the file it was read from (for messages and tuning records)
+  std::string description;  ///< optional, one line for `kiln targets`
+
+  std::string triple;    ///< LLVM target triple, e.g. aarch64-unknown-linux-gnu
+  std::string cpu;       ///< LLVM CPU name, e.g. cortex-a72, x86-64-v4
+  std::string features;  ///< LLVM feature string, e.g. "+avx2,+fma" (may be empty)
+  int vector_bits = 0;   ///< widest SIMD register the schedules use: 128, 256 or 512
+  int cores = 0;         ///< cores the parallel loops are planned for
+
+  int64_t l1d_bytes = 0;  ///< L1 data cache per core
+  int64_t l2_bytes = 0;   ///< L2 (per core or per cluster, whichever a core sees)
+  int64_t l3_bytes = 0;   ///< last-level cache; 0 when the target has none
+
+  /// C compiler driver that compiles and links measurement modules and runners for this target
+  /// (`cc` natively, `aarch64-linux-gnu-gcc` for AArch64 boards).
+  std::string cc;
+  /// Command prefix that runs a target binary on this machine: empty when the target runs natively,
+  /// e.g. `qemu-aarch64 -L /usr/aarch64-linux-gnu` for AArch64. Whitespace-separated words.
+  std::string run_prefix;
+
+  std::optional<GpuLimits> gpu;  ///< optional [gpu] table, for CUDA targets
+
+  /// Vector lanes for elements of `elem_bytes` bytes (16 for f32 on a 512-bit target).
+  int vector_lanes(int elem_bytes) const { return vector_bits / (8 * elem_bytes); }
+  /// True when binaries for this target run directly on the machine running kiln.
+  bool runs_natively() const { return run_prefix.empty(); }
+};
+
+/// The directory `--target NAME` looks in: $KILN_TARGETS_DIR when set, otherwise the repository's
+/// targets/ directory (compiled in), so an installed or relocated kiln can be pointed at its files.
+std::string targets_dir();
+
+/// Loads a target by name (targets_dir()/NAME.toml) or from a path to a .toml file; an argument with a
+/// '/' or ending in ".toml" is a path. Throws kiln::Error with a one-line message naming the file and
+/// the field at fault: unknown name, unreadable file, TOML syntax, missing field, wrong type, bad value
+/// (e.g. an unsupported vector width) or an unknown key (most likely a typo, so never ignored).
+Target load_target(const std::string& name_or_path);
+
+/// Every target in targets_dir(), sorted by name. A malformed file throws like load_target.
+std::vector<Target> list_targets();
+
+/// Name of the shipped target that best matches the CPU running kiln (x86_64-avx512, -avx2 or
+/// -generic), or nullopt on a host kiln has no such target for.
+std::optional<std::string> host_target_name();
+
+/// load_target(host_target_name()); throws kiln::Error when there is no host target.
+Target host_target();
+
+}  // namespace kiln

@@ -1,0 +1,254 @@
+// Target files: every shipped one loads, names and paths find the same file, and every kind of bad file
+// is a one-line kiln::Error naming the file and the field (a silently wrong target would mis-tune).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <sys/wait.h>
+
+#include "frontend/ir/error.h"
+#include "targets/target.h"
+#include "tests/frontend/test_models.h"
+
+namespace kiln {
+namespace {
+
+const std::string kShippedDir = std::string(KILN_SOURCE_DIR) + "/targets";
+
+const char* kGood = R"(description = "test target"
+triple = "x86_64-unknown-linux-gnu"
+cpu = "x86-64-v3"
+features = "+avx2,+fma"
+vector_bits = 256
+cores = 8
+cc = "cc"
+run_prefix = ""
+
+[cache]
+l1d = 32768
+l2 = 524288
+l3 = 0
+)";
+
+std::string write(const testing::TempDir& dir, const std::string& file, const std::string& text) {
+  std::ofstream(dir.path(file)) << text;
+  return dir.path(file);
+}
+
+// Replaces the first occurrence of `from` in the good file by `to`.
+std::string edited(const std::string& from, const std::string& to) {
+  std::string s = kGood;
+  auto at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+// Loading `text` fails with a one-line message that contains the file's path and every one of `parts`.
+void expect_error(const std::string& text, std::initializer_list<std::string> parts) {
+  testing::TempDir dir;
+  std::string file = write(dir, "bad.toml", text);
+  try {
+    load_target(file);
+    ADD_FAILURE() << "loaded without error: " << text;
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(file), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(Target, EveryShippedTargetLoads) {
+  ScopedEnv env("KILN_TARGETS_DIR", kShippedDir);
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(kShippedDir)) {
+    if (e.path().extension() != ".toml") continue;
+    Target t = load_target(e.path().string());
+    names.insert(t.name);
+    EXPECT_FALSE(t.triple.empty()) << t.name;
+    EXPECT_GT(t.cores, 0) << t.name;
+    EXPECT_GT(t.l1d_bytes, 0) << t.name;
+    EXPECT_FALSE(t.gpu) << t.name;
+    bool arm = t.triple.starts_with("aarch64");
+    EXPECT_EQ(t.runs_natively(), !arm) << t.name;
+    EXPECT_EQ(t.cc == "aarch64-linux-gnu-gcc", arm) << t.name;
+  }
+  std::set<std::string> expected = {"x86_64-generic",     "x86_64-avx2",        "x86_64-avx512",
+                                    "aarch64-cortex-a72", "aarch64-cortex-a53", "aarch64-neoverse-n1"};
+  for (const auto& n : expected) EXPECT_TRUE(names.count(n)) << n;
+
+  auto listed = list_targets();
+  ASSERT_EQ(listed.size(), names.size());
+  for (size_t i = 1; i < listed.size(); ++i) EXPECT_LT(listed[i - 1].name, listed[i].name);
+
+  Target avx512 = load_target("x86_64-avx512");
+  EXPECT_EQ(avx512.vector_bits, 512);
+  EXPECT_EQ(avx512.vector_lanes(4), 16);
+  Target a72 = load_target("aarch64-cortex-a72");
+  EXPECT_EQ(a72.cpu, "cortex-a72");
+  EXPECT_EQ(a72.run_prefix, "qemu-aarch64 -L /usr/aarch64-linux-gnu");
+  EXPECT_EQ(a72.l3_bytes, 0);
+}
+
+TEST(Target, NameAndPathFindTheSameFile) {
+  ScopedEnv env("KILN_TARGETS_DIR", kShippedDir);
+  Target by_name = load_target("x86_64-avx2");
+  Target by_path = load_target(kShippedDir + "/x86_64-avx2.toml");
+  EXPECT_EQ(by_name.name, "x86_64-avx2");
+  EXPECT_EQ(by_path.name, "x86_64-avx2");
+  EXPECT_EQ(by_name.triple, by_path.triple);
+  EXPECT_EQ(by_name.features, by_path.features);
+  EXPECT_EQ(by_name.vector_bits, 256);
+  EXPECT_EQ(by_name.features, "+avx2,+fma,+f16c");
+}
+
+TEST(Target, EnvironmentOverridesTheTargetsDirectory) {
+  testing::TempDir dir;
+  write(dir, "mine.toml", kGood);
+  ScopedEnv env("KILN_TARGETS_DIR", std::filesystem::path(dir.path("mine.toml")).parent_path().string());
+  EXPECT_EQ(targets_dir(), std::filesystem::path(dir.path("x")).parent_path().string());
+  Target t = load_target("mine");
+  EXPECT_EQ(t.description, "test target");
+  EXPECT_EQ(t.l3_bytes, 0);
+  ASSERT_EQ(list_targets().size(), 1u);
+  EXPECT_THROW(load_target("x86_64-avx2"), Error);  // the shipped directory is no longer searched
+}
+
+TEST(Target, GpuLimitsAreOptional) {
+  testing::TempDir dir;
+  std::string file =
+      write(dir, "gpu.toml", std::string(kGood) + "\n[gpu]\nshared_memory = 49152\nthreads_per_block = 1024\nwarp_size = 32\n");
+  Target t = load_target(file);
+  ASSERT_TRUE(t.gpu);
+  EXPECT_EQ(t.gpu->shared_memory_bytes, 49152);
+  EXPECT_EQ(t.gpu->max_threads_per_block, 1024);
+  EXPECT_EQ(t.gpu->warp_size, 32);
+  expect_error(std::string(kGood) + "\n[gpu]\nshared_memory = 49152\nwarp_size = 32\n", {"gpu.threads_per_block", "missing"});
+}
+
+TEST(Target, UnknownNameNamesTheFileLookedFor) {
+  ScopedEnv env("KILN_TARGETS_DIR", kShippedDir);
+  try {
+    load_target("nope");
+    FAIL();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("'nope'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(kShippedDir + "/nope.toml"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("x86_64-avx512"), std::string::npos) << msg;  // lists what exists
+  }
+}
+
+TEST(Target, MissingFileNamesTheFile) {
+  testing::TempDir dir;
+  std::string file = dir.path("absent.toml");
+  try {
+    load_target(file);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+  }
+}
+
+TEST(Target, MissingFieldIsNamed) {
+  expect_error(edited("cpu = \"x86-64-v3\"\n", ""), {"missing field 'cpu'"});
+  expect_error(edited("l2 = 524288\n", ""), {"missing field 'cache.l2'"});
+  expect_error(edited("[cache]", "[cachex]"), {"'cachex'"});  // unknown key comes first
+  expect_error(edited("run_prefix = \"\"\n", ""), {"missing field 'run_prefix'"});
+}
+
+TEST(Target, WrongTypeIsNamed) {
+  expect_error(edited("cores = 8", "cores = \"8\""), {"'cores'", "expected an integer", "string"});
+  expect_error(edited("cores = 8", "cores = 8.0"), {"'cores'", "floating-point"});
+  expect_error(edited("triple = \"x86_64-unknown-linux-gnu\"", "triple = 1"), {"'triple'", "expected a string"});
+  expect_error(edited("l1d = 32768", "l1d = [32768]"), {"'cache.l1d'", "an array"});
+  expect_error(edited("cores = 8", "cores = 8\ngpu = 1"), {"'gpu'", "expected a table"});
+}
+
+TEST(Target, UnknownKeyIsNamed) {
+  expect_error(edited("cores = 8", "cores = 8\nvectorbits = 256"), {"unknown field 'vectorbits'"});
+  expect_error(edited("l3 = 0", "l3 = 0\nl4 = 1"), {"unknown field 'cache.l4'"});
+}
+
+TEST(Target, BadValuesAreNamed) {
+  expect_error(edited("vector_bits = 256", "vector_bits = 384"), {"'vector_bits'", "unknown vector width 384"});
+  expect_error(edited("vector_bits = 256", "vector_bits = 0"), {"'vector_bits'"});
+  expect_error(edited("cores = 8", "cores = 0"), {"'cores'", "out of range"});
+  expect_error(edited("l1d = 32768", "l1d = -1"), {"'cache.l1d'"});
+  expect_error(edited("+avx2,+fma", "avx2"), {"'features'", "avx2"});
+  expect_error(edited("cc = \"cc\"", "cc = \"\""), {"'cc'", "empty"});
+  expect_error(edited("cores = 8", "cores = 8\ncores = 9"), {"TOML syntax error"});
+}
+
+TEST(Target, HostIsAnX86Target) {
+#if defined(__x86_64__)
+  ScopedEnv env("KILN_TARGETS_DIR", kShippedDir);
+  auto name = host_target_name();
+  ASSERT_TRUE(name);
+  EXPECT_TRUE(*name == "x86_64-avx512" || *name == "x86_64-avx2" || *name == "x86_64-generic") << *name;
+  EXPECT_EQ(host_target().name, *name);
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl")) {
+    EXPECT_EQ(*name, "x86_64-avx512");
+  }
+#else
+  GTEST_SKIP() << "host detection covers x86-64 only";
+#endif
+}
+
+// Runs the driver; returns its exit code and puts stdout / stderr in `out` / `err`.
+int run_kiln(const std::string& args, std::string& out, std::string& err) {
+  testing::TempDir dir;
+  std::string cmd = std::string(KILN_BINARY) + " " + args + " >" + dir.path("out") + " 2>" + dir.path("err");
+  int status = std::system(cmd.c_str());
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  out = slurp(dir.path("out"));
+  err = slurp(dir.path("err"));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(TargetCli, ListsEveryTargetAndRejectsUnknownOnes) {
+  ScopedEnv env("KILN_TARGETS_DIR", kShippedDir);
+  std::string out, err;
+  ASSERT_EQ(run_kiln("targets", out, err), 0) << err;
+  for (const auto& t : list_targets()) EXPECT_NE(out.find(t.name), std::string::npos) << out;
+  EXPECT_NE(out.find("triple"), std::string::npos) << out;
+
+  ASSERT_EQ(run_kiln("targets aarch64-neoverse-n1", out, err), 0) << err;
+  EXPECT_NE(out.find("neoverse-n1"), std::string::npos) << out;
+  EXPECT_NE(out.find("qemu-aarch64"), std::string::npos) << out;
+
+  EXPECT_EQ(run_kiln("targets nope", out, err), 2);
+  EXPECT_TRUE(out.empty()) << out;
+  ASSERT_FALSE(err.empty());
+  EXPECT_EQ(err.find('\n'), err.size() - 1) << err;  // exactly one line
+  EXPECT_NE(err.find("nope"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace kiln

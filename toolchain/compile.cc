@@ -1,0 +1,178 @@
+#include "toolchain/compile.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "frontend/ir/error.h"
+#include "targets/target.h"
+
+namespace kiln {
+namespace fs = std::filesystem;
+
+CompileTarget resolve_target(const std::string& name) {
+  Target t = name == "host" ? host_target() : load_target(name);
+  CompileTarget c;
+  c.name = t.name;
+  c.machine = {t.triple, t.cpu, t.features};
+  c.vector_bits = t.vector_bits;
+  c.cc = t.cc;
+  c.run_prefix = t.run_prefix;
+  return c;
+}
+
+package::PackageInfo compile_graph(const Graph& g, const CompileTarget& target, const std::string& name,
+                                   const std::string& dir) {
+  package::PackageOptions o;
+  o.name = name;
+  o.target_name = target.name;
+  o.machine = target.machine;
+  o.vector_bits = target.vector_bits;
+  return package::build_package(g, o, dir);
+}
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The package's metadata: its name is that of the only *.json in the directory.
+nlohmann::json read_metadata(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".json") return nlohmann::json::parse(slurp(e.path()));
+  throw Error(dir.string() + ": not a kiln package (no <name>.json)");
+}
+
+// A harness in C: reads raw inputs, runs <m>_run_argv `repeat` times, prints the median time,
+// writes raw outputs. The library itself needs none of this (no malloc or stdio in the run path).
+std::string runner_source(const nlohmann::json& meta) {
+  std::string m = meta["name"];
+  size_t ni = meta["inputs"].size(), no = meta["outputs"].size();
+  std::string M = m;
+  for (char& c : M) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string sizes = "static const long long sizes[] = {";
+  for (const auto& io : meta["inputs"]) sizes += std::to_string(io["bytes"].get<int64_t>()) + ", ";
+  for (const auto& io : meta["outputs"]) sizes += std::to_string(io["bytes"].get<int64_t>()) + ", ";
+  sizes += "0};\n";
+  return fmt::format(R"(#define _POSIX_C_SOURCE 199309L
+#include "{m}.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+{sizes}
+static int cmp(const void* a, const void* b) {{
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}}
+int main(int argc, char** argv) {{
+  enum {{ NI = {ni}, NO = {no} }};
+  if (argc != 2 + NI + NO) {{ fprintf(stderr, "usage: runner REPEAT inputs... outputs...\n"); return 2; }}
+  int repeat = atoi(argv[1]);
+  void* args[NI + NO + 1];
+  for (int i = 0; i < NI + NO; ++i) {{
+    args[i] = malloc(sizes[i] ? (size_t)sizes[i] : 1);
+    if (i < NI) {{
+      FILE* f = fopen(argv[2 + i], "rb");
+      if (!f || fread(args[i], 1, (size_t)sizes[i], f) != (size_t)sizes[i]) {{ fprintf(stderr, "cannot read %s\n", argv[2 + i]); return 2; }}
+      fclose(f);
+    }}
+  }}
+  size_t ws = {M}_WORKSPACE_SIZE;
+  args[NI + NO] = aligned_alloc({M}_WORKSPACE_ALIGN, ws ? (ws + {M}_WORKSPACE_ALIGN - 1) / {M}_WORKSPACE_ALIGN * {M}_WORKSPACE_ALIGN : {M}_WORKSPACE_ALIGN);
+  double* times = malloc(sizeof(double) * (size_t)(repeat > 0 ? repeat : 1));
+  for (int r = 0; r < repeat; ++r) {{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = {m}_run_argv(args);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rc != 0) {{ fprintf(stderr, "{m}_run returned %d\n", rc); return 3; }}
+    times[r] = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6;
+  }}
+  qsort(times, (size_t)repeat, sizeof(double), cmp);
+  printf("median: %.6f ms\n", repeat > 0 ? times[repeat / 2] : 0.0);
+  for (int i = 0; i < NO; ++i) {{
+    FILE* f = fopen(argv[2 + NI + i], "wb");
+    if (!f || fwrite(args[NI + i], 1, (size_t)sizes[NI + i], f) != (size_t)sizes[NI + i]) {{ fprintf(stderr, "cannot write\n"); return 2; }}
+    fclose(f);
+  }}
+  return 0;
+}}
+)",
+                     fmt::arg("m", m), fmt::arg("M", M), fmt::arg("sizes", sizes), fmt::arg("ni", ni), fmt::arg("no", no));
+}
+
+int run_command(const std::string& cmd, const fs::path& log) {
+  int status = std::system((cmd + " >" + log.string() + " 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+PackageRun run_package(const std::string& dir, const CompileTarget& target, const std::map<std::string, Tensor>& inputs,
+                       int repeat) {
+  fs::path pkg = fs::absolute(dir);
+  nlohmann::json meta = read_metadata(pkg);
+  std::string m = meta["name"];
+  fs::path work = fs::temp_directory_path() / fmt::format("kiln-run-{}", std::random_device{}());
+  fs::create_directories(work);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!std::getenv("KILN_KEEP_TEMP")) fs::remove_all(p, ec);
+    }
+  } cleanup{work};
+  {
+    std::ofstream(work / "runner.c") << runner_source(meta);
+  }
+  std::string static_flag = target.run_prefix.empty() ? "" : " -static";
+  std::string link = fmt::format("{} -O2 -std=c11 -Wall -Werror=implicit-function-declaration{} -I{} {} {} -lm -o {}", target.cc, static_flag, pkg.string(),
+                                 (work / "runner.c").string(), (pkg / ("lib" + m + ".a")).string(), (work / "runner").string());
+  if (run_command(link, work / "link.log") != 0)
+    throw Error(dir + ": cannot link a runner: " + slurp(work / "link.log").substr(0, 400));
+  std::string cmd = target.run_prefix.empty() ? "" : target.run_prefix + " ";
+  cmd += (work / "runner").string() + " " + std::to_string(repeat);
+  for (size_t i = 0; i < meta["inputs"].size(); ++i) {
+    const auto& io = meta["inputs"][i];
+    auto it = inputs.find(io["name"].get<std::string>());
+    if (it == inputs.end()) throw Error(dir + ": no value for input '" + io["name"].get<std::string>() + "'");
+    if (static_cast<int64_t>(it->second.byte_size()) != io["bytes"].get<int64_t>())
+      throw Error(dir + ": input '" + io["name"].get<std::string>() + "' has the wrong size");
+    fs::path f = work / ("in" + std::to_string(i) + ".bin");
+    std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(it->second.data()),
+                                             static_cast<std::streamsize>(it->second.byte_size()));
+    cmd += " " + f.string();
+  }
+  for (size_t i = 0; i < meta["outputs"].size(); ++i) cmd += " " + (work / ("out" + std::to_string(i) + ".bin")).string();
+  if (int rc = run_command(cmd, work / "run.log"); rc != 0)
+    throw Error(dir + ": the compiled model failed (exit " + std::to_string(rc) + "): " + slurp(work / "run.log").substr(0, 400));
+  PackageRun r;
+  std::string log = slurp(work / "run.log");
+  if (auto p = log.find("median: "); p != std::string::npos) r.median_ms = std::stod(log.substr(p + 8));
+  for (size_t i = 0; i < meta["outputs"].size(); ++i) {
+    const auto& io = meta["outputs"][i];
+    Shape shape = io["shape"].get<Shape>();
+    DType dt = DType::Undefined;
+    for (int k = 0; k <= 16; ++k)
+      if (dtype_name(static_cast<DType>(k)) == io["dtype"].get<std::string>()) dt = static_cast<DType>(k);
+    Tensor t(dt, shape);
+    std::string bytes = slurp(work / ("out" + std::to_string(i) + ".bin"));
+    if (bytes.size() != t.byte_size()) throw Error(dir + ": output " + std::to_string(i) + " has the wrong size");
+    std::memcpy(t.data(), bytes.data(), bytes.size());
+    r.outputs.push_back(std::move(t));
+  }
+  return r;
+}
+
+}  // namespace kiln

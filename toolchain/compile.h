@@ -1,0 +1,37 @@
+/// \file `kiln compile` and running compiled packages (`kiln run DIR`, conformance --engine compiled).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/package/package.h"
+#include "frontend/ir/graph.h"
+#include "frontend/passes/bind_input_shapes.h"
+
+namespace kiln {
+
+/// A target (targets/*.toml) as code generation and running need it; "host" picks this machine's.
+struct CompileTarget {
+  std::string name;
+  llvm_backend::MachineSpec machine;
+  int vector_bits = 128;
+  std::string cc = "cc";        // links runners for this target
+  std::string run_prefix;       // e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; empty for native
+};
+CompileTarget resolve_target(const std::string& name);
+
+/// Compiles a prepared (shape-inferred) graph into a package in `dir`.
+package::PackageInfo compile_graph(const Graph& g, const CompileTarget& target, const std::string& name,
+                                   const std::string& dir);
+
+struct PackageRun {
+  std::vector<Tensor> outputs;  // in the package's output order
+  double median_ms = 0;
+};
+
+/// Links a small runner against DIR's library with the target's C compiler, runs it (under the
+/// target's run prefix) `repeat` times on `inputs` (by ONNX input name) and reads the outputs back.
+PackageRun run_package(const std::string& dir, const CompileTarget& target, const std::map<std::string, Tensor>& inputs,
+                       int repeat);
+
+}  // namespace kiln
