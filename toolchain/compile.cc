@@ -119,6 +119,27 @@ int run_command(const std::string& cmd, const fs::path& log) {
 
 }  // namespace
 
+PackageSignature read_package_signature(const std::string& dir) {
+  nlohmann::json meta = read_metadata(fs::absolute(dir));
+  PackageSignature sig;
+  sig.name = meta["name"];
+  sig.target = meta["target"]["name"];
+  auto io = [](const nlohmann::json& j) {
+    package::IoInfo info;
+    info.name = j["name"];
+    info.c_name = j["c_name"];
+    info.shape = j["shape"].get<Shape>();
+    info.bytes = j["bytes"];
+    info.dtype = DType::Undefined;
+    for (int k = 0; k <= 16; ++k)
+      if (dtype_name(static_cast<DType>(k)) == j["dtype"].get<std::string>()) info.dtype = static_cast<DType>(k);
+    return info;
+  };
+  for (const auto& j : meta["inputs"]) sig.inputs.push_back(io(j));
+  for (const auto& j : meta["outputs"]) sig.outputs.push_back(io(j));
+  return sig;
+}
+
 PackageRun run_package(const std::string& dir, const CompileTarget& target, const std::map<std::string, Tensor>& inputs,
                        int repeat) {
   fs::path pkg = fs::absolute(dir);
@@ -160,12 +181,10 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
   PackageRun r;
   std::string log = slurp(work / "run.log");
   if (auto p = log.find("median: "); p != std::string::npos) r.median_ms = std::stod(log.substr(p + 8));
-  for (size_t i = 0; i < meta["outputs"].size(); ++i) {
-    const auto& io = meta["outputs"][i];
-    Shape shape = io["shape"].get<Shape>();
-    DType dt = DType::Undefined;
-    for (int k = 0; k <= 16; ++k)
-      if (dtype_name(static_cast<DType>(k)) == io["dtype"].get<std::string>()) dt = static_cast<DType>(k);
+  PackageSignature sig = read_package_signature(dir);
+  for (size_t i = 0; i < sig.outputs.size(); ++i) {
+    const DType dt = sig.outputs[i].dtype;
+    const Shape& shape = sig.outputs[i].shape;
     Tensor t(dt, shape);
     std::string bytes = slurp(work / ("out" + std::to_string(i) + ".bin"));
     if (bytes.size() != t.byte_size()) throw Error(dir + ": output " + std::to_string(i) + " has the wrong size");

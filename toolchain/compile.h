@@ -29,6 +29,14 @@ struct PackageRun {
   double median_ms = 0;
 };
 
+/// The inputs and outputs a package declares (from its <name>.json), and the target it was built for.
+struct PackageSignature {
+  std::string name;
+  std::string target;
+  std::vector<package::IoInfo> inputs, outputs;
+};
+PackageSignature read_package_signature(const std::string& dir);
+
 /// Links a small runner against DIR's library with the target's C compiler, runs it (under the
 /// target's run prefix) `repeat` times on `inputs` (by ONNX input name) and reads the outputs back.
 PackageRun run_package(const std::string& dir, const CompileTarget& target, const std::map<std::string, Tensor>& inputs,

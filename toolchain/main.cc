@@ -68,13 +68,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> run_inputs;
   BindingArgs run_bindings;
   auto* run = app.add_subcommand("run", "Evaluate a model on given or seeded inputs and print its outputs");
-  run->add_option("model", model_path, "ONNX model file")->required();
+  run->add_option("model", model_path, "ONNX model file, or a compiled package directory")->required();
   run->add_option("--engine", run_opts.engine, "Engine: reference")->capture_default_str();
   run->add_option("--input", run_inputs, "name=file.pb: a graph input from a TensorProto file (repeatable)");
   run->add_option("--seed", run_opts.seed, "Seed for inputs not given as files")->capture_default_str();
   run->add_option("--print", run_opts.print_limit, "Values printed per output")->capture_default_str();
   run->add_option("--output-dir", run_opts.output_dir, "Also write outputs there as output_N.pb");
   run->add_option("--save-inputs", run_opts.inputs_dir, "Write the inputs used there as input_N.pb");
+  run->add_option("--repeat", run_opts.repeat, "Package runs: timed repetitions")->capture_default_str();
   run_bindings.add_to(run);
 
   std::string target_name;

@@ -8,6 +8,7 @@
 #include "frontend/ir/error.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "frontend/reference/interpreter.h"
+#include "toolchain/compile.h"
 #include "toolchain/pipeline.h"
 
 namespace kiln {
@@ -24,7 +25,53 @@ Tensor seeded_input(const Value& v, uint64_t seed, size_t input_index) {
   return t;
 }
 
+namespace {
+
+void print_outputs(const std::vector<std::string>& names, const std::vector<Tensor>& outs, const RunOptions& o,
+                   std::ostream& out) {
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& t = outs[i];
+    out << fmt::format("output {} {} [{}]", names[i], dtype_name(t.dtype()), shape_str(t.shape())) << "\n ";
+    int64_t n = std::min<int64_t>(t.size(), o.print_limit);
+    for (int64_t k = 0; k < n; ++k)
+      out << " " << (is_float(t.dtype()) ? fmt::format("{:.6g}", t.get_double(k)) : std::to_string(t.get_int(k)));
+    if (t.size() > n) out << " ... (" << t.size() << " values)";
+    out << "\n";
+    if (!o.output_dir.empty()) {
+      std::filesystem::create_directories(o.output_dir);
+      save_tensor_file(o.output_dir + "/output_" + std::to_string(i) + ".pb", t, names[i]);
+    }
+  }
+}
+
+void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& out) {
+  PackageSignature sig = read_package_signature(dir);
+  std::map<std::string, Tensor> inputs;
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    const auto& io = sig.inputs[i];
+    auto f = o.input_files.find(io.name);
+    if (f != o.input_files.end()) {
+      inputs[io.name] = load_tensor_file(f->second);
+    } else {
+      Value v;
+      v.dtype = io.dtype;
+      v.shape = io.shape;
+      inputs[io.name] = seeded_input(v, o.seed, i);
+    }
+    if (inputs[io.name].dtype() != io.dtype || inputs[io.name].shape() != io.shape)
+      throw Error(dir + ": input '" + io.name + "' must be " + dtype_name(io.dtype) + " " + shape_str(io.shape));
+  }
+  PackageRun r = run_package(dir, resolve_target(sig.target), inputs, std::max(1, o.repeat));
+  std::vector<std::string> names;
+  for (const auto& io : sig.outputs) names.push_back(io.name);
+  print_outputs(names, r.outputs, o, out);
+  out << fmt::format("median: {:.3f} ms over {} run(s)\n", r.median_ms, std::max(1, o.repeat));
+}
+
+}  // namespace
+
 void run_model(const std::string& path, const RunOptions& o, std::ostream& out) {
+  if (std::filesystem::is_directory(path)) return run_package_dir(path, o, out);
   if (o.engine != "reference") throw Error("--engine " + o.engine + " is not available yet (only 'reference')");
   PipelineOptions po;
   po.bindings = o.bindings;
@@ -45,20 +92,7 @@ void run_model(const std::string& path, const RunOptions& o, std::ostream& out) 
     for (size_t i = 0; i < g.inputs.size(); ++i)
       save_tensor_file(o.inputs_dir + "/input_" + std::to_string(i) + ".pb", inputs.at(g.inputs[i]), g.inputs[i]);
   }
-  std::vector<Tensor> outs = run_reference(g, inputs);
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const Tensor& t = outs[i];
-    out << fmt::format("output {} {} [{}]", g.outputs[i], dtype_name(t.dtype()), shape_str(t.shape())) << "\n ";
-    int64_t n = std::min<int64_t>(t.size(), o.print_limit);
-    for (int64_t k = 0; k < n; ++k)
-      out << " " << (is_float(t.dtype()) ? fmt::format("{:.6g}", t.get_double(k)) : std::to_string(t.get_int(k)));
-    if (t.size() > n) out << " ... (" << t.size() << " values)";
-    out << "\n";
-    if (!o.output_dir.empty()) {
-      std::filesystem::create_directories(o.output_dir);
-      save_tensor_file(o.output_dir + "/output_" + std::to_string(i) + ".pb", t, g.outputs[i]);
-    }
-  }
+  print_outputs(g.outputs, run_reference(g, inputs), o, out);
 }
 
 }  // namespace kiln

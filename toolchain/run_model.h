@@ -18,13 +18,16 @@ struct RunOptions {
   int64_t print_limit = 16;  // values printed per output
   std::string output_dir;    // when set, outputs are also written there as output_N.pb
   std::string inputs_dir;    // when set, the inputs used are written there as input_N.pb (ONNX test-case layout)
+  int repeat = 1;            // package runs: timed repetitions (the median is printed)
 };
 
 /// Inputs not given as files are filled from the seed: floats uniform in [-1, 1), integers in [0, 10),
 /// bools fair coins; so a run is reproducible from the command line alone.
 Tensor seeded_input(const Value& v, uint64_t seed, size_t input_index);
 
-/// Runs the model and prints, per output, its name, dtype, shape and first values.
+/// Runs a model file with the reference interpreter, or a compiled package directory natively / under
+/// the target's run prefix (then also prints "median: X ms" over `repeat` runs). Prints, per output,
+/// its name, dtype, shape and first values.
 void run_model(const std::string& path, const RunOptions& opts, std::ostream& out);
 
 }  // namespace kiln
