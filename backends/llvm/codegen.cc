@@ -72,6 +72,20 @@ class FuncEmitter {
     b_.SetInsertPoint(entry);
     buffers_arg_ = fn_->getArg(0);
     parallel_arg_ = fn_->getArg(1);
+    if (f.body && f.body->kind == StmtKind::Block && f.body->body.size() > 1) {
+      // One function per top-level statement (one per stage): the optimiser's cost grows faster than
+      // linearly with function size, and a model has thousands of stages.
+      for (size_t i = 0; i < f.body->body.size(); ++i) {
+        lower::LoweredFunc part{f.name + ".s" + std::to_string(i), f.params, f.body->body[i]};
+        FuncEmitter sub(m_, opts_, params_);
+        llvm::Function* pf = sub.emit(part);
+        pf->setLinkage(llvm::GlobalValue::InternalLinkage);
+        pf->addFnAttr(llvm::Attribute::NoInline);
+        b_.CreateCall(pf, {buffers_arg_, parallel_arg_});
+      }
+      b_.CreateRetVoid();
+      return fn_;
+    }
     bind_params();
     emit_stmt(f.body);
     b_.CreateRetVoid();
@@ -111,24 +125,35 @@ class FuncEmitter {
   }
 
   // ---- buffers -----------------------------------------------------------------------------------
+  // Global buffers are bound lazily: a stage touches a few of a model's thousands of tensors.
   void bind_params() {
-    auto* ptr = llvm::PointerType::get(ctx_, 0);
     for (size_t i = 0; i < params_.size(); ++i) {
-      llvm::Value* slot = b_.CreateConstGEP1_64(ptr, buffers_arg_, i);
-      base_[params_[i].get()] = b_.CreateLoad(ptr, slot, params_[i]->name);
+      param_index_[params_[i].get()] = i;
+      node_to_buf_[params_[i]->node.get()] = params_[i].get();
     }
   }
 
-  llvm::Value* buffer_base(const te::TensorNode* node) {
-    for (auto& [buf, ptr] : base_)
-      if (buf->node.get() == node) return ptr;
-    throw Error("codegen: buffer '" + node->name + "' is not bound in " + name_);
+  llvm::Value* base_of(const Buffer* buf) {
+    auto it = base_.find(buf);
+    if (it != base_.end()) return it->second;
+    auto pi = param_index_.find(buf);
+    if (pi == param_index_.end()) throw Error("codegen: buffer '" + buf->name + "' is not bound in " + name_);
+    auto* ptr = llvm::PointerType::get(ctx_, 0);
+    // At the top of the entry block, or right after the buffer array is loaded (task functions).
+    llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().getFirstInsertionPt());
+    if (auto* def = llvm::dyn_cast<llvm::Instruction>(buffers_arg_)) entry.SetInsertPoint(def->getNextNode());
+    llvm::Value* slot = entry.CreateConstGEP1_64(ptr, buffers_arg_, pi->second);
+    llvm::Value* p = entry.CreateLoad(ptr, slot, buf->name);
+    base_[buf] = p;
+    return p;
   }
+
   const Buffer* buffer_of(const te::TensorNode* node) {
-    for (auto& [buf, ptr] : base_)
-      if (buf->node.get() == node) return buf;
-    throw Error("codegen: buffer '" + node->name + "' is not bound in " + name_);
+    auto it = node_to_buf_.find(node);
+    if (it == node_to_buf_.end()) throw Error("codegen: buffer '" + node->name + "' is not bound in " + name_);
+    return it->second;
   }
+  llvm::Value* buffer_base(const te::TensorNode* node) { return base_of(buffer_of(node)); }
 
   llvm::Value* to_value(llvm::Value* mem, DType t) {
     if (t == DType::Float16 || t == DType::BFloat16) return b_.CreateFPExt(mem, val_type_of(mem, t));
@@ -224,7 +249,7 @@ class FuncEmitter {
     const Buffer* buf = s->buffer.get();
     llvm::Value* value = emit_expr(s->value, false);
     llvm::Type* mt = mem_type(buf->dtype);
-    llvm::Value* basep = base_.at(buf);
+    llvm::Value* basep = base_of(buf);
     if (!vec_var_) {
       b_.CreateStore(to_mem(value, buf->dtype), b_.CreateGEP(mt, basep, emit_expr(s->index, false)));
       return;
@@ -559,8 +584,10 @@ class FuncEmitter {
         llvm::AllocaInst* a = entry.CreateAlloca(arr, nullptr, s->buffer->name);
         a->setAlignment(llvm::Align(64));
         base_[s->buffer.get()] = a;
+        node_to_buf_[s->buffer->node.get()] = s->buffer.get();
         emit_stmt(s->body[0]);
         base_.erase(s->buffer.get());
+        node_to_buf_.erase(s->buffer->node.get());
         return;
       }
       case StmtKind::IfThenElse: {
@@ -595,6 +622,8 @@ class FuncEmitter {
   llvm::Value* buffers_arg_ = nullptr;
   llvm::Value* parallel_arg_ = nullptr;
   std::unordered_map<const Buffer*, llvm::Value*> base_;
+  std::unordered_map<const Buffer*, size_t> param_index_;
+  std::unordered_map<const te::TensorNode*, const Buffer*> node_to_buf_;
   std::unordered_map<const ExprNode*, llvm::Value*> vars_;
   const ExprNode* vec_var_ = nullptr;
   llvm::Value* vec_base_ = nullptr;
@@ -610,6 +639,7 @@ void FuncEmitter::emit_parallel(const Stmt& s) {
   auto* i64 = b_.getInt64Ty();
   for (const auto& [buf, p] : base_)
     if (buf->local) throw Unsupported("codegen: local buffer '" + buf->name + "' crosses a parallel loop");
+  // Bind the task's buffers from the closure's array, like the enclosing function's.
   std::vector<const ExprNode*> captured;
   for (const auto& [v, val] : vars_) captured.push_back(v);
   std::vector<llvm::Type*> fields = {ptr, ptr};

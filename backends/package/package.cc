@@ -326,6 +326,9 @@ PackageInfo build_package(const Graph& g, const PackageOptions& o, const std::st
       return nlohmann::json{{"name", io.name}, {"c_name", io.c_name}, {"dtype", dtype_name(io.dtype)},
                             {"shape", io.shape}, {"bytes", io.bytes}};
     };
+    j["inputs"] = nlohmann::json::array();
+    j["outputs"] = nlohmann::json::array();
+    j["kernels"] = nlohmann::json::array();
     for (const auto& io : info.inputs) j["inputs"].push_back(io_json(io));
     for (const auto& io : info.outputs) j["outputs"].push_back(io_json(io));
     j["memory_plan"] = {{"workspace_bytes", info.workspace_size}, {"peak_liveness_lower_bound", info.workspace_lower_bound},
