@@ -33,6 +33,7 @@ package::PackageInfo compile_graph(const Graph& g, const CompileTarget& target, 
   o.target_name = target.name;
   o.machine = target.machine;
   o.vector_bits = target.vector_bits;
+  o.cc = target.cc;  // ships kiln_parallel_pthread.o prebuilt when this compiler is installed
   return package::build_package(g, o, dir);
 }
 
@@ -53,8 +54,10 @@ nlohmann::json read_metadata(const fs::path& dir) {
   throw Error(dir.string() + ": not a kiln package (no <name>.json)");
 }
 
-// A harness in C: reads raw inputs, runs <m>_run_argv `repeat` times, prints the median time,
-// writes raw outputs. The library itself needs none of this (no malloc or stdio in the run path).
+// A harness in C: reads raw inputs, runs the model `repeat` times, prints the median time, writes raw
+// outputs. The library itself needs none of this (no malloc or stdio in the run path). Built with
+// -DKILN_RUNNER_THREADS=T: T == 1 calls <m>_run_argv (serial, NULL context); T > 1 calls <m>_run with a
+// context whose parallel_for is the package's pthread pool, created once outside the timed loop.
 std::string runner_source(const nlohmann::json& meta) {
   std::string m = meta["name"];
   size_t ni = meta["inputs"].size(), no = meta["outputs"].size();
@@ -64,12 +67,19 @@ std::string runner_source(const nlohmann::json& meta) {
   for (const auto& io : meta["inputs"]) sizes += std::to_string(io["bytes"].get<int64_t>()) + ", ";
   for (const auto& io : meta["outputs"]) sizes += std::to_string(io["bytes"].get<int64_t>()) + ", ";
   sizes += "0};\n";
+  // The named structs, filled from the same argument array run_argv takes.
+  std::string fill;
+  for (size_t i = 0; i < ni; ++i) fill += fmt::format("  in.{} = args[{}];\n", meta["inputs"][i]["c_name"].get<std::string>(), i);
+  for (size_t i = 0; i < no; ++i) fill += fmt::format("  out.{} = args[{}];\n", meta["outputs"][i]["c_name"].get<std::string>(), ni + i);
   return fmt::format(R"(#define _POSIX_C_SOURCE 199309L
 #include "{m}.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if KILN_RUNNER_THREADS > 1
+#include "kiln_parallel_pthread.h"
+#endif
 {sizes}
 static int cmp(const void* a, const void* b) {{
   double x = *(const double*)a, y = *(const double*)b;
@@ -90,15 +100,31 @@ int main(int argc, char** argv) {{
   }}
   size_t ws = {M}_WORKSPACE_SIZE;
   args[NI + NO] = aligned_alloc({M}_WORKSPACE_ALIGN, ws ? (ws + {M}_WORKSPACE_ALIGN - 1) / {M}_WORKSPACE_ALIGN * {M}_WORKSPACE_ALIGN : {M}_WORKSPACE_ALIGN);
+#if KILN_RUNNER_THREADS > 1
+  kiln_pthread_pool* pool = kiln_pthread_pool_create(KILN_RUNNER_THREADS);
+  if (!pool) {{ fprintf(stderr, "cannot start %d threads\n", KILN_RUNNER_THREADS); return 2; }}
+  {m}_context ctx;
+  ctx.parallel_for = kiln_pthread_parallel_for;
+  ctx.user = pool;
+  {m}_inputs in;
+  {m}_outputs out;
+{fill}#endif
   double* times = malloc(sizeof(double) * (size_t)(repeat > 0 ? repeat : 1));
   for (int r = 0; r < repeat; ++r) {{
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+#if KILN_RUNNER_THREADS > 1
+    int rc = {m}_run(&ctx, &in, &out, args[NI + NO]);
+#else
     int rc = {m}_run_argv(args);
+#endif
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc != 0) {{ fprintf(stderr, "{m}_run returned %d\n", rc); return 3; }}
     times[r] = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6;
   }}
+#if KILN_RUNNER_THREADS > 1
+  kiln_pthread_pool_destroy(pool);
+#endif
   qsort(times, (size_t)repeat, sizeof(double), cmp);
   printf("median: %.6f ms\n", repeat > 0 ? times[repeat / 2] : 0.0);
   for (int i = 0; i < NO; ++i) {{
@@ -109,7 +135,8 @@ int main(int argc, char** argv) {{
   return 0;
 }}
 )",
-                     fmt::arg("m", m), fmt::arg("M", M), fmt::arg("sizes", sizes), fmt::arg("ni", ni), fmt::arg("no", no));
+                     fmt::arg("m", m), fmt::arg("M", M), fmt::arg("sizes", sizes), fmt::arg("ni", ni), fmt::arg("no", no),
+                     fmt::arg("fill", fill));
 }
 
 int run_command(const std::string& cmd, const fs::path& log) {
@@ -141,7 +168,8 @@ PackageSignature read_package_signature(const std::string& dir) {
 }
 
 PackageRun run_package(const std::string& dir, const CompileTarget& target, const std::map<std::string, Tensor>& inputs,
-                       int repeat) {
+                       int repeat, int threads) {
+  if (threads < 1) throw Error("--threads must be at least 1");
   fs::path pkg = fs::absolute(dir);
   nlohmann::json meta = read_metadata(pkg);
   std::string m = meta["name"];
@@ -158,8 +186,17 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
     std::ofstream(work / "runner.c") << runner_source(meta);
   }
   std::string static_flag = target.run_prefix.empty() ? "" : " -static";
-  std::string link = fmt::format("{} -O2 -std=c11 -Wall -Werror=implicit-function-declaration{} -I{} {} {} -lm -o {}", target.cc, static_flag, pkg.string(),
-                                 (work / "runner.c").string(), (pkg / ("lib" + m + ".a")).string(), (work / "runner").string());
+  // With threads, link the package's pthread pool: the prebuilt object when the package has one (built
+  // by the same target compiler), else its source.
+  std::string pool;
+  if (threads > 1) {
+    if (fs::exists(pkg / "kiln_parallel_pthread.o")) pool = " " + (pkg / "kiln_parallel_pthread.o").string() + " -pthread";
+    else if (fs::exists(pkg / "kiln_parallel_pthread.c")) pool = " " + (pkg / "kiln_parallel_pthread.c").string() + " -pthread";
+    else throw Error(dir + ": --threads needs kiln_parallel_pthread.c in the package (compile it again with this kiln)");
+  }
+  std::string link = fmt::format("{} -O2 -std=c11 -Wall -Werror=implicit-function-declaration -DKILN_RUNNER_THREADS={}{} -I{} {} {}{} -lm -o {}",
+                                 target.cc, threads, static_flag, pkg.string(), (work / "runner.c").string(),
+                                 (pkg / ("lib" + m + ".a")).string(), pool, (work / "runner").string());
   if (run_command(link, work / "link.log") != 0)
     throw Error(dir + ": cannot link a runner: " + slurp(work / "link.log").substr(0, 400));
   std::string cmd = target.run_prefix.empty() ? "" : target.run_prefix + " ";

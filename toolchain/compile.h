@@ -39,7 +39,9 @@ PackageSignature read_package_signature(const std::string& dir);
 
 /// Links a small runner against DIR's library with the target's C compiler, runs it (under the
 /// target's run prefix) `repeat` times on `inputs` (by ONNX input name) and reads the outputs back.
+/// threads == 1 runs serially (NULL context); threads > 1 links the package's pthread pool and passes
+/// a context whose parallel_for uses that many threads (the caller included).
 PackageRun run_package(const std::string& dir, const CompileTarget& target, const std::map<std::string, Tensor>& inputs,
-                       int repeat);
+                       int repeat, int threads = 1);
 
 }  // namespace kiln

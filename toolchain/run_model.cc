@@ -61,7 +61,7 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
     if (inputs[io.name].dtype() != io.dtype || inputs[io.name].shape() != io.shape)
       throw Error(dir + ": input '" + io.name + "' must be " + dtype_name(io.dtype) + " " + shape_str(io.shape));
   }
-  PackageRun r = run_package(dir, resolve_target(sig.target), inputs, std::max(1, o.repeat));
+  PackageRun r = run_package(dir, resolve_target(sig.target), inputs, std::max(1, o.repeat), o.threads);
   std::vector<std::string> names;
   for (const auto& io : sig.outputs) names.push_back(io.name);
   print_outputs(names, r.outputs, o, out);
@@ -73,6 +73,7 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
 void run_model(const std::string& path, const RunOptions& o, std::ostream& out) {
   if (std::filesystem::is_directory(path)) return run_package_dir(path, o, out);
   if (o.engine != "reference") throw Error("--engine " + o.engine + " is not available yet (only 'reference')");
+  if (o.threads != 1) throw Error("--threads applies to compiled package directories, not to model files");
   PipelineOptions po;
   po.bindings = o.bindings;
   std::map<std::string, Tensor> given;

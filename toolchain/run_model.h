@@ -19,6 +19,7 @@ struct RunOptions {
   std::string output_dir;    // when set, outputs are also written there as output_N.pb
   std::string inputs_dir;    // when set, the inputs used are written there as input_N.pb (ONNX test-case layout)
   int repeat = 1;            // package runs: timed repetitions (the median is printed)
+  int threads = 1;           // package runs: 1 = serial (NULL context); T > 1 = the pthread pool, T threads
 };
 
 /// Inputs not given as files are filled from the seed: floats uniform in [-1, 1), integers in [0, 10),

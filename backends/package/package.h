@@ -14,6 +14,9 @@ struct PackageOptions {
   std::string target_name;     // for the metadata
   llvm_backend::MachineSpec machine;
   int vector_bits = 512;
+  // The target's C compiler. When set and it works, the optional pthread pool is also shipped
+  // compiled (kiln_parallel_pthread.o); the .c/.h are shipped either way.
+  std::string cc;
 };
 
 /// One graph input or output as the C ABI shows it.
@@ -34,9 +37,11 @@ struct PackageInfo {
   std::string model_hash;
 };
 
-/// Compiles a shape-inferred graph into DIR (created if needed). Files are written to a temporary
-/// directory beside DIR and moved into place only when everything succeeded, so a failure leaves
-/// nothing half-written. Throws Error / Unsupported naming what failed.
+/// Compiles a shape-inferred graph into DIR (created if needed): lib<m>.a, <m>.h, <m>.json, a CMake
+/// package file <m>Config.cmake (IMPORTED target kiln::<m>), and the optional pthread pool
+/// kiln_parallel_pthread.{c,h} (+ .o when opts.cc compiles it), which the library never needs. Files
+/// are written to a temporary directory beside DIR and moved into place only when everything
+/// succeeded, so a failure leaves nothing half-written. Throws Error / Unsupported naming what failed.
 PackageInfo build_package(const Graph& g, const PackageOptions& opts, const std::string& dir);
 
 /// A valid C identifier for an ONNX value name ("input.1" -> "input_1", "0" -> "_0").
