@@ -8,6 +8,7 @@
 #include "frontend/ops/op_registry.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
+#include "toolchain/task_table.h"
 
 namespace kiln {
 namespace {
@@ -30,7 +31,7 @@ std::string human(double v) {
 
 }  // namespace
 
-ModelSummary summarize_model(const std::string& path, ShapeBindings bindings) {
+ModelSummary summarize_model(const std::string& path, ShapeBindings bindings, bool tasks) {
   Graph g = import_onnx_file(path);
   ModelSummary s;
   s.file = path;
@@ -100,6 +101,10 @@ ModelSummary summarize_model(const std::string& path, ShapeBindings bindings) {
     }
   }
   s.node_table = table;
+  if (tasks) {
+    SubgraphDAG dag = partition_graph(g);
+    s.task_table = format_task_table(dag, extract_tasks(g, dag), s.flops);
+  }
   return s;
 }
 
@@ -121,6 +126,7 @@ std::string format_summary(const ModelSummary& s, bool verbose) {
   for (const auto& [op, count] : s.op_histogram) out += fmt::format(" {}:{}", op, count);
   out += "\n";
   if (verbose) out += "nodes (after folding):\n" + s.node_table;
+  out += s.task_table;
   return out;
 }
 

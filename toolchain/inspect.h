@@ -28,11 +28,13 @@ struct ModelSummary {
   double flops = 0;           // over runtime nodes; 2 per multiply-add (docs/ops.md)
   std::vector<std::string> defaulted_dims;  // symbolic dims bound to 1 because the user gave none
   std::string node_table;     // per-node output shapes (for --verbose)
+  std::string task_table;     // tuning tasks (when asked for; see task_table.h)
 };
 
 /// Imports and analyses a model. Symbolic input dims the user did not bind are set to 1 (and listed
-/// in `defaulted_dims`) so that shapes and FLOPs can still be reported.
-ModelSummary summarize_model(const std::string& path, ShapeBindings bindings);
+/// in `defaulted_dims`) so that shapes and FLOPs can still be reported. With `tasks`, also partitions
+/// the graph and extracts its tuning tasks into `task_table`.
+ModelSummary summarize_model(const std::string& path, ShapeBindings bindings, bool tasks = false);
 std::string format_summary(const ModelSummary& s, bool verbose);
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 // stderr and exit code 2.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "frontend/ir/error.h"
@@ -39,9 +40,11 @@ int main(int argc, char** argv) {
   std::string model_path;
   bool verbose = false;
   BindingArgs inspect_bindings;
+  bool inspect_tasks = false;
   auto* inspect = app.add_subcommand("inspect", "Summarise a model: IO, ops, parameters, FLOPs");
   inspect->add_option("model", model_path, "ONNX model file")->required();
   inspect->add_flag("-v,--verbose", verbose, "Also list every node with its output shapes");
+  inspect->add_flag("--tasks", inspect_tasks, "Also list the tuning tasks: fused subgraphs, deduplicated by workload key");
   inspect_bindings.add_to(inspect);
 
   std::string case_dir;
@@ -61,7 +64,7 @@ int main(int argc, char** argv) {
   BindingArgs dump_bindings;
   auto* dump = app.add_subcommand("dump", "Run the frontend and print the graph after the given steps");
   dump->add_option("model", model_path, "ONNX model file")->required();
-  dump->add_option("--dump-after", dump_after, "import|bind|infer|prune|all (repeatable)")->required();
+  dump->add_option("--dump-after", dump_after, "import|bind|infer|prune|partition|all (repeatable)")->required();
   dump_bindings.add_to(dump);
 
   kiln::RunOptions run_opts;
@@ -121,7 +124,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*inspect) {
-      auto summary = kiln::summarize_model(model_path, inspect_bindings.parse());
+      auto summary = kiln::summarize_model(model_path, inspect_bindings.parse(), inspect_tasks);
       std::cout << kiln::format_summary(summary, verbose);
       return 0;
     }
@@ -170,7 +173,13 @@ int main(int argc, char** argv) {
       o.on_dump = [](const std::string& step, const kiln::Graph& g) {
         std::cout << "; after " << step << "\n" << kiln::print_graph(g);
       };
-      kiln::load_model(model_path, o);
+      o.on_dump_text = [](const std::string& step, const std::string& text) {
+        std::cout << "; after " << step << "\n" << text;
+      };
+      kiln::Graph g = kiln::load_model(model_path, o);
+      if (std::find(dump_after.begin(), dump_after.end(), "partition") != dump_after.end() ||
+          std::find(dump_after.begin(), dump_after.end(), "all") != dump_after.end())
+        kiln::partition_model(g, o);
       return 0;
     }
   } catch (const kiln::Error& e) {

@@ -15,10 +15,13 @@ const std::vector<std::string>& frontend_steps() {
 }
 
 namespace {
+bool wants_dump(const PipelineOptions& o, const std::string& step) {
+  return std::find(o.dump_after.begin(), o.dump_after.end(), step) != o.dump_after.end() ||
+         std::find(o.dump_after.begin(), o.dump_after.end(), "all") != o.dump_after.end();
+}
+
 void maybe_dump(const PipelineOptions& o, const std::string& step, const Graph& g) {
-  bool want = std::find(o.dump_after.begin(), o.dump_after.end(), step) != o.dump_after.end() ||
-              std::find(o.dump_after.begin(), o.dump_after.end(), "all") != o.dump_after.end();
-  if (want && o.on_dump) o.on_dump(step, g);
+  if (wants_dump(o, step) && o.on_dump) o.on_dump(step, g);
 }
 }  // namespace
 
@@ -32,6 +35,12 @@ Graph load_model(const std::string& path, const PipelineOptions& opts) {
   remove_dead_nodes(g);
   maybe_dump(opts, "prune", g);
   return g;
+}
+
+SubgraphDAG partition_model(const Graph& g, const PipelineOptions& opts) {
+  SubgraphDAG dag = partition_graph(g);
+  if (wants_dump(opts, "partition") && opts.on_dump_text) opts.on_dump_text("partition", print_subgraph_dag(g, dag));
+  return dag;
 }
 
 std::string print_graph(const Graph& g) {

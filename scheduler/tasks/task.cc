@@ -1,0 +1,40 @@
+#include "scheduler/tasks/task.h"
+
+#include <map>
+
+#include "frontend/ir/error.h"
+
+#include "scheduler/tasks/dag_flops.h"
+#include "scheduler/tasks/lower_subgraph.h"
+#include "scheduler/tasks/workload_key.h"
+
+namespace kiln {
+
+std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag) {
+  std::vector<Task> tasks;
+  std::map<std::string, size_t> by_key;
+  for (const Subgraph& sg : dag.subgraphs) {
+    LoweredSubgraph ls = lower_subgraph(g, sg);
+    std::string canonical = canonical_dag_text(ls.dag);
+    std::string key = fnv1a64_hex(canonical);
+    auto [it, added] = by_key.emplace(key, tasks.size());
+    if (added) {
+      Task t;
+      t.key = key;
+      t.canonical = std::move(canonical);
+      t.dag = std::move(ls.dag);
+      t.flops = dag_flops(t.dag);
+      t.anchor = g.nodes[sg.anchor].op_type;
+      for (int gi : sg.nodes) t.node_names.push_back(g.nodes[gi].name);
+      tasks.push_back(std::move(t));
+    }
+    Task& t = tasks[it->second];
+    if (!added && t.canonical != canonical)
+      throw Error("workload key " + key + " names two different subgraphs (hash collision)");
+    t.subgraphs.push_back(sg.id);
+    t.weight = static_cast<int>(t.subgraphs.size());
+  }
+  return tasks;
+}
+
+}  // namespace kiln

@@ -1,0 +1,32 @@
+/// \file Tuning tasks: the distinct subgraphs of a model, each with how often it occurs.
+///
+/// Ansor tunes each distinct subgraph once and weights its latency by its occurrence count; the task
+/// scheduler spends its trials by weight x latency. A task is identified by its workload key
+/// (workload_key.h), so identical layers of one model (ResNet's repeated blocks) and of different
+/// models share tuning work and records.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "frontend/ir/graph.h"
+#include "frontend/partition/partition.h"
+#include "scheduler/te/compute.h"
+
+namespace kiln {
+
+struct Task {
+  std::string key;              // workload key: 16 hex digits
+  std::string canonical;        // the canonical DAG text the key hashes
+  te::ComputeDAG dag;           // of the first occurrence
+  std::vector<int> subgraphs;   // ids of every occurrence in the SubgraphDAG, ascending
+  int weight = 0;               // occurrences (= subgraphs.size())
+  double flops = 0;             // per occurrence (dag_flops.h)
+  std::string anchor;           // the first occurrence's anchor op type ("Conv", "MatMul", "Relu")
+  std::vector<std::string> node_names;  // of the first occurrence
+};
+
+/// One task per distinct workload key, in order of first occurrence. Lowers every subgraph (throws
+/// Unsupported for an op without a lowering).
+std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag);
+
+}  // namespace kiln
