@@ -469,7 +469,25 @@ class FuncEmitter {
       case ExprOp::Le: return s ? b_.CreateICmpSLE(x, y) : b_.CreateICmpULE(x, y);
       case ExprOp::Gt: return s ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y);
       case ExprOp::Ge: return s ? b_.CreateICmpSGE(x, y) : b_.CreateICmpUGE(x, y);
-      case ExprOp::Pow: throw Unsupported("codegen: integer Pow is not compiled yet");
+      case ExprOp::Pow: {
+        // Square-and-multiply over every exponent bit, branch-free so it vectorizes; a negative
+        // exponent gives 1 / base^-e truncated: 1 for base 1, +-1 for base -1, else 0.
+        unsigned bits = ty->getScalarSizeInBits();
+        llvm::Value* result = one;
+        llvm::Value* base = x;
+        for (unsigned k = 0; k < bits; ++k) {
+          llvm::Value* bit = b_.CreateAnd(b_.CreateLShr(y, llvm::ConstantInt::get(ty, k)), one);
+          result = b_.CreateSelect(b_.CreateICmpNE(bit, zero), b_.CreateMul(result, base), result);
+          base = b_.CreateMul(base, base);
+        }
+        if (!s) return result;
+        llvm::Value* minus_one = llvm::Constant::getAllOnesValue(ty);
+        llvm::Value* odd = b_.CreateICmpNE(b_.CreateAnd(y, one), zero);
+        llvm::Value* negative = b_.CreateSelect(b_.CreateICmpEQ(x, one), one,
+                                                b_.CreateSelect(b_.CreateICmpEQ(x, minus_one),
+                                                                b_.CreateSelect(odd, minus_one, one), zero));
+        return b_.CreateSelect(b_.CreateICmpSLT(y, zero), negative, result);
+      }
       default: break;
     }
     throw Error(std::string("codegen: integer ") + te::expr_op_name(e->op));
