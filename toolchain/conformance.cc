@@ -221,9 +221,13 @@ ConformanceResult run_conformance(const std::string& dir, const ConformanceOptio
   std::optional<std::regex> filter;
   if (!o.filter.empty()) filter.emplace(o.filter);
   ConformanceResult r;
+  if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
+    throw Error("--shard must be K/N with 0 <= K < N");
+  size_t position = 0;
   for (const fs::path& c : find_cases(dir)) {
     std::string name = c.filename().string();
     if (filter && !std::regex_search(name, *filter)) continue;
+    if (static_cast<int>(position++ % static_cast<size_t>(o.shard_count)) != o.shard_index) continue;
     std::string why;
     Outcome oc = run_case(c, o, why);
     auto k = known.find(name);

@@ -15,6 +15,7 @@ struct ConformanceOptions {
   std::string filter;                // regex on the case name; empty = all
   std::string known_failures_file;   // "case  reason" lines; those cases count as unsupported
   bool verbose = false;
+  int shard_index = 0, shard_count = 1;  // run only cases whose position % count == index (bounded CI runs)
   int min_passed = 0;                // fail the run when fewer cases pass (guards against regressions)
 };
 

@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
   conformance->add_option("--filter", conf.filter, "Only cases whose name matches this regex");
   conformance->add_option("--known-failures", conf.known_failures_file, "File of 'case reason' lines");
   conformance->add_option("--min-passed", conf.min_passed, "Exit non-zero when fewer cases pass");
+  std::string shard;
+  conformance->add_option("--shard", shard, "K/N: only every N-th case, starting at the K-th (0-based)");
   conformance->add_flag("-v,--verbose", conf.verbose, "Print every case, with the reason for unsupported ones");
 
   std::vector<std::string> dump_after;
@@ -129,6 +131,16 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*conformance) {
+      if (!shard.empty()) {
+        auto slash = shard.find('/');
+        try {
+          if (slash == std::string::npos) throw std::invalid_argument(shard);
+          conf.shard_index = std::stoi(shard.substr(0, slash));
+          conf.shard_count = std::stoi(shard.substr(slash + 1));
+        } catch (const std::exception&) {
+          throw kiln::Error("bad --shard '" + shard + "' (expected K/N, e.g. 0/3)");
+        }
+      }
       auto r = kiln::run_conformance(case_dir, conf, std::cout);
       if (r.passed < conf.min_passed) {
         std::cerr << "kiln: conformance: " << r.passed << " passed, fewer than --min-passed " << conf.min_passed << "\n";
