@@ -232,17 +232,52 @@ class FuncEmitter {
     auto coeff = linear_coeff(index.get(), vec_var_);
     if (coeff && *coeff == 0) return splat(scalar_load(e, scalar_index(index, 0), guarded));
     const Buffer* buf = buffer_of(e->tensor.get());
-    if (coeff && *coeff == 1 && !guarded) {
-      llvm::Type* mt = mem_type(buf->dtype);
-      llvm::Value* p = b_.CreateGEP(mt, buffer_base(e->tensor.get()), scalar_index(index, 0));
-      auto* vt = llvm::VectorType::get(mt, static_cast<unsigned>(lanes_), false);
-      llvm::Value* v = b_.CreateAlignedLoad(vt, p, llvm::Align(dtype_size(buf->dtype)));
-      return to_value(v, buf->dtype);
+    llvm::Type* mt = mem_type(buf->dtype);
+    llvm::Value* basep = buffer_base(e->tensor.get());
+    auto* vt = llvm::VectorType::get(mt, static_cast<unsigned>(lanes_), false);
+    auto contiguous = [&](llvm::Value* first) {
+      llvm::Value* p = b_.CreateGEP(mt, basep, first);
+      return b_.CreateAlignedLoad(vt, p, llvm::Align(dtype_size(buf->dtype)));
+    };
+    // Lanes at arbitrary (clamped, when guarded) indices: one hardware gather where the target has it.
+    auto gather = [&]() -> llvm::Value* {
+      llvm::Value* idx = emit_expr(index, false);
+      if (guarded) {
+        llvm::Value* lo = llvm::ConstantInt::get(idx->getType(), 0);
+        llvm::Value* hi = llvm::ConstantInt::get(idx->getType(), static_cast<uint64_t>(buf->size - 1));
+        idx = b_.CreateSelect(b_.CreateICmpSLT(idx, lo), lo, idx);
+        idx = b_.CreateSelect(b_.CreateICmpSGT(idx, hi), hi, idx);
+      }
+      llvm::Value* ptrs = b_.CreateGEP(mt, basep, idx);
+      return b_.CreateMaskedGather(vt, ptrs, llvm::Align(dtype_size(buf->dtype)));
+    };
+    if (coeff && *coeff == 1 && !guarded) return to_value(contiguous(scalar_index(index, 0)), buf->dtype);
+    if (coeff && *coeff == 1) {
+      // A guarded contiguous load (padding, slicing) is in bounds almost everywhere: load the vector
+      // directly when all lanes are inside the buffer, gather clamped lanes only at the edges.
+      llvm::Value* first = scalar_index(index, 0);
+      llvm::Value* inside = b_.CreateAnd(
+          b_.CreateICmpSGE(first, b_.getInt64(0)),
+          b_.CreateICmpSLE(first, b_.getInt64(static_cast<uint64_t>(buf->size - lanes_))));
+      auto* fast = llvm::BasicBlock::Create(ctx_, "load.fast", fn_);
+      auto* slow = llvm::BasicBlock::Create(ctx_, "load.edge", fn_);
+      auto* join = llvm::BasicBlock::Create(ctx_, "load.join", fn_);
+      b_.CreateCondBr(inside, fast, slow);
+      b_.SetInsertPoint(fast);
+      llvm::Value* vf = contiguous(first);
+      llvm::BasicBlock* fast_end = b_.GetInsertBlock();
+      b_.CreateBr(join);
+      b_.SetInsertPoint(slow);
+      llvm::Value* vs = gather();
+      llvm::BasicBlock* slow_end = b_.GetInsertBlock();
+      b_.CreateBr(join);
+      b_.SetInsertPoint(join);
+      llvm::PHINode* phi = b_.CreatePHI(vt, 2);
+      phi->addIncoming(vf, fast_end);
+      phi->addIncoming(vs, slow_end);
+      return to_value(phi, buf->dtype);
     }
-    llvm::Value* vec = llvm::PoisonValue::get(val_type(buf->dtype));
-    for (int l = 0; l < lanes_; ++l)
-      vec = b_.CreateInsertElement(vec, scalar_load(e, scalar_index(index, l), guarded), static_cast<uint64_t>(l));
-    return vec;
+    return to_value(gather(), buf->dtype);
   }
 
   void emit_store(const Stmt& s) {
