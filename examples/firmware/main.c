@@ -5,7 +5,8 @@
  *
  * The workspace is a static arena sized by TINY_CNN_WORKSPACE_SIZE (known at compile time, so the
  * linker map shows the model's whole RAM footprint); the weights are const data in the library, so they
- * stay in flash. A NULL context runs the model serially on the calling thread.
+ * stay in flash. A NULL context runs the model serially on the calling thread. It prints the top class,
+ * then the top three with their probabilities.
  *
  * The input is a fixed test vector: a built-in pattern, or the bytes of a header named by
  * -DFIRMWARE_INPUT_HEADER="file.h" defining `static const uint8_t firmware_input_bytes[]` (the package
@@ -22,6 +23,7 @@
 
 #define INPUT_COUNT (TINY_CNN_INPUT_IMAGE_SIZE / sizeof(float))
 #define CLASS_COUNT (TINY_CNN_OUTPUT_PROBABILITIES_SIZE / sizeof(float))
+#define TOP_COUNT (CLASS_COUNT < 3 ? CLASS_COUNT : 3)
 
 /* All the RAM the model needs besides its input and output. (A zero-size array is not C; a model with
  * no intermediates still gets one byte.) */
@@ -56,9 +58,21 @@ int main(void) {
     printf("tiny_cnn_run failed: %d\n", rc);
     return 1;
   }
-  size_t top = 0;
-  for (size_t k = 1; k < CLASS_COUNT; ++k)
-    if (probabilities[k] > probabilities[top]) top = k;
-  printf("top class: %u (p=%.6f)\n", (unsigned)top, (double)probabilities[top]);
+  /* The most likely classes, best first (on a tie, the lower class first). */
+  size_t top[TOP_COUNT];
+  for (size_t r = 0; r < TOP_COUNT; ++r) {
+    size_t best = CLASS_COUNT;
+    for (size_t k = 0; k < CLASS_COUNT; ++k) {
+      int taken = 0;
+      for (size_t q = 0; q < r; ++q) taken |= top[q] == k;
+      if (!taken && (best == CLASS_COUNT || probabilities[k] > probabilities[best])) best = k;
+    }
+    top[r] = best;
+  }
+  printf("top class: %u (p=%.6f)\n", (unsigned)top[0], (double)probabilities[top[0]]);
+  printf("top %u:", (unsigned)TOP_COUNT);
+  for (size_t r = 0; r < TOP_COUNT; ++r)
+    printf("%s %u (p=%.6f)", r ? "," : "", (unsigned)top[r], (double)probabilities[top[r]]);
+  printf("\n");
   return 0;
 }

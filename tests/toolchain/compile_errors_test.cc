@@ -1,0 +1,149 @@
+// Bad input for `kiln compile`: each case must exit 2 with exactly one line on stderr naming the file or
+// field at fault, and leave nothing behind: no package files and no half-written temporary directory.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/frontend/test_models.h"
+
+namespace kiln {
+namespace {
+namespace fs = std::filesystem;
+
+const std::string kModel = std::string(KILN_SOURCE_DIR) + "/examples/tiny_cnn.onnx";
+
+struct CliResult {
+  int exit_code;
+  std::string stderr_text;
+};
+
+CliResult run_kiln(const std::string& args, const testing::TempDir& dir) {
+  std::string err_file = dir.path("stderr.txt");
+  std::string cmd = std::string("timeout 60 ") + KILN_BINARY + " " + args + " >/dev/null 2>" + err_file;
+  int status = std::system(cmd.c_str());
+  std::ifstream in(err_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+}
+
+// Every entry under `dir` (recursively), except the test's own stderr capture and `keep`.
+std::vector<std::string> entries(const std::string& dir, const std::vector<std::string>& keep = {}) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::string rel = fs::relative(it->path(), dir).string();
+    if (rel != "stderr.txt" && std::find(keep.begin(), keep.end(), rel) == keep.end()) out.push_back(rel);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Runs `kiln compile ARGS`, checks the error contract, and returns the message.
+std::string expect_compile_error(const std::string& args, const testing::TempDir& dir, const std::string& names) {
+  CliResult r = run_kiln("compile " + args, dir);
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_EQ(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n'), 1) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find(names), std::string::npos) << "the message does not name '" << names << "': " << r.stderr_text;
+  return r.stderr_text;
+}
+
+TEST(CompileErrors, UnknownTarget) {
+  testing::TempDir dir;
+  std::string msg = expect_compile_error(kModel + " --target no-such-board -o " + dir.path("pkg"), dir, "no-such-board");
+  EXPECT_NE(msg.find("unknown target"), std::string::npos) << msg;
+  EXPECT_EQ(entries(dir.path("")), std::vector<std::string>{});
+}
+
+TEST(CompileErrors, TargetFileWithAMissingField) {
+  testing::TempDir dir;
+  // A shipped target without its `cpu` line.
+  std::ifstream in(std::string(KILN_SOURCE_DIR) + "/targets/x86_64-generic.toml");
+  std::ofstream out(dir.path("no_cpu.toml"));
+  bool dropped = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("cpu ", 0) == 0 || line.rfind("cpu=", 0) == 0) {
+      dropped = true;
+      continue;
+    }
+    out << line << "\n";
+  }
+  out.close();
+  ASSERT_TRUE(dropped) << "x86_64-generic.toml has no cpu line to drop";
+  std::string msg = expect_compile_error(kModel + " --target " + dir.path("no_cpu.toml") + " -o " + dir.path("pkg"), dir,
+                                         dir.path("no_cpu.toml"));
+  EXPECT_NE(msg.find("missing field 'cpu'"), std::string::npos) << msg;
+  EXPECT_EQ(entries(dir.path(""), {"no_cpu.toml"}), std::vector<std::string>{});
+}
+
+TEST(CompileErrors, OutputDirectoryThroughARegularFile) {
+  testing::TempDir dir;
+  std::ofstream(dir.path("plain_file")) << "not a directory\n";
+  std::string pkg = dir.path("plain_file") + "/pkg";
+  expect_compile_error(kModel + " -o " + pkg, dir, pkg);
+  EXPECT_EQ(entries(dir.path(""), {"plain_file"}), std::vector<std::string>{});
+  std::ifstream in(dir.path("plain_file"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "not a directory\n");
+}
+
+TEST(CompileErrors, OutputDirectoryIsARegularFile) {
+  testing::TempDir dir;
+  std::ofstream(dir.path("plain_file")) << "not a directory\n";
+  expect_compile_error(kModel + " -o " + dir.path("plain_file"), dir, dir.path("plain_file"));
+  // The package was written into a sibling temporary directory first: it must be gone.
+  EXPECT_EQ(entries(dir.path(""), {"plain_file"}), std::vector<std::string>{});
+  std::ifstream in(dir.path("plain_file"));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "not a directory\n");
+}
+
+TEST(CompileErrors, OutputDirectoryUnderAReadOnlyDirectory) {
+  if (geteuid() == 0) GTEST_SKIP() << "root writes into read-only directories";
+  testing::TempDir dir;
+  fs::create_directory(dir.path("locked"));
+  fs::permissions(dir.path("locked"), fs::perms::owner_read | fs::perms::owner_exec);
+  std::string pkg = dir.path("locked") + "/pkg";
+  expect_compile_error(kModel + " -o " + pkg, dir, pkg);
+  std::vector<std::string> left = entries(dir.path(""), {"locked"});
+  fs::permissions(dir.path("locked"), fs::perms::owner_all);  // so that TempDir can remove it
+  EXPECT_EQ(left, std::vector<std::string>{});
+}
+
+TEST(CompileErrors, ExistingReadOnlyOutputDirectoryIsLeftAlone) {
+  if (geteuid() == 0) GTEST_SKIP() << "root writes into read-only directories";
+  testing::TempDir dir;
+  fs::create_directory(dir.path("pkg"));
+  std::ofstream(dir.path("pkg/README")) << "mine\n";
+  fs::permissions(dir.path("pkg"), fs::perms::owner_read | fs::perms::owner_exec);
+  expect_compile_error(kModel + " -o " + dir.path("pkg"), dir, dir.path("pkg"));
+  std::vector<std::string> left = entries(dir.path(""), {"pkg", "pkg/README"});
+  fs::permissions(dir.path("pkg"), fs::perms::owner_all);
+  EXPECT_EQ(left, std::vector<std::string>{});
+}
+
+TEST(CompileErrors, UnboundSymbolicDimension) {
+  testing::TempDir dir;
+  ModelBuilder b("sym", 13);
+  b.input("tokens", DType::Float32, std::vector<Dim>{{-1, "seq"}});
+  b.node("Relu", {"tokens"}, {"y"});
+  b.output("y", DType::Float32, Shape{});
+  b.save(dir.path("sym.onnx"));
+  std::string msg = expect_compile_error(dir.path("sym.onnx") + " -o " + dir.path("pkg"), dir, dir.path("sym.onnx"));
+  EXPECT_NE(msg.find("'tokens'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--dim seq=N"), std::string::npos) << msg;
+  EXPECT_EQ(entries(dir.path(""), {"sym.onnx"}), std::vector<std::string>{});
+  // Bound, the same model compiles.
+  CliResult ok = run_kiln("compile " + dir.path("sym.onnx") + " --dim seq=4 -o " + dir.path("pkg"), dir);
+  EXPECT_EQ(ok.exit_code, 0) << ok.stderr_text;
+  EXPECT_TRUE(fs::exists(dir.path("pkg/libsym.a")));
+}
+
+}  // namespace
+}  // namespace kiln
