@@ -76,7 +76,7 @@ class FuncEmitter {
       // One function per top-level statement (one per stage): the optimiser's cost grows faster than
       // linearly with function size, and a model has thousands of stages.
       for (size_t i = 0; i < f.body->body.size(); ++i) {
-        lower::LoweredFunc part{f.name + ".s" + std::to_string(i), f.params, f.body->body[i]};
+        lower::LoweredFunc part{f.name + ".s" + std::to_string(i), f.params, f.body->body[i], {}};
         FuncEmitter sub(m_, opts_, params_);
         llvm::Function* pf = sub.emit(part);
         pf->setLinkage(llvm::GlobalValue::InternalLinkage);
@@ -626,6 +626,24 @@ class FuncEmitter {
 
   void emit_parallel(const Stmt& s);
 
+  // A runtime kernel (runtime/kernels/): `void callee(void*..., int64_t...)`, declared here and
+  // defined by the kernel object the package adds to the archive.
+  void emit_extern_call(const Stmt& s) {
+    auto* ptr = llvm::PointerType::get(ctx_, 0);
+    std::vector<llvm::Type*> types(s->args.size(), ptr);
+    types.insert(types.end(), s->int_args.size(), b_.getInt64Ty());
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), types, false);
+    if (llvm::Function* existing = m_.getFunction(s->callee); existing && existing->getFunctionType() != fty)
+      throw Error("codegen: runtime kernel " + s->callee + " called with two different parameter lists");
+    llvm::FunctionCallee callee = m_.getOrInsertFunction(s->callee, fty);
+    if (auto* fn = llvm::dyn_cast<llvm::Function>(callee.getCallee())) fn->addFnAttr(llvm::Attribute::NoUnwind);
+    std::vector<llvm::Value*> args;
+    for (const lower::BufferRef& buf : s->args)
+      args.push_back(buf ? base_of(buf.get()) : llvm::ConstantPointerNull::get(ptr));
+    for (int64_t v : s->int_args) args.push_back(b_.getInt64(static_cast<uint64_t>(v)));
+    b_.CreateCall(callee, args);
+  }
+
   void emit_stmt(const Stmt& s) {
     if (!s) return;
     switch (s->kind) {
@@ -661,6 +679,10 @@ class FuncEmitter {
       }
       case StmtKind::Block:
         for (const Stmt& b : s->body) emit_stmt(b);
+        return;
+      case StmtKind::ExternCall:
+        if (vec_var_) throw Error("codegen: extern call inside a vectorized loop");
+        emit_extern_call(s);
         return;
     }
   }

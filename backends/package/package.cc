@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -198,6 +199,11 @@ void write_file(const fs::path& p, const std::string& text) {
     throw Error(p.string() + ": cannot write file");
 }
 
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 // A single-quoted shell word, for paths in the compiler command line.
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
@@ -205,36 +211,85 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Compiles the shipped pthread pool with the target's C compiler into dir/kiln_parallel_pthread.o.
-// Failure is not an error: the compiler may be missing (a cross toolchain not installed) or the target
-// may have no pthreads; the .c stays in the package for whoever needs it. -fPIC so the object also
-// links into shared objects. The object depends only on the compiler, so a process that writes many
-// packages (conformance --engine compiled) compiles it once per compiler and copies the bytes.
-bool compile_pool_object(const std::string& cc, const fs::path& dir) {
-  if (cc.empty()) return false;
+// The object code of one C file compiled by `cc`, cached for the process per compiler, file and flags:
+// a process that writes many packages (conformance --engine compiled) compiles each runtime file once
+// and copies the bytes. nullopt (also cached) when the compiler fails; `log` then holds its output.
+// -fPIC so the objects also link into shared objects.
+std::optional<std::string> compiled_object(const std::string& cc, const fs::path& src, const std::string& flags,
+                                           std::string& log) {
   static std::mutex mu;
-  static std::map<std::string, std::optional<std::string>> compiled;  // cc -> object bytes, or failed
-  fs::path obj = dir / "kiln_parallel_pthread.o";
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = compiled.find(cc);
-  if (it == compiled.end()) {
-    fs::path src = dir / "kiln_parallel_pthread.c";
-    std::string cmd = fmt::format("{} -O2 -std=c11 -fPIC -pthread -c {} -o {} >/dev/null 2>&1", cc,
-                                  shell_quote(src.string()), shell_quote(obj.string()));
+  struct Result {
     std::optional<std::string> bytes;
-    if (std::system(cmd.c_str()) == 0 && fs::exists(obj)) {
-      std::ifstream in(obj, std::ios::binary);
-      bytes = std::string(std::istreambuf_iterator<char>(in), {});
-    }
-    it = compiled.emplace(cc, std::move(bytes)).first;
-  } else if (it->second) {
-    write_file(obj, *it->second);
-  }
-  if (!it->second) {
+    std::string log;
+  };
+  static std::map<std::string, Result> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string key = cc + '\n' + src.filename().string() + '\n' + flags;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    fs::path obj = fs::path(src).replace_extension(".o"), log_file = fs::path(src).replace_extension(".log");
+    std::string cmd = fmt::format("{} -O2 -std=c11 -fPIC {} -c {} -o {} >{} 2>&1", cc, flags, shell_quote(src.string()),
+                                  shell_quote(obj.string()), shell_quote(log_file.string()));
+    Result r;
+    if (std::system(cmd.c_str()) == 0 && fs::exists(obj)) r.bytes = read_file(obj);
+    else r.log = fs::exists(log_file) ? read_file(log_file) : "";
     std::error_code ec;
     fs::remove(obj, ec);
+    fs::remove(log_file, ec);
+    it = cache.emplace(key, std::move(r)).first;
   }
-  return it->second.has_value();
+  log = it->second.log;
+  return it->second.bytes;
+}
+
+// Compiles the shipped pthread pool with the target's C compiler into dir/kiln_parallel_pthread.o.
+// Failure is not an error: the compiler may be missing (a cross toolchain not installed) or the target
+// may have no pthreads; the .c stays in the package for whoever needs it.
+bool compile_pool_object(const std::string& cc, const fs::path& dir) {
+  if (cc.empty()) return false;
+  std::string log;
+  auto bytes = compiled_object(cc, dir / "kiln_parallel_pthread.c", "-pthread", log);
+  if (bytes) write_file(dir / "kiln_parallel_pthread.o", *bytes);
+  return bytes.has_value();
+}
+
+// The runtime kernels the lowered code calls (extern calls' callees), in name order.
+std::set<std::string> runtime_kernels_called(const lower::Stmt& s) {
+  std::set<std::string> names;
+  std::function<void(const lower::Stmt&)> walk = [&](const lower::Stmt& st) {
+    if (!st) return;
+    if (st->kind == lower::StmtKind::ExternCall) names.insert(st->callee);
+    for (const lower::Stmt& b : st->body) walk(b);
+  };
+  walk(s);
+  return names;
+}
+
+// Compiles each runtime kernel in `names` with the target's C compiler into work/<name>.o and returns
+// the objects. Unlike the pool, a kernel is required: the library would have undefined symbols.
+std::vector<fs::path> compile_runtime_kernels(const std::set<std::string>& names, const std::string& cc,
+                                              const fs::path& work) {
+  std::vector<fs::path> objects;
+  if (names.empty()) return objects;
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  if (cc.empty()) throw Error("package: the model calls runtime kernels (" + list + ") and the target names no C compiler (cc)");
+  fs::create_directories(work);
+  write_file(work / "kiln_rt_kernels.h", kRuntimeKernelsH);
+  for (const std::string& name : names) {
+    const RuntimeKernelSource* src = nullptr;
+    for (const RuntimeKernelSource& k : kRuntimeKernelSources)
+      if (name == k.name) src = &k;
+    if (!src) throw Error("package: no source for runtime kernel " + name);
+    fs::path c_file = work / (name + ".c");
+    write_file(c_file, src->text);
+    std::string log;
+    auto bytes = compiled_object(cc, c_file, "-ffreestanding", log);
+    if (!bytes) throw Error("package: " + cc + " cannot compile runtime kernel " + name + ": " + log.substr(0, 400));
+    objects.push_back(work / (name + ".o"));
+    write_file(objects.back(), *bytes);
+  }
+  return objects;
 }
 
 // <m>Config.cmake: lets a CMake project use the package with find_package(<m> CONFIG PATHS DIR) or
@@ -352,6 +407,8 @@ PackageInfo build_package(const Graph& g, const PackageOptions& o, const std::st
   }
   std::vector<LiveRange> ranges;
   std::vector<size_t> range_slot;
+  // An extern call writes all its node's outputs at its first stage: they are live from there.
+  const std::vector<size_t> writer = lower::writer_stages(dag);
   for (size_t i = 0; i < dag.tensors.size(); ++i) {
     const te::TensorRef& t = dag.tensors[i];
     auto out_it = std::find(outs.begin(), outs.end(), t);
@@ -363,10 +420,18 @@ PackageInfo build_package(const Graph& g, const PackageOptions& o, const std::st
     for (size_t j = i + 1; j < dag.tensors.size(); ++j)
       for (const te::TensorRef& in : dag.tensors[j]->stage->inputs())
         if (in == t) last = static_cast<int64_t>(j);
-    ranges.push_back({num_elements(t->shape) * static_cast<int64_t>(dtype_size(t->dtype)), static_cast<int64_t>(i), last});
+    ranges.push_back({num_elements(t->shape) * static_cast<int64_t>(dtype_size(t->dtype)), static_cast<int64_t>(writer[i]), last});
     range_slot.push_back(slots.size());
     slots.push_back({Slot::Workspace, 0, nullptr});
   }
+  // Extern calls' scratch (lower_dag's last parameters): live during the call only.
+  for (const lower::ScratchBuffer& sb : func.scratch) {
+    const auto at = static_cast<int64_t>(sb.stage);
+    ranges.push_back({sb.buffer->size * static_cast<int64_t>(dtype_size(sb.buffer->dtype)), at, at});
+    range_slot.push_back(slots.size());
+    slots.push_back({Slot::Workspace, 0, nullptr});
+  }
+  if (slots.size() != func.params.size()) throw Error("package: kernel parameters and buffer slots disagree");
   MemoryPlan plan = plan_memory(ranges, kAlign);
   for (size_t k = 0; k < ranges.size(); ++k) slots[range_slot[k]].index = plan.offsets[k];
   info.workspace_size = plan.size;
@@ -391,16 +456,27 @@ PackageInfo build_package(const Graph& g, const PackageOptions& o, const std::st
   try {
     fs::path obj = tmp / (o.name + ".o");
     llvm_backend::emit_object(mod, *tm, obj.string());
-    auto member = llvm::NewArchiveMember::getFile(obj.string(), true);
-    if (!member) throw Error("package: cannot read " + obj.string());
+    // The runtime kernels the model calls, compiled for the target, join the model in the archive.
+    const std::set<std::string> kernels = runtime_kernels_called(func.body);
+    const fs::path kernel_dir = tmp / "runtime_kernels";
+    std::vector<fs::path> objects = {obj};
+    for (const fs::path& k : compile_runtime_kernels(kernels, o.cc, kernel_dir)) objects.push_back(k);
     std::vector<llvm::NewArchiveMember> members;
-    members.push_back(std::move(*member));
+    std::vector<std::string> member_names;  // plain file names, not the temporary directory's path
+    member_names.reserve(objects.size());
+    for (const fs::path& f : objects) {
+      auto member = llvm::NewArchiveMember::getFile(f.string(), true);
+      if (!member) throw Error("package: cannot read " + f.string());
+      member->MemberName = member_names.emplace_back(f.filename().string());
+      members.push_back(std::move(*member));
+    }
     if (llvm::Error e = llvm::writeArchive((tmp / ("lib" + o.name + ".a")).string(), members,
                                            llvm::SymtabWritingMode::NormalSymtab, llvm::object::Archive::K_GNU, true, false)) {
       std::string msg = llvm::toString(std::move(e));
       throw Error("package: cannot write the archive: " + msg);
     }
     fs::remove(obj);
+    fs::remove_all(kernel_dir, ec);
     // The optional thread pool: shipped beside the library, never inside it (the library stays free
     // of threads; a server links the pool explicitly).
     write_file(tmp / "kiln_parallel_pthread.h", kParallelPthreadH);
@@ -427,6 +503,7 @@ PackageInfo build_package(const Graph& g, const PackageOptions& o, const std::st
     j["memory_plan"] = {{"workspace_bytes", info.workspace_size}, {"peak_liveness_lower_bound", info.workspace_lower_bound},
                         {"alignment", kAlign}, {"intermediates", ranges.size()}};
     j["weights_bytes"] = info.weights_bytes;
+    j["runtime_kernels"] = kernels;
     for (const te::TensorRef& t : dag.tensors)
       j["kernels"].push_back({{"stage", t->name}, {"tag", t->stage->tag}, {"schedule", "default"}});
     j["extras"] = {{"cmake_config", o.name + "Config.cmake"},

@@ -14,8 +14,10 @@ struct PackageOptions {
   std::string target_name;     // for the metadata
   llvm_backend::MachineSpec machine;
   int vector_bits = 512;
-  // The target's C compiler. When set and it works, the optional pthread pool is also shipped
-  // compiled (kiln_parallel_pthread.o); the .c/.h are shipped either way.
+  // The target's C compiler. It compiles the runtime kernels (runtime/kernels/) of ops that are not
+  // loop nests (TopK, Det, BitCast) into lib<name>.a, so a model that has such ops needs it. When set
+  // and it works, the optional pthread pool is also shipped compiled (kiln_parallel_pthread.o); the
+  // .c/.h are shipped either way.
   std::string cc;
 };
 
@@ -37,7 +39,8 @@ struct PackageInfo {
   std::string model_hash;
 };
 
-/// Compiles a shape-inferred graph into DIR (created if needed): lib<m>.a, <m>.h, <m>.json, a CMake
+/// Compiles a shape-inferred graph into DIR (created if needed): lib<m>.a (the model's object plus the
+/// runtime kernels it calls, compiled with opts.cc), <m>.h, <m>.json, a CMake
 /// package file <m>Config.cmake (IMPORTED target kiln::<m>), and the optional pthread pool
 /// kiln_parallel_pthread.{c,h} (+ .o when opts.cc compiles it), which the library never needs. Files
 /// are written to a temporary directory beside DIR and moved into place only when everything

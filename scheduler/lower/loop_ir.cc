@@ -1,6 +1,7 @@
 #include "scheduler/lower/loop_ir.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "frontend/ir/error.h"
 #include "scheduler/te/compute.h"
@@ -77,6 +78,15 @@ Stmt block(std::vector<Stmt> stmts) {
   return n;
 }
 
+Stmt extern_call(const std::string& callee, std::vector<BufferRef> args, std::vector<int64_t> int_args) {
+  if (callee.empty()) throw Error("loop IR: extern call without a callee");
+  auto n = node(StmtKind::ExternCall);
+  n->callee = callee;
+  n->args = std::move(args);
+  n->int_args = std::move(int_args);
+  return n;
+}
+
 std::string print_stmt(const Stmt& s, int indent) {
   std::string pad(static_cast<size_t>(indent) * 2, ' ');
   if (!s) return "";
@@ -98,6 +108,11 @@ std::string print_stmt(const Stmt& s, int indent) {
       std::string out;
       for (const Stmt& b : s->body) out += print_stmt(b, indent);
       return out;
+    }
+    case StmtKind::ExternCall: {
+      std::vector<std::string> bufs;
+      for (const BufferRef& b : s->args) bufs.push_back(b ? b->name : "null");
+      return fmt::format("{}call {}({}; {})\n", pad, s->callee, fmt::join(bufs, ", "), fmt::join(s->int_args, ", "));
     }
   }
   return "";

@@ -30,14 +30,16 @@ Expr load(const BufferRef& b, const Expr& index);
 enum class ForKind { Serial, Parallel, Vectorized, Unrolled };
 const char* for_kind_name(ForKind k);
 
-enum class StmtKind { For, Store, Allocate, IfThenElse, Block };
+enum class StmtKind { For, Store, Allocate, IfThenElse, Block, ExternCall };
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
 
 /// One statement. For: `var` from 0 to `extent` (a constant), `body[0]`. Store: buffer[index] = value.
 /// Allocate: a local `buffer` live in `body[0]`. IfThenElse: `cond`, then `body[0]`, else `body[1]` (may
-/// be null). Block: `body` in order.
+/// be null). Block: `body` in order. ExternCall: `callee(args..., int_args...)`, a runtime kernel
+/// (runtime/kernels/) for an op that is not a loop nest; a null entry in `args` passes a null pointer
+/// (an output the model does not use).
 struct StmtNode {
   StmtKind kind;
   Expr var;
@@ -46,6 +48,9 @@ struct StmtNode {
   BufferRef buffer;
   Expr index, value, cond;
   std::vector<Stmt> body;
+  std::string callee;
+  std::vector<BufferRef> args;
+  std::vector<int64_t> int_args;
 };
 
 Stmt for_loop(const Expr& var, int64_t extent, ForKind kind, Stmt body);
@@ -53,15 +58,26 @@ Stmt store(const BufferRef& b, const Expr& index, const Expr& value);
 Stmt allocate(const BufferRef& b, Stmt body);
 Stmt if_then_else(const Expr& cond, Stmt then_case, Stmt else_case = nullptr);
 Stmt block(std::vector<Stmt> stmts);
+Stmt extern_call(const std::string& callee, std::vector<BufferRef> args, std::vector<int64_t> int_args);
+
+/// Workspace an extern call needs only while it runs; `stage` is the position (in the DAG's stage
+/// order) of the call, so the memory plan can reuse the bytes before and after it.
+struct ScratchBuffer {
+  BufferRef buffer;
+  size_t stage;
+};
 
 /// A compiled unit: global buffers it reads and writes (parameters, in this order) and its body.
+/// `scratch` lists the parameters that are extern calls' scratch buffers.
 struct LoweredFunc {
   std::string name;
   std::vector<BufferRef> params;
   Stmt body;
+  std::vector<ScratchBuffer> scratch;
 };
 
-/// Prints as indented pseudo-C: `parallel for i0 in 0..64:`, `out[(i0 * 8) + i1] = ...`.
+/// Prints as indented pseudo-C: `parallel for i0 in 0..64:`, `out[(i0 * 8) + i1] = ...`,
+/// `call kiln_rt_topk(x, values, null, scratch; 1, 4, 3)`.
 std::string print_stmt(const Stmt& s, int indent = 0);
 std::string print_func(const LoweredFunc& f);
 

@@ -1,6 +1,7 @@
 #include "scheduler/lower/lower_dag.h"
 
 #include "frontend/ir/error.h"
+#include "scheduler/lower/extern_calls.h"
 
 namespace kiln::lower {
 namespace {
@@ -37,7 +38,55 @@ Expr combine(te::Reducer r, const Expr& acc, const Expr& v) {
   throw Error("loop IR: reduction without a reducer");
 }
 
+// Extern stages of one node: the same op writing the same outputs from the same inputs. Stages hold
+// copies of the node, so identity is by content; output names are unique in a graph.
+bool same_extern_node(const te::Stage& a, const te::Stage& b) {
+  return a.extern_node->op_type == b.extern_node->op_type && a.extern_node->domain == b.extern_node->domain &&
+         a.extern_node->outputs == b.extern_node->outputs && a.extern_inputs == b.extern_inputs;
+}
+
+// The call for the extern stages `group` (stage indices of one node, the first being the call's position).
+Stmt lower_extern_group(const te::ComputeDAG& dag, const std::vector<size_t>& group,
+                        const std::map<const te::TensorNode*, BufferRef>& buffers, LoweredFunc& f) {
+  const te::Stage& first = *dag.tensors[group[0]]->stage;
+  std::vector<te::TensorRef> outputs(first.extern_node->outputs.size());
+  for (size_t i : group) {
+    const te::TensorRef& t = dag.tensors[i];
+    auto o = static_cast<size_t>(t->stage->extern_output);
+    if (o >= outputs.size()) throw Error("stage '" + t->name + "': extern output out of range");
+    outputs[o] = t;
+  }
+  ExternCallSpec spec = extern_call_spec(*first.extern_node, first.extern_inputs, outputs, buffers);
+  if (spec.takes_scratch) {
+    BufferRef scratch;  // null when the call needs no bytes (k = 0, a 0 x 0 matrix)
+    if (spec.scratch_bytes > 0) {
+      scratch = make_buffer(first.name + ".scratch", DType::UInt8, spec.scratch_bytes);
+      f.params.push_back(scratch);
+      f.scratch.push_back({scratch, group[0]});
+    }
+    spec.args.push_back(scratch);
+  }
+  return extern_call(spec.callee, std::move(spec.args), std::move(spec.int_args));
+}
+
 }  // namespace
+
+std::vector<size_t> writer_stages(const te::ComputeDAG& dag) {
+  std::vector<size_t> writer(dag.tensors.size());
+  for (size_t i = 0; i < dag.tensors.size(); ++i) {
+    writer[i] = i;
+    const te::Stage& s = *dag.tensors[i]->stage;
+    if (!s.is_extern()) continue;
+    for (size_t j = 0; j < i; ++j) {
+      const te::Stage& earlier = *dag.tensors[j]->stage;
+      if (earlier.is_extern() && writer[j] == j && same_extern_node(earlier, s)) {
+        writer[i] = j;
+        break;
+      }
+    }
+  }
+  return writer;
+}
 
 Expr flatten_loads(const Expr& e, const std::map<const te::TensorNode*, BufferRef>& buffers) {
   if (!e) return e;
@@ -52,7 +101,7 @@ Expr flatten_loads(const Expr& e, const std::map<const te::TensorNode*, BufferRe
 Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::TensorNode*, BufferRef>& buffers,
                          const ScheduleParams& p) {
   const te::Stage& s = *t->stage;
-  if (s.is_extern()) throw Unsupported("stage '" + s.name + "': extern kernels are not compiled yet");
+  if (s.is_extern()) throw Error("stage '" + s.name + "': an extern stage has no loop nest (lower_dag calls its kernel)");
   const BufferRef& out = buffers.at(t.get());
   const size_t rank = s.axes.size();
   const int64_t total = num_elements(s.shape);
@@ -124,8 +173,20 @@ LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const 
     buffers[t.get()] = b;
     f.params.push_back(b);
   }
+  const std::vector<size_t> writer = writer_stages(dag);
   std::vector<Stmt> stages;
-  for (const te::TensorRef& t : dag.tensors) stages.push_back(lower_stage_default(t, buffers, p));
+  for (size_t i = 0; i < dag.tensors.size(); ++i) {
+    const te::TensorRef& t = dag.tensors[i];
+    if (!t->stage->is_extern()) {
+      stages.push_back(lower_stage_default(t, buffers, p));
+      continue;
+    }
+    if (writer[i] != i) continue;  // the call at an earlier stage of the same node wrote it
+    std::vector<size_t> group;
+    for (size_t j = i; j < dag.tensors.size(); ++j)
+      if (writer[j] == i) group.push_back(j);
+    stages.push_back(lower_extern_group(dag, group, buffers, f));
+  }
   f.body = block(std::move(stages));
   return f;
 }

@@ -24,9 +24,16 @@ Stmt lower_stage_default(const te::TensorRef& stage_output,
                          const std::map<const te::TensorNode*, BufferRef>& buffers, const ScheduleParams& params);
 
 /// Lowers a whole DAG into one function: parameters are the placeholders, then every stage's output
-/// buffer (intermediates included; the package places them in the workspace). Extern stages are not
-/// supported here yet and raise Unsupported.
+/// buffer (intermediates included; the package places them in the workspace), then the extern calls'
+/// scratch buffers (also listed in `scratch`). Extern stages become calls of runtime kernels: one
+/// call per node, at its first extern stage, writing every output of the node the DAG has (TopK's
+/// values and indices). Ops without a runtime kernel raise Unsupported.
 LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const ScheduleParams& params);
+
+/// For each of dag.tensors, the index of the stage whose code writes it: itself, or for an extern
+/// stage the node's first extern stage, whose call writes all of them. A memory plan must treat a
+/// tensor as live from there.
+std::vector<size_t> writer_stages(const te::ComputeDAG& dag);
 
 /// Rewrites multi-dimensional te loads into flat loads of `buffers` (row-major).
 Expr flatten_loads(const Expr& e, const std::map<const te::TensorNode*, BufferRef>& buffers);

@@ -1,0 +1,58 @@
+/* kiln_rt_kernels.h: runtime kernels for the ops that are not loop nests (TopK, Det, BitCast).
+ *
+ * Generated code calls these through plain C symbols; build_package compiles the ones a model uses with
+ * the target's C compiler and adds them to lib<m>.a. They are C11 with no malloc, no stdio and no libm,
+ * so a package needs nothing from the C library that the loop-nest code does not already need.
+ *
+ * Conventions shared by every kernel:
+ *  - Tensors are dense, row-major, little endian, as kiln stores them.
+ *  - `dtype` is the ONNX TensorProto element type (the values of the KILN_RT_* constants below).
+ *  - An output pointer may be NULL when the model does not use that output; the kernel then skips it.
+ *  - `scratch`, where a kernel has one, is workspace memory the memory plan reserved for the call
+ *    (aligned to 64 bytes, size documented per kernel; NULL when that size is 0); its contents on
+ *    entry are unspecified. It is always the last pointer parameter.
+ *  - Integer parameters are int64_t so the code generator passes every one the same way.
+ */
+#ifndef KILN_RT_KERNELS_H_
+#define KILN_RT_KERNELS_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  KILN_RT_FLOAT32 = 1,
+  KILN_RT_UINT8 = 2,
+  KILN_RT_INT8 = 3,
+  KILN_RT_UINT16 = 4,
+  KILN_RT_INT16 = 5,
+  KILN_RT_INT32 = 6,
+  KILN_RT_INT64 = 7,
+  KILN_RT_BOOL = 9,
+  KILN_RT_FLOAT16 = 10,
+  KILN_RT_FLOAT64 = 11,
+  KILN_RT_UINT32 = 12,
+  KILN_RT_UINT64 = 13,
+  KILN_RT_BFLOAT16 = 16
+};
+
+/* TopK over the middle axis of x viewed as [outer, extent, inner]: values and indices are
+ * [outer, k, inner], best first (largest or smallest), ties broken by the lower index, NaN ordered
+ * above every number. values has x's dtype; indices is int64. scratch: k int64_t. */
+void kiln_rt_topk(const void* x, void* values, int64_t* indices, int64_t* scratch, int64_t dtype, int64_t outer,
+                  int64_t extent, int64_t inner, int64_t k, int64_t largest);
+
+/* Determinants of `batch` row-major n x n matrices (float32 or float64), by LU decomposition with
+ * partial pivoting in double precision. scratch: n * n doubles. */
+void kiln_rt_det(const void* x, void* y, double* scratch, int64_t dtype, int64_t batch, int64_t n);
+
+/* Reinterprets `bytes` bytes of x as the output's dtype: a byte copy (both little endian). */
+void kiln_rt_bitcast(const void* x, void* y, int64_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_RT_KERNELS_H_ */

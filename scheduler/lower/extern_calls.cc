@@ -1,0 +1,97 @@
+#include "scheduler/lower/extern_calls.h"
+
+#include "frontend/ir/error.h"
+#include "frontend/ops/op_util.h"
+
+namespace kiln::lower {
+namespace {
+
+using te::TensorRef;
+
+// The pieces every spec needs: buffers by tensor (null stays null) and a present output's shape.
+struct CallContext {
+  const Node& node;
+  const std::vector<TensorRef>& inputs;
+  const std::vector<TensorRef>& outputs;
+  const std::map<const te::TensorNode*, BufferRef>& buffers;
+
+  const TensorRef& input(size_t i) const {
+    if (i >= inputs.size() || !inputs[i]) throw Error(node.label() + ": extern call without input " + std::to_string(i));
+    return inputs[i];
+  }
+  BufferRef buffer(const TensorRef& t) const { return t ? buffers.at(t.get()) : nullptr; }
+  BufferRef output_buffer(size_t i) const { return i < outputs.size() ? buffer(outputs[i]) : nullptr; }
+  // Outputs that share a shape (TopK's values and indices): whichever the DAG has.
+  const TensorRef& any_output() const {
+    for (const TensorRef& t : outputs)
+      if (t) return t;
+    throw Error(node.label() + ": extern call with no output");
+  }
+};
+
+int64_t product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+// TopK over X viewed as [outer, extent, inner]; k is the output's extent on the axis, which shape
+// inference already took from the (constant) K input or the attribute.
+ExternCallSpec topk_call(const CallContext& c) {
+  const TensorRef& x = c.input(0);
+  if (!is_supported(x->dtype) || dtype_size(x->dtype) == 0)
+    throw Unsupported(c.node.label() + ": TopK of " + dtype_name(x->dtype) + " has no runtime kernel");
+  const int64_t rank = static_cast<int64_t>(x->shape.size());
+  const auto axis = static_cast<size_t>(normalize_axis(c.node, c.node.attr_int("axis", -1), rank));
+  const int64_t k = c.any_output()->shape[axis];
+  ExternCallSpec s;
+  s.callee = "kiln_rt_topk";
+  s.args = {c.buffer(x), c.output_buffer(0), c.output_buffer(1)};
+  s.int_args = {static_cast<int64_t>(x->dtype), product(x->shape, 0, axis), x->shape[axis],
+                product(x->shape, axis + 1, x->shape.size()), k, c.node.attr_int("largest", 1) != 0 ? 1 : 0};
+  s.takes_scratch = true;
+  s.scratch_bytes = k * static_cast<int64_t>(sizeof(int64_t));  // the row's heap of positions
+  return s;
+}
+
+// Det of [..., n, n]: one determinant per leading index.
+ExternCallSpec det_call(const CallContext& c) {
+  const TensorRef& x = c.input(0);
+  if (x->dtype != DType::Float32 && x->dtype != DType::Float64)
+    throw Unsupported(c.node.label() + ": Det of " + dtype_name(x->dtype) + " has no runtime kernel (float32, float64)");
+  const int64_t n = x->shape.back();
+  ExternCallSpec s;
+  s.callee = "kiln_rt_det";
+  s.args = {c.buffer(x), c.output_buffer(0)};
+  s.int_args = {static_cast<int64_t>(x->dtype), product(x->shape, 0, x->shape.size() - 2), n};
+  s.takes_scratch = true;
+  s.scratch_bytes = n * n * static_cast<int64_t>(sizeof(double));  // the matrix being eliminated
+  return s;
+}
+
+// BitCast keeps the byte count: a copy of the input's bytes.
+ExternCallSpec bitcast_call(const CallContext& c) {
+  const TensorRef& x = c.input(0);
+  ExternCallSpec s;
+  s.callee = "kiln_rt_bitcast";
+  s.args = {c.buffer(x), c.output_buffer(0)};
+  s.int_args = {num_elements(x->shape) * static_cast<int64_t>(dtype_size(x->dtype))};
+  return s;
+}
+
+}  // namespace
+
+ExternCallSpec extern_call_spec(const Node& node, const std::vector<TensorRef>& inputs,
+                                const std::vector<TensorRef>& outputs,
+                                const std::map<const te::TensorNode*, BufferRef>& buffers) {
+  CallContext c{node, inputs, outputs, buffers};
+  if (node.domain.empty() || node.domain == "ai.onnx") {
+    if (node.op_type == "TopK") return topk_call(c);
+    if (node.op_type == "Det") return det_call(c);
+    if (node.op_type == "BitCast") return bitcast_call(c);
+  }
+  throw Unsupported(node.label() + ": no runtime kernel is compiled for " + node.op_type +
+                    " (with constant inputs it folds away or becomes a loop nest)");
+}
+
+}  // namespace kiln::lower

@@ -1,0 +1,77 @@
+/* The runtime kernels (runtime/kernels/) on the cases conformance data does not reach: NaN ordering,
+ * ties, a strided axis, an unused output, float16 keys, singular and pivoting matrices. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kiln_rt_kernels.h"
+
+static int failures = 0;
+#define CHECK(cond)                                               \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      fprintf(stderr, "%s:%d: CHECK(%s)\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                 \
+    }                                                             \
+  } while (0)
+
+static void topk_nan_and_ties(void) {
+  const float nan = 0.0f / 0.0f;
+  float x[6] = {1.0f, nan, 3.0f, 3.0f, -1.0f, nan};
+  float values[4];
+  int64_t indices[4], scratch[4];
+  kiln_rt_topk(x, values, indices, scratch, KILN_RT_FLOAT32, 1, 6, 1, 4, 1);
+  /* NaN ranks above numbers; equal keys (NaN with NaN too) keep the lower index first. */
+  CHECK(indices[0] == 1 && indices[1] == 5 && indices[2] == 2 && indices[3] == 3);
+  CHECK(values[0] != values[0] && values[2] == 3.0f);
+  kiln_rt_topk(x, values, indices, scratch, KILN_RT_FLOAT32, 1, 6, 1, 3, 0);
+  CHECK(indices[0] == 4 && indices[1] == 0 && indices[2] == 2);
+}
+
+static void topk_strided_axis_without_values(void) {
+  /* x[2][3][2], TopK over the middle axis, k = 2, indices only. */
+  int32_t x[12] = {5, 0, 7, 1, 6, 2, /* */ -1, 9, -3, 9, -2, 8};
+  int64_t indices[8], scratch[2];
+  kiln_rt_topk(x, NULL, indices, scratch, KILN_RT_INT32, 2, 3, 2, 2, 1);
+  const int64_t want[8] = {1, 2, 2, 1, 0, 0, 2, 1};
+  CHECK(memcmp(indices, want, sizeof want) == 0);
+}
+
+static void topk_float16_and_k_zero(void) {
+  uint16_t x[4] = {0x3c00 /* 1 */, 0xc000 /* -2 */, 0x0001 /* smallest subnormal */, 0x7c00 /* inf */};
+  uint16_t values[4];
+  int64_t indices[4], scratch[4];
+  kiln_rt_topk(x, values, indices, scratch, KILN_RT_FLOAT16, 1, 4, 1, 4, 1);
+  CHECK(indices[0] == 3 && indices[1] == 0 && indices[2] == 2 && indices[3] == 1);
+  CHECK(values[0] == 0x7c00 && values[3] == 0xc000);
+  kiln_rt_topk(x, values, indices, NULL, KILN_RT_FLOAT16, 1, 4, 1, 0, 1); /* k = 0 touches nothing */
+}
+
+static void det_cases(void) {
+  double a[2][9] = {{0, 2, 1, 3, 0, 0, 1, 1, 1}, /* needs a row swap: det = -3 */
+                    {1, 2, 3, 2, 4, 6, 7, 8, 9}}; /* singular */
+  double y[2], scratch[9];
+  kiln_rt_det(a, y, scratch, KILN_RT_FLOAT64, 2, 3);
+  CHECK(y[0] > -3.0 - 1e-12 && y[0] < -3.0 + 1e-12);
+  CHECK(y[1] == 0.0);
+  float f[4] = {2, 1, 1, 3}, fy;
+  double fs[4];
+  kiln_rt_det(f, &fy, fs, KILN_RT_FLOAT32, 1, 2);
+  CHECK(fy == 5.0f);
+}
+
+static void bitcast_copies_bytes(void) {
+  float x = 1.0f;
+  uint8_t y[4];
+  kiln_rt_bitcast(&x, y, 4);
+  CHECK(y[0] == 0 && y[1] == 0 && y[2] == 0x80 && y[3] == 0x3f); /* little endian 0x3f800000 */
+}
+
+int main(void) {
+  topk_nan_and_ties();
+  topk_strided_axis_without_values();
+  topk_float16_and_k_zero();
+  det_cases();
+  bitcast_copies_bytes();
+  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+  return failures != 0;
+}

@@ -1,0 +1,77 @@
+// Loop IR of runtime-kernel calls: how an extern call prints, and that lower_dag turns the extern
+// stages of one node (TopK's values and indices) into a single call writing both buffers.
+#include <gtest/gtest.h>
+
+#include "frontend/ir/error.h"
+#include "scheduler/lower/lower_dag.h"
+#include "scheduler/lower/loop_ir.h"
+
+namespace kiln {
+namespace {
+
+using lower::make_buffer;
+
+TEST(LoopIr, PrintsExternCallWithNullForAbsentBuffers) {
+  lower::BufferRef x = make_buffer("x", DType::Float32, 12);
+  lower::BufferRef values = make_buffer("values", DType::Float32, 6);
+  lower::Stmt call = lower::extern_call("kiln_rt_topk", {x, values, nullptr}, {1, 4, 3});
+  EXPECT_EQ(lower::print_stmt(call, 1), "  call kiln_rt_topk(x, values, null; 1, 4, 3)\n");
+  EXPECT_EQ(lower::print_stmt(lower::block({call, call})),
+            "call kiln_rt_topk(x, values, null; 1, 4, 3)\ncall kiln_rt_topk(x, values, null; 1, 4, 3)\n");
+}
+
+Node topk_node() {
+  Node n;
+  n.name = "topk";
+  n.op_type = "TopK";
+  n.opset = 11;
+  n.inputs = {"x", "k"};
+  n.outputs = {"v", "i"};
+  return n;  // axis -1, largest: the defaults
+}
+
+// x[2, 5] -> values/indices [2, 3] along the last axis.
+struct TopKDag {
+  te::TensorRef x = te::placeholder("x", DType::Float32, {2, 5});
+  te::TensorRef values = te::extern_stage("values", topk_node(), {x}, 0, DType::Float32, {2, 3});
+  te::TensorRef indices = te::extern_stage("indices", topk_node(), {x}, 1, DType::Int64, {2, 3});
+};
+
+TEST(LowerDag, TopKValuesAndIndicesAreOneCall) {
+  TopKDag t;
+  // A stage between the two outputs: the call still happens once, at the first.
+  te::TensorRef twice = te::compute("twice", "elementwise", DType::Float32, {2, 3},
+                                    [&](const std::vector<te::Expr>& idx) { return te::at(t.values, idx) * te::at(t.values, idx); });
+  te::ComputeDAG dag = te::make_dag({twice, t.indices});
+  ASSERT_EQ(dag.tensors.size(), 3u);
+  EXPECT_EQ(lower::writer_stages(dag), (std::vector<size_t>{0, 1, 0}));
+  lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
+  std::string text = lower::print_func(f);
+  EXPECT_NE(text.find("  call kiln_rt_topk(x, values, indices, values.scratch; 1, 2, 5, 1, 3, 1)\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("call", text.find("call") + 1), std::string::npos) << "one call only:\n" << text;
+  ASSERT_EQ(f.scratch.size(), 1u);
+  EXPECT_EQ(f.scratch[0].stage, 0u);
+  EXPECT_EQ(f.scratch[0].buffer->size, 3 * 8);  // k positions
+  EXPECT_EQ(f.params.back(), f.scratch[0].buffer);
+}
+
+TEST(LowerDag, UnusedTopKOutputIsANullArgument) {
+  TopKDag t;
+  lower::LoweredFunc f = lower::lower_dag(te::make_dag({t.indices}), "k", {});
+  EXPECT_NE(lower::print_func(f).find("call kiln_rt_topk(x, null, indices, indices.scratch; "), std::string::npos)
+      << lower::print_func(f);
+}
+
+TEST(LowerDag, OpWithoutRuntimeKernelIsUnsupported) {
+  Node n;
+  n.name = "nz";
+  n.op_type = "NonZero";
+  n.outputs = {"y"};
+  te::TensorRef x = te::placeholder("x", DType::Float32, {4});
+  te::TensorRef y = te::extern_stage("y", n, {x}, 0, DType::Int64, {1, 2});
+  EXPECT_THROW(lower::lower_dag(te::make_dag({y}), "k", {}), Unsupported);
+}
+
+}  // namespace
+}  // namespace kiln
