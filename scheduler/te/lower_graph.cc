@@ -4,6 +4,37 @@
 
 namespace kiln::te {
 
+void lower_node(const Graph& g, const Node& n, const std::function<TensorRef(const std::string&)>& tensor_of,
+                std::map<std::string, TensorRef>& env) {
+  const OpLowering* l = find_lowering(n.domain, n.op_type);
+  if (!l) throw Unsupported(g.source + ": " + n.label() + ": no tensor-expression lowering yet");
+  std::vector<TensorRef> ins;
+  std::vector<const Tensor*> consts;
+  for (const auto& in : n.inputs) {
+    ins.push_back(in.empty() ? nullptr : tensor_of(in));
+    consts.push_back(in.empty() ? nullptr : g.value(in).constant.get());
+  }
+  std::vector<DType> out_dtypes;
+  std::vector<Shape> out_shapes;
+  for (const auto& o : n.outputs) {
+    out_dtypes.push_back(o.empty() ? DType::Undefined : g.value(o).dtype);
+    out_shapes.push_back(o.empty() ? Shape{} : g.value(o).shape);
+  }
+  LowerContext ctx(n, std::move(ins), std::move(consts), std::move(out_dtypes), std::move(out_shapes));
+  try {
+    l->lower(ctx);
+  } catch (const Unsupported& e) {
+    throw Unsupported(g.source + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(g.source + ": " + e.what());
+  }
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    if (n.outputs[i].empty()) continue;
+    if (!ctx.outputs()[i]) throw Error(g.source + ": " + n.label() + ": lowering set no output " + std::to_string(i));
+    env[n.outputs[i]] = ctx.outputs()[i];
+  }
+}
+
 LoweredGraph lower_graph(const Graph& g) {
   LoweredGraph lg;
   std::map<std::string, TensorRef> env;
@@ -23,33 +54,7 @@ LoweredGraph lower_graph(const Graph& g) {
     for (const auto& o : n.outputs)
       if (!o.empty() && !g.value(o).constant) all_constant = false;
     if (all_constant) continue;
-    const OpLowering* l = find_lowering(n.domain, n.op_type);
-    if (!l) throw Unsupported(g.source + ": " + n.label() + ": no tensor-expression lowering yet");
-    std::vector<TensorRef> ins;
-    std::vector<const Tensor*> consts;
-    for (const auto& in : n.inputs) {
-      ins.push_back(in.empty() ? nullptr : tensor_of(in));
-      consts.push_back(in.empty() ? nullptr : g.value(in).constant.get());
-    }
-    std::vector<DType> out_dtypes;
-    std::vector<Shape> out_shapes;
-    for (const auto& o : n.outputs) {
-      out_dtypes.push_back(o.empty() ? DType::Undefined : g.value(o).dtype);
-      out_shapes.push_back(o.empty() ? Shape{} : g.value(o).shape);
-    }
-    LowerContext ctx(n, std::move(ins), std::move(consts), std::move(out_dtypes), std::move(out_shapes));
-    try {
-      l->lower(ctx);
-    } catch (const Unsupported& e) {
-      throw Unsupported(g.source + ": " + e.what());
-    } catch (const Error& e) {
-      throw Error(g.source + ": " + e.what());
-    }
-    for (size_t i = 0; i < n.outputs.size(); ++i) {
-      if (n.outputs[i].empty()) continue;
-      if (!ctx.outputs()[i]) throw Error(g.source + ": " + n.label() + ": lowering set no output " + std::to_string(i));
-      env[n.outputs[i]] = ctx.outputs()[i];
-    }
+    lower_node(g, n, tensor_of, env);
   }
   for (const std::string& o : g.outputs) lg.outputs.push_back(tensor_of(o));
   lg.dag = make_dag(lg.outputs);

@@ -1,5 +1,6 @@
 /// \file A whole graph as tensor expressions.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 
@@ -19,5 +20,10 @@ struct LoweredGraph {
 
 /// Requires a shape-inferred graph. Throws Unsupported for an op without a lowering.
 LoweredGraph lower_graph(const Graph& g);
+
+/// Lowers one node with its op's OpLowering: `tensor_of` gives the tensor of each input value, and the
+/// node's output tensors are recorded in `env`. Errors name the graph's file and the node.
+void lower_node(const Graph& g, const Node& n, const std::function<TensorRef(const std::string&)>& tensor_of,
+                std::map<std::string, TensorRef>& env);
 
 }  // namespace kiln::te

@@ -1,6 +1,10 @@
 #include "tests/frontend/test_models.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <sys/wait.h>
 
 namespace kiln::testing {
 
@@ -13,6 +17,16 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
+}
+
+CliResult run_kiln(const std::string& args, const TempDir& dir) {
+  std::string err_file = dir.path("stderr.txt");
+  std::string cmd = std::string("timeout 60 ") + KILN_BINARY + " " + args + " >/dev/null 2>" + err_file;
+  int status = std::system(cmd.c_str());
+  std::ifstream in(err_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
 }
 
 ModelBuilder relu_model() {

@@ -18,6 +18,14 @@ class TempDir {
   std::filesystem::path dir_;
 };
 
+/// What the kiln binary did: its exit code and everything it wrote on stderr.
+struct CliResult {
+  int exit_code;
+  std::string stderr_text;
+};
+/// Runs `kiln ARGS` (stdout discarded, at most 60 s), keeping stderr in `dir`.
+CliResult run_kiln(const std::string& args, const TempDir& dir);
+
 /// x[1,4] float -> Relu -> y: the smallest useful model, for tests to mutate.
 ModelBuilder relu_model();
 

@@ -17,20 +17,8 @@ namespace fs = std::filesystem;
 
 const std::string kModel = std::string(KILN_SOURCE_DIR) + "/examples/tiny_cnn.onnx";
 
-struct CliResult {
-  int exit_code;
-  std::string stderr_text;
-};
-
-CliResult run_kiln(const std::string& args, const testing::TempDir& dir) {
-  std::string err_file = dir.path("stderr.txt");
-  std::string cmd = std::string("timeout 60 ") + KILN_BINARY + " " + args + " >/dev/null 2>" + err_file;
-  int status = std::system(cmd.c_str());
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
-}
+using testing::CliResult;
+using testing::run_kiln;
 
 // Every entry under `dir` (recursively), except the test's own stderr capture and `keep`.
 std::vector<std::string> entries(const std::string& dir, const std::vector<std::string>& keep = {}) {

@@ -13,20 +13,8 @@
 namespace kiln {
 namespace {
 
-struct CliResult {
-  int exit_code;
-  std::string stderr_text;
-};
-
-CliResult run_kiln(const std::string& args, const testing::TempDir& dir) {
-  std::string err_file = dir.path("stderr.txt");
-  std::string cmd = std::string("timeout 60 ") + KILN_BINARY + " " + args + " >/dev/null 2>" + err_file;
-  int status = std::system(cmd.c_str());
-  std::ifstream in(err_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
-}
+using testing::CliResult;
+using testing::run_kiln;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
