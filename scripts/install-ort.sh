@@ -8,7 +8,11 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
 fi
-if [ -f "$dir/node_modules/onnxruntime-node/package.json" ] && [ -f "$dir/node_modules/protobufjs/package.json" ]; then
+# One installer at a time: tests that call this concurrently must not load a half-written library.
+exec 9>"$dir/.install.lock"
+flock 9
+if [ -f "$dir/node_modules/.kiln-installed" ]; then
   exit 0
 fi
 (cd "$dir" && ONNXRUNTIME_NODE_INSTALL=skip npm install --silent --no-audit --no-fund >/dev/null)
+touch "$dir/node_modules/.kiln-installed"

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/install-ort.sh   # ONNX Runtime (npm), the peer of the `ort` tests: installed once, before tests run in parallel
 scripts/build.sh
 args=(--test-dir build --output-on-failure -j "$(nproc)")
 if [ -n "${KILN_TEST_LABELS:-}" ]; then args+=(-L "$KILN_TEST_LABELS"); fi
