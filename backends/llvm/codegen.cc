@@ -579,6 +579,18 @@ class FuncEmitter {
     if (s->for_kind == ForKind::Vectorized && !vec_var_) {
       int lanes = lanes_for(dtype_of_body(s->body[0]));
       int64_t main = s->extent / lanes * lanes;
+      if (lanes > 1 && main == s->extent && s->extent <= 4 * static_cast<int64_t>(lanes)) {
+        // A short vectorized loop (a register tile's row): straight-line vector code, so the local
+        // accumulator indices are constants and SROA keeps the tile in registers.
+        for (int64_t base = 0; base < s->extent; base += lanes) {
+          vec_var_ = var;
+          vec_base_ = b_.getInt64(static_cast<uint64_t>(base));
+          lanes_ = lanes;
+          emit_stmt(s->body[0]);
+          vec_var_ = nullptr;
+        }
+        return;
+      }
       if (lanes > 1 && main > 0) {
         counted_loop(b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(main)), lanes, var->name + ".vec",
                      [&](llvm::Value* v) {
@@ -595,6 +607,15 @@ class FuncEmitter {
                      emit_stmt(s->body[0]);
                      vars_.erase(var);
                    });
+      return;
+    }
+    if (s->for_kind == ForKind::Unrolled && s->extent <= 16) {
+      // Fully unrolled: the body once per iteration with the variable bound to a constant.
+      for (int64_t i = 0; i < s->extent; ++i) {
+        vars_[var] = b_.getInt64(static_cast<uint64_t>(i));
+        emit_stmt(s->body[0]);
+      }
+      vars_.erase(var);
       return;
     }
     counted_loop(b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(s->extent)), 1, var->name, [&](llvm::Value* v) {

@@ -38,6 +38,23 @@ Expr combine(te::Reducer r, const Expr& acc, const Expr& v) {
   throw Error("loop IR: reduction without a reducer");
 }
 
+// `e` with every occurrence of a variable in `m` (by node identity) replaced by its expression.
+Expr substitute(const Expr& e, const std::map<const te::ExprNode*, Expr>& m) {
+  if (!e) return e;
+  if (e->op == ExprOp::Var) {
+    auto it = m.find(e.get());
+    return it == m.end() ? e : it->second;
+  }
+  if (e->args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const Expr& a : e->args) {
+    args.push_back(substitute(a, m));
+    changed = changed || args.back() != a;
+  }
+  return changed ? rebuild(*e, std::move(args)) : e;
+}
+
 // Extern stages of one node: the same op writing the same outputs from the same inputs. Stages hold
 // copies of the node, so identity is by content; output names are unique in a graph.
 bool same_extern_node(const te::Stage& a, const te::Stage& b) {
@@ -137,6 +154,73 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       inner = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, ForKind::Serial, inner);
     return inner;
   };
+  // Register tiling (matmul, conv): a T x J tile of the two innermost spatial axes accumulates in
+  // registers (J a multiple of the vector width), so each reduction step loads a row of the right-hand
+  // operand once for T rows. Rows and columns past the last whole tile use the untiled scheme below.
+  const int lanes = lanes_for(s.dtype, p);
+  if (rank >= 2 && lanes > 1 && s.dtype != DType::Bool && s.shape[rank - 1] >= lanes) {
+    const int64_t e1 = s.shape[rank - 1], e2 = s.shape[rank - 2];
+    const int64_t J = e1 >= 2 * lanes ? 2 * lanes : lanes;
+    const int64_t T = std::min<int64_t>(4, e2);
+    const int64_t m1 = e1 / J, m2 = e2 / T;
+    const Expr& iv = s.axes[rank - 2];
+    const Expr& jv = s.axes[rank - 1];
+    // The stage's statements with the two inner axes replaced by `i` and `j`.
+    auto at = [&](const Expr& i, const Expr& j) {
+      std::map<const te::ExprNode*, Expr> m{{iv.get(), i}, {jv.get(), j}};
+      struct {
+        Expr body, init, out_index;
+      } r{substitute(body, m), substitute(init, m), substitute(out_index, m)};
+      return r;
+    };
+    // Untiled: rows i = i0 + ii (ii < rows, the loop variable `ii` given), columns j = j0 + jj, jj < cols.
+    auto untiled = [&](const Expr& i, int64_t j0, int64_t cols) -> Stmt {
+      Expr jj = te::var(jv->name + ".r");
+      auto e = at(i, jj + j0);
+      if (cols > 4096) {
+        BufferRef acc = make_buffer(s.name + ".acc", s.dtype, 1, true);
+        Expr a = load(acc, te::int_imm(0));
+        return for_loop(jj, cols, ForKind::Serial,
+                        allocate(acc, block({store(acc, te::int_imm(0), e.init),
+                                             reduction_loops(store(acc, te::int_imm(0), combine(s.reducer, a, e.body))),
+                                             store(out, e.out_index, a)})));
+      }
+      BufferRef acc = make_buffer(s.name + ".acc", s.dtype, cols, true);
+      Expr a = load(acc, jj);
+      auto along = [&](Stmt st) { return for_loop(jj, cols, ForKind::Vectorized, std::move(st)); };
+      return allocate(acc, block({along(store(acc, jj, e.init)),
+                                  reduction_loops(along(store(acc, jj, combine(s.reducer, a, e.body)))),
+                                  along(store(out, e.out_index, a))}));
+    };
+    Expr io = te::var(iv->name + ".o"), ii = te::var(iv->name + ".i");
+    Expr jo = te::var(jv->name + ".o"), ji = te::var(jv->name + ".i");
+    auto e = at(io * T + ii, jo * J + ji);
+    BufferRef acc = make_buffer(s.name + ".tile", s.dtype, T * J, true);
+    Expr slot = ii * J + ji;
+    Expr a = load(acc, slot);
+    auto over_tile = [&](Stmt st) {
+      return for_loop(ii, T, ForKind::Unrolled, for_loop(ji, J, ForKind::Vectorized, std::move(st)));
+    };
+    Stmt tile = for_loop(jo, m1, ForKind::Serial,
+                         allocate(acc, block({over_tile(store(acc, slot, e.init)),
+                                              reduction_loops(over_tile(store(acc, slot, combine(s.reducer, a, e.body)))),
+                                              over_tile(store(out, e.out_index, a))})));
+    std::vector<Stmt> row_block{tile};
+    if (e1 % J != 0) {  // the last columns of the tile's rows
+      Expr ir = te::var(iv->name + ".t");
+      row_block.push_back(for_loop(ir, T, ForKind::Serial, untiled(io * T + ir, m1 * J, e1 % J)));
+    }
+    std::vector<Stmt> parts{for_loop(io, m2, parallel_axis == rank - 2 ? ForKind::Parallel : ForKind::Serial,
+                                     block(std::move(row_block)))};
+    if (e2 % T != 0) {  // the last rows, all columns
+      Expr ir = te::var(iv->name + ".r");
+      parts.push_back(for_loop(ir, e2 % T, ForKind::Serial, untiled(ir + m2 * T, 0, e1)));
+    }
+    Stmt st = block(std::move(parts));
+    for (size_t k = rank - 2; k-- > 0;)
+      st = for_loop(s.axes[k], s.shape[k], k == parallel_axis ? ForKind::Parallel : ForKind::Serial, st);
+    return st;
+  }
   // Accumulators for every element of the innermost spatial axis, so the reduction steps are vector
   // operations along it; a very long axis falls back to one scalar accumulator.
   const int64_t inner_extent = rank == 0 ? 1 : s.shape[rank - 1];
