@@ -367,7 +367,7 @@ class FuncEmitter {
     bool f = is_float(t);
     llvm::Type* ty = x->getType();
     auto libm_of = [&](const char* name, llvm::Value* arg) -> llvm::Value* {
-      // Less common transcendental functions call libm for now (docs/ops.md lists them).
+      // float64 transcendental functions still call libm (float32 ones are inline: math_polynomials.h).
       llvm::Type* st = ty->getScalarType();
       std::string fname = std::string(name) + (st->isFloatTy() ? "f" : "");
       llvm::FunctionCallee callee = m_.getOrInsertFunction(fname, llvm::FunctionType::get(st, {st}, false));
@@ -403,17 +403,17 @@ class FuncEmitter {
         if (single) return emit_sigmoid(b_, x);
         return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),
                              b_.CreateFAdd(llvm::ConstantFP::get(ty, 1.0), libm_of("exp", b_.CreateFNeg(x))));
-      case ExprOp::Sin: return libm("sin");
-      case ExprOp::Cos: return libm("cos");
-      case ExprOp::Tan: return libm("tan");
-      case ExprOp::Asin: return libm("asin");
-      case ExprOp::Acos: return libm("acos");
-      case ExprOp::Atan: return libm("atan");
-      case ExprOp::Sinh: return libm("sinh");
-      case ExprOp::Cosh: return libm("cosh");
-      case ExprOp::Asinh: return libm("asinh");
-      case ExprOp::Acosh: return libm("acosh");
-      case ExprOp::Atanh: return libm("atanh");
+      case ExprOp::Sin: return single ? emit_sin(b_, x) : libm("sin");
+      case ExprOp::Cos: return single ? emit_cos(b_, x) : libm("cos");
+      case ExprOp::Tan: return single ? emit_tan(b_, x) : libm("tan");
+      case ExprOp::Asin: return single ? emit_asin(b_, x) : libm("asin");
+      case ExprOp::Acos: return single ? emit_acos(b_, x) : libm("acos");
+      case ExprOp::Atan: return single ? emit_atan(b_, x) : libm("atan");
+      case ExprOp::Sinh: return single ? emit_sinh(b_, x) : libm("sinh");
+      case ExprOp::Cosh: return single ? emit_cosh(b_, x) : libm("cosh");
+      case ExprOp::Asinh: return single ? emit_asinh(b_, x) : libm("asinh");
+      case ExprOp::Acosh: return single ? emit_acosh(b_, x) : libm("acosh");
+      case ExprOp::Atanh: return single ? emit_atanh(b_, x) : libm("atanh");
       default: break;
     }
     throw Error(std::string("codegen: unary ") + te::expr_op_name(e->op));
@@ -422,6 +422,8 @@ class FuncEmitter {
   llvm::Value* emit_binary(const ExprNode* e, llvm::Value* x, llvm::Value* y) {
     DType t = e->args[0]->dtype;
     llvm::Type* ty = x->getType();
+    // float32 uses inline code (math_polynomials.h); float64 still lowers to libm fmod / pow.
+    const bool single = ty->getScalarType()->isFloatTy();
     if (is_float(t)) {
       switch (e->op) {
         case ExprOp::Add: return b_.CreateFAdd(x, y);
@@ -429,10 +431,10 @@ class FuncEmitter {
         case ExprOp::Mul: return b_.CreateFMul(x, y);
         case ExprOp::Div: return b_.CreateFDiv(x, y);
         case ExprOp::Mod:
-        case ExprOp::FMod: return b_.CreateFRem(x, y);
+        case ExprOp::FMod: return single ? emit_fmod(b_, x, y) : b_.CreateFRem(x, y);
         case ExprOp::FloorDiv: return intrinsic1(llvm::Intrinsic::floor, b_.CreateFDiv(x, y));
         case ExprOp::FloorMod: {
-          llvm::Value* r = b_.CreateFRem(x, y);
+          llvm::Value* r = single ? emit_fmod(b_, x, y) : b_.CreateFRem(x, y);
           llvm::Value* zero = llvm::Constant::getNullValue(ty);
           llvm::Value* fix = b_.CreateAnd(b_.CreateFCmpONE(r, zero),
                                           b_.CreateXor(b_.CreateFCmpOLT(r, zero), b_.CreateFCmpOLT(y, zero)));
@@ -440,7 +442,7 @@ class FuncEmitter {
         }
         case ExprOp::Min: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
         case ExprOp::Max: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
-        case ExprOp::Pow: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+        case ExprOp::Pow: return single ? emit_pow(b_, x, y) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
         case ExprOp::Eq: return b_.CreateFCmpOEQ(x, y);
         case ExprOp::Ne: return b_.CreateFCmpUNE(x, y);
         case ExprOp::Lt: return b_.CreateFCmpOLT(x, y);
