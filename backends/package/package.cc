@@ -308,7 +308,7 @@ if(NOT TARGET kiln::{m})
     IMPORTED_LINK_INTERFACE_LANGUAGES C
     INTERFACE_INCLUDE_DIRECTORIES "${{CMAKE_CURRENT_LIST_DIR}}")
   if(UNIX)
-    # Kernels may call libm for functions that are not expanded inline.
+    # float64 math (exp, log, trig, pow, fmod) still calls libm; float32 is expanded inline.
     set_property(TARGET kiln::{m} APPEND PROPERTY INTERFACE_LINK_LIBRARIES m)
   endif()
 endif()
