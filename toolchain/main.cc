@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Evaluate a model on given or seeded inputs and print its outputs");
   run->add_option("model", model_path, "ONNX model file, or a compiled package directory")->required();
   run->add_option("--engine", run_opts.engine, "Engine: reference")->capture_default_str();
-  run->add_option("--input", run_inputs, "name=file.pb: a graph input from a TensorProto file (repeatable)");
+  run->add_option("--input", run_inputs, "name=file.pb|file.npy: a graph input from a TensorProto or NumPy file (repeatable)");
   run->add_option("--seed", run_opts.seed, "Seed for inputs not given as files")->capture_default_str();
   run->add_option("--print", run_opts.print_limit, "Values printed per output")->capture_default_str();
   run->add_option("--output-dir", run_opts.output_dir, "Also write outputs there as output_N.pb");

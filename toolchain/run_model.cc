@@ -9,6 +9,7 @@
 #include "frontend/onnx/tensor_proto.h"
 #include "frontend/reference/interpreter.h"
 #include "toolchain/compile.h"
+#include "toolchain/npy.h"
 #include "toolchain/pipeline.h"
 
 namespace kiln {
@@ -51,7 +52,7 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
     const auto& io = sig.inputs[i];
     auto f = o.input_files.find(io.name);
     if (f != o.input_files.end()) {
-      inputs[io.name] = load_tensor_file(f->second);
+      inputs[io.name] = load_tensor_any(f->second);
     } else {
       Value v;
       v.dtype = io.dtype;
@@ -78,7 +79,7 @@ void run_model(const std::string& path, const RunOptions& o, std::ostream& out) 
   po.bindings = o.bindings;
   std::map<std::string, Tensor> given;
   for (const auto& [name, file] : o.input_files) {
-    given[name] = load_tensor_file(file);
+    given[name] = load_tensor_any(file);
     po.bindings.input_shapes[name] = given[name].shape();
   }
   Graph g = load_model(path, po);
