@@ -9,12 +9,12 @@
 // |kiln - ort| <= atol + rtol * |ort|, prints `check: ok ...` or `check: MISMATCH ...`, and exits 1
 // on a mismatch. With --make-inputs, first writes INPUT_DIR/input_N.pb from a seed (floats uniform in
 // [-1, 1), integers in [0, 10), as kiln's seeded inputs; symbolic dimensions are 1) for models without
-// a test data set. Values are read and written as TensorProtos with protobufjs (as in run_case.mjs).
+// a test data set. Values are read and written as TensorProtos by tensor_io.mjs.
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import ort from 'onnxruntime-node';
-import protobuf from 'protobufjs';
+import { DTYPES, readTensor, writeTensor } from './tensor_io.mjs';
 
 const args = process.argv.slice(2);
 const opts = { warmup: 3, check: null, rtol: 1e-3, atol: 1e-4, makeInputs: null };
@@ -35,38 +35,6 @@ if (pos.length !== 4) {
 const [modelPath, inputDir] = pos;
 const threads = Number(pos[2]);
 const repeat = Math.max(1, Number(pos[3]));
-
-const root = await protobuf.load('/usr/include/onnx/onnx.proto');
-const TensorProto = root.lookupType('onnx.TensorProto');
-
-// ONNX dtype number -> [ort type name, typed array constructor].
-const DTYPES = {
-  1: ['float32', Float32Array], 2: ['uint8', Uint8Array], 3: ['int8', Int8Array], 4: ['uint16', Uint16Array],
-  5: ['int16', Int16Array], 6: ['int32', Int32Array], 7: ['int64', BigInt64Array], 9: ['bool', Uint8Array],
-  10: ['float16', Uint16Array], 11: ['float64', Float64Array], 12: ['uint32', Uint32Array], 13: ['uint64', BigUint64Array],
-};
-
-const BY_NAME = Object.fromEntries(Object.entries(DTYPES).map(([k, [n]]) => [n, Number(k)]));
-
-function readTensor(file) {
-  const t = TensorProto.decode(fs.readFileSync(file));
-  const [type, Ctor] = DTYPES[t.dataType] ?? [];
-  if (!type) throw new Error(`${file}: dtype ${t.dataType} is not supported by this script`);
-  const dims = t.dims.map(Number);
-  let data;
-  if (t.rawData && t.rawData.length > 0) {
-    const aligned = new Uint8Array(t.rawData.length);
-    aligned.set(t.rawData);
-    data = new Ctor(aligned.buffer, 0, t.rawData.length / Ctor.BYTES_PER_ELEMENT);
-  } else {
-    // Typed fields (float_data, int64_data, ...), for files not written with raw_data.
-    const src = t.floatData?.length ? t.floatData : t.doubleData?.length ? t.doubleData
-      : t.int64Data?.length ? t.int64Data : t.int32Data ?? [];
-    data = Ctor === BigInt64Array || Ctor === BigUint64Array
-      ? Ctor.from(src, (v) => BigInt(v.toString())) : Ctor.from(src, Number);
-  }
-  return { name: t.name, type, data, dims };
-}
 
 const session = await ort.InferenceSession.create(modelPath, {
   intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all',
@@ -94,9 +62,7 @@ if (opts.makeInputs !== null) {
       else if (meta.type === 'bool') data[j] = u < 0.5 ? 0 : 1;
       else data[j] = Ctor === BigInt64Array || Ctor === BigUint64Array ? BigInt(Math.floor(u * 10)) : Math.floor(u * 10);
     }
-    const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-    const msg = TensorProto.create({ name: meta.name, dataType: BY_NAME[meta.type], dims, rawData: bytes });
-    fs.writeFileSync(path.join(inputDir, `input_${i}.pb`), TensorProto.encode(msg).finish());
+    writeTensor(path.join(inputDir, `input_${i}.pb`), meta.name, meta.type, data, dims);
   });
 }
 const feeds = {};
