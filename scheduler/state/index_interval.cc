@@ -116,17 +116,27 @@ Opt binary(ExprOp op, const IndexInterval& a, const IndexInterval& b) {
   }
 }
 
+// Whether `e` depends on a ranged variable or on memory (a load is not a fixed value we can name).
+bool mentions_ranged(const te::Expr& e, const RangeMap& ranged) {
+  if (e->op == ExprOp::Var) return ranged.count(e.get()) > 0;
+  if (e->op == ExprOp::Load) return true;
+  for (const te::Expr& a : e->args)
+    if (mentions_ranged(a, ranged)) return true;
+  return false;
+}
+
 Opt interval(const te::Expr& e, const RangeMap& ranged) {
   if (!e || !is_integer(e->dtype) || e->dtype == DType::Bool) return std::nullopt;
+  // An expression of fixed variables only is one fixed value, however it is computed (a loop index
+  // divided out of a fused loop): a symbolic term of its own.
+  if (e->op != ExprOp::IntImm && !mentions_ranged(e, ranged)) {
+    IndexInterval r;
+    r.base.terms[e.get()] = {e, 1};
+    return r;
+  }
   switch (e->op) {
     case ExprOp::IntImm: return point(e->int_value);
-    case ExprOp::Var: {
-      auto it = ranged.find(e.get());
-      if (it != ranged.end()) return IndexInterval{{}, 0, std::max<int64_t>(it->second - 1, 0)};
-      IndexInterval r;
-      r.base.terms[e.get()] = {e, 1};
-      return r;
-    }
+    case ExprOp::Var: return IndexInterval{{}, 0, std::max<int64_t>(ranged.at(e.get()) - 1, 0)};
     case ExprOp::Cast: {
       const te::Expr& a = e->args[0];
       if (!is_integer(a->dtype) || a->dtype == DType::Bool) return std::nullopt;
