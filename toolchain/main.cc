@@ -12,6 +12,7 @@
 #include "toolchain/run_model.h"
 #include "toolchain/compile.h"
 #include "toolchain/targets_command.h"
+#include "toolchain/schedule_check.h"
 #include <filesystem>
 #include "frontend/zoo/zoo.h"
 
@@ -100,6 +101,17 @@ int main(int argc, char** argv) {
   compile->add_option("--name", compile_name, "C prefix of the package (default: the model file's name)");
   compile_bindings.add_to(compile);
 
+  kiln::ScheduleCheckOptions check_opts;
+  BindingArgs check_bindings;
+  auto* check = app.add_subcommand("check-schedules",
+                                   "Compile random programs of every task and compare them with the evaluator");
+  check->add_option("model", model_path, "ONNX model file")->required();
+  check->add_option("--programs", check_opts.programs, "Random programs per task")->capture_default_str();
+  check->add_option("--seed", check_opts.seed, "Seed of the random choices")->capture_default_str();
+  check->add_option("--cores", check_opts.params.cores, "Cores the parallel rule assumes")->capture_default_str();
+  check->add_option("--vector-lanes", check_opts.params.vector_lanes, "Vector lanes the vectorize rule assumes")->capture_default_str();
+  check_bindings.add_to(check);
+
   std::string zoo_name, zoo_out;
   kiln::ZooOptions zoo_opts;
   auto* zoo = app.add_subcommand("zoo", "Write a model from kiln's own model zoo as ONNX");
@@ -173,6 +185,27 @@ int main(int argc, char** argv) {
                 << ".json (target " << target.name << ", workspace " << info.workspace_size << " bytes, lower bound "
                 << info.workspace_lower_bound << ", weights " << info.weights_bytes << " bytes)\n";
       return 0;
+    }
+    if (*check) {
+      kiln::PipelineOptions po;
+      po.bindings = check_bindings.parse();
+      kiln::Graph g = kiln::load_model(model_path, po);
+      int programs = 0, passed = 0, tasks = 0;
+      kiln::check_model_schedules(g, check_opts, [&](const kiln::TaskScheduleCheck& t) {
+        ++tasks;
+        if (!t.skipped.empty()) {
+          std::cout << "task " << t.key << " " << t.anchor << ": skipped (" << t.skipped << ")\n";
+          return;
+        }
+        programs += t.programs;
+        passed += t.passed;
+        std::cout << "task " << t.key << " " << t.anchor << ": " << t.sketches << " sketches, " << t.passed << "/"
+                  << t.programs << " programs correct\n";
+        for (const auto& f : t.failures) std::cout << "  FAIL " << f << "\n";
+        std::cout.flush();
+      });
+      std::cout << tasks << " tasks, " << passed << "/" << programs << " programs correct\n";
+      return passed == programs ? 0 : 1;
     }
     if (*zoo) {
       kiln::build_zoo_model(zoo_name, zoo_opts).save(zoo_out);

@@ -1,0 +1,38 @@
+/// \file Random schedules checked at scale: for every task of a model, programs drawn from its
+/// sketches (random tile sizes, compute locations, parallel and vector loops, unrolling) are lowered,
+/// compiled in-process and compared with the tensor-expression evaluator on random inputs. Every
+/// point of the search space must compute the DAG; a mismatch is a compiler bug.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "frontend/ir/graph.h"
+#include "scheduler/sketch/search_params.h"
+#include "scheduler/tasks/task.h"
+
+namespace kiln {
+
+struct ScheduleCheckOptions {
+  int programs = 20;  // per task
+  uint64_t seed = 1;
+  double rtol = 1e-3, atol = 1e-4;
+  sketch::SearchParams params;
+};
+
+struct TaskScheduleCheck {
+  std::string key, anchor;
+  int sketches = 0, programs = 0, passed = 0;
+  std::string skipped;                // why the task was not checked (a runtime-kernel op)
+  std::vector<std::string> failures;  // one line each: program number, error, and its steps as JSON
+};
+
+/// Checks one task's DAG.
+TaskScheduleCheck check_task_schedules(const Task& task, const ScheduleCheckOptions& o);
+
+/// Checks every task of a model; `on_task` reports each as it finishes.
+std::vector<TaskScheduleCheck> check_model_schedules(const Graph& g, const ScheduleCheckOptions& o,
+                                                     const std::function<void(const TaskScheduleCheck&)>& on_task);
+
+}  // namespace kiln
