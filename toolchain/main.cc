@@ -110,6 +110,8 @@ int main(int argc, char** argv) {
   check->add_option("--seed", check_opts.seed, "Seed of the random choices")->capture_default_str();
   check->add_option("--cores", check_opts.params.cores, "Cores the parallel rule assumes")->capture_default_str();
   check->add_option("--vector-lanes", check_opts.params.vector_lanes, "Vector lanes the vectorize rule assumes")->capture_default_str();
+  bool check_unoptimized = false;
+  check->add_flag("--unoptimized", check_unoptimized, "Compile the programs without LLVM's optimizer (faster)");
   check_bindings.add_to(check);
 
   std::string zoo_name, zoo_out;
@@ -189,6 +191,7 @@ int main(int argc, char** argv) {
     if (*check) {
       kiln::PipelineOptions po;
       po.bindings = check_bindings.parse();
+      check_opts.optimize = !check_unoptimized;
       kiln::Graph g = kiln::load_model(model_path, po);
       int programs = 0, passed = 0, tasks = 0;
       kiln::check_model_schedules(g, check_opts, [&](const kiln::TaskScheduleCheck& t) {

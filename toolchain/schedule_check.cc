@@ -48,7 +48,7 @@ std::string run_and_compare(const state::State& s, const std::vector<Tensor>& in
     ptrs.push_back(memory.back().data());
   }
   for (size_t i = 0; i < dag.placeholders.size(); ++i) std::memcpy(ptrs[i], inputs[i].data(), inputs[i].byte_size());
-  llvm_backend::JitFunction jit(f);
+  llvm_backend::JitFunction jit(f, o.optimize);
   jit.run(ptrs);
   // Outputs follow the placeholders in lower_state_func's parameters (a repeated output once).
   std::map<const te::TensorNode*, size_t> param_of;

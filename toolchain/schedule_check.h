@@ -18,6 +18,8 @@ struct ScheduleCheckOptions {
   int programs = 20;  // per task
   uint64_t seed = 1;
   double rtol = 1e-3, atol = 1e-4;
+  /// LLVM's O3 pipeline on each program; without it compiling is ~3x faster and lowering bugs show the same.
+  bool optimize = true;
   sketch::SearchParams params;
 };
 
