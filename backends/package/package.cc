@@ -24,8 +24,8 @@
 #include "backends/package/memory_plan.h"
 #include "backends/package/runtime_sources.h"
 #include "frontend/ir/error.h"
-#include "scheduler/lower/lower_dag.h"
-#include "scheduler/te/lower_graph.h"
+#include "frontend/partition/partition.h"
+#include "scheduler/lower/lower_model.h"
 
 namespace kiln::package {
 namespace fs = std::filesystem;
@@ -341,21 +341,17 @@ endif()
 PackageInfo build_package(const Graph& g, const PackageOptions& o, const std::string& dir) {
   if (o.name.empty() || c_identifier(o.name) != o.name)
     throw Error("--name '" + o.name + "' is not a C identifier (letters, digits, '_'; not starting with a digit)");
-  te::LoweredGraph lg = te::lower_graph(g);
-  // Every output gets its own stage, so the kernel writes it straight into the caller's buffer.
-  std::vector<te::TensorRef> outs;
-  std::set<const te::TensorNode*> seen;
-  for (size_t i = 0; i < lg.outputs.size(); ++i) {
-    te::TensorRef t = lg.outputs[i];
-    if (!t->stage || !seen.insert(t.get()).second)
-      t = te::compute(o.name + "_output" + std::to_string(i), "injective", t->dtype, t->shape,
-                      [src = lg.outputs[i]](const std::vector<te::Expr>& idx) { return te::at(src, idx); });
-    outs.push_back(t);
+  // The model lowered subgraph by subgraph, each with the given schedule (the default one unless the
+  // caller brings tuned schedules): every graph output is written straight into the caller's buffer.
+  lower::SubgraphScheduler scheduler = o.scheduler;
+  if (!scheduler) {
+    lower::ScheduleParams sp;
+    sp.vector_bits = o.vector_bits;
+    scheduler = lower::default_subgraph_scheduler(sp);
   }
-  te::ComputeDAG dag = te::make_dag(outs);
-  lower::ScheduleParams sp;
-  sp.vector_bits = o.vector_bits;
-  lower::LoweredFunc func = lower::lower_dag(dag, o.name + "_kernel", sp);
+  const SubgraphDAG sdag = partition_graph(g);
+  const lower::ModelProgram prog = lower::lower_model(g, sdag, o.name + "_kernel", scheduler);
+  const lower::LoweredFunc& func = prog.func;
 
   PackageInfo info;
   info.dir = dir;
@@ -378,58 +374,42 @@ PackageInfo build_package(const Graph& g, const PackageOptions& o, const std::st
   llvm::Function* kernel = mod.getFunction(func.name);
   kernel->setLinkage(llvm::GlobalValue::InternalLinkage);
 
-  // Classify every kernel parameter: placeholders first, then stage outputs (lower_dag's order).
+  // Where every kernel parameter lives, from lower_model's classification. The hash covers the
+  // program (print_func) and the weights' bytes, so it changes exactly when the generated code could.
   std::vector<Slot> slots;
-  uint64_t hash = fnv1a(1469598103934665603ull, te::print_dag(dag).data(), te::print_dag(dag).size());
-  std::map<const te::TensorNode*, size_t> stage_index;
-  for (size_t i = 0; i < dag.tensors.size(); ++i) stage_index[dag.tensors[i].get()] = i;
+  const std::string program_text = lower::print_func(func);
+  uint64_t hash = fnv1a(1469598103934665603ull, program_text.data(), program_text.size());
   int weight_count = 0;
-  for (const te::TensorRef& p : dag.placeholders) {
-    if (p->constant) {
-      const Tensor& t = *p->constant;
-      auto* arr = llvm::ArrayType::get(llvm::Type::getInt8Ty(ctx), std::max<size_t>(t.byte_size(), 1));
-      llvm::Constant* init = t.byte_size()
-                                 ? llvm::ConstantDataArray::getRaw(llvm::StringRef(reinterpret_cast<const char*>(t.data()), t.byte_size()),
-                                                                   t.byte_size(), llvm::Type::getInt8Ty(ctx))
-                                 : llvm::ConstantAggregateZero::get(arr);
-      auto* gv = new llvm::GlobalVariable(mod, arr, true, llvm::GlobalValue::InternalLinkage, init,
-                                          o.name + "_weight" + std::to_string(weight_count++));
-      gv->setSection(".rodata." + o.name + ".weights");
-      gv->setAlignment(llvm::Align(kAlign));
-      info.weights_bytes += static_cast<int64_t>(t.byte_size());
-      hash = fnv1a(hash, t.data(), t.byte_size());
-      slots.push_back({Slot::Weight, 0, gv});
-      continue;
-    }
-    auto it = std::find(in_names.begin(), in_names.end(), p->name);
-    if (it == in_names.end()) throw Error("package: placeholder '" + p->name + "' is neither an input nor a constant");
-    slots.push_back({Slot::Input, it - in_names.begin(), nullptr});
-  }
   std::vector<LiveRange> ranges;
   std::vector<size_t> range_slot;
-  // An extern call writes all its node's outputs at its first stage: they are live from there.
-  const std::vector<size_t> writer = lower::writer_stages(dag);
-  for (size_t i = 0; i < dag.tensors.size(); ++i) {
-    const te::TensorRef& t = dag.tensors[i];
-    auto out_it = std::find(outs.begin(), outs.end(), t);
-    if (out_it != outs.end()) {
-      slots.push_back({Slot::Output, out_it - outs.begin(), nullptr});
-      continue;
+  for (const lower::ModelParam& p : prog.params) {
+    switch (p.kind) {
+      case lower::ModelParam::Kind::Input: slots.push_back({Slot::Input, p.io_index, nullptr}); break;
+      case lower::ModelParam::Kind::Output: slots.push_back({Slot::Output, p.io_index, nullptr}); break;
+      case lower::ModelParam::Kind::Weight: {
+        const Tensor& t = *p.weight;
+        auto* arr = llvm::ArrayType::get(llvm::Type::getInt8Ty(ctx), std::max<size_t>(t.byte_size(), 1));
+        llvm::Constant* init = t.byte_size()
+                                   ? llvm::ConstantDataArray::getRaw(llvm::StringRef(reinterpret_cast<const char*>(t.data()), t.byte_size()),
+                                                                     t.byte_size(), llvm::Type::getInt8Ty(ctx))
+                                   : llvm::ConstantAggregateZero::get(arr);
+        auto* gv = new llvm::GlobalVariable(mod, arr, true, llvm::GlobalValue::InternalLinkage, init,
+                                            o.name + "_weight" + std::to_string(weight_count++));
+        gv->setSection(".rodata." + o.name + ".weights");
+        gv->setAlignment(llvm::Align(kAlign));
+        info.weights_bytes += static_cast<int64_t>(t.byte_size());
+        hash = fnv1a(hash, t.data(), t.byte_size());
+        slots.push_back({Slot::Weight, 0, gv});
+        break;
+      }
+      case lower::ModelParam::Kind::Workspace:
+        // Live ranges in subgraph positions: a value from its producer to its last reader, a
+        // subgraph's temporaries (intermediate stages, extern scratch) during that subgraph only.
+        ranges.push_back({p.bytes, p.live_from, p.live_to});
+        range_slot.push_back(slots.size());
+        slots.push_back({Slot::Workspace, 0, nullptr});
+        break;
     }
-    int64_t last = static_cast<int64_t>(i);
-    for (size_t j = i + 1; j < dag.tensors.size(); ++j)
-      for (const te::TensorRef& in : dag.tensors[j]->stage->inputs())
-        if (in == t) last = static_cast<int64_t>(j);
-    ranges.push_back({num_elements(t->shape) * static_cast<int64_t>(dtype_size(t->dtype)), static_cast<int64_t>(writer[i]), last});
-    range_slot.push_back(slots.size());
-    slots.push_back({Slot::Workspace, 0, nullptr});
-  }
-  // Extern calls' scratch (lower_dag's last parameters): live during the call only.
-  for (const lower::ScratchBuffer& sb : func.scratch) {
-    const auto at = static_cast<int64_t>(sb.stage);
-    ranges.push_back({sb.buffer->size * static_cast<int64_t>(dtype_size(sb.buffer->dtype)), at, at});
-    range_slot.push_back(slots.size());
-    slots.push_back({Slot::Workspace, 0, nullptr});
   }
   if (slots.size() != func.params.size()) throw Error("package: kernel parameters and buffer slots disagree");
   MemoryPlan plan = plan_memory(ranges, kAlign);
@@ -504,8 +484,10 @@ PackageInfo build_package(const Graph& g, const PackageOptions& o, const std::st
                         {"alignment", kAlign}, {"intermediates", ranges.size()}};
     j["weights_bytes"] = info.weights_bytes;
     j["runtime_kernels"] = kernels;
-    for (const te::TensorRef& t : dag.tensors)
-      j["kernels"].push_back({{"stage", t->name}, {"tag", t->stage->tag}, {"schedule", "default"}});
+    for (size_t k = 0; k < prog.subgraphs.size(); ++k)
+      for (const te::TensorRef& t : prog.subgraphs[k].dag.tensors)
+        j["kernels"].push_back({{"stage", t->name}, {"tag", t->stage->tag}, {"subgraph", k},
+                                {"schedule", o.scheduler ? "custom" : "default"}});
     j["extras"] = {{"cmake_config", o.name + "Config.cmake"},
                    {"parallel_pthread_source", "kiln_parallel_pthread.c"},
                    {"parallel_pthread_object", pool_object ? nlohmann::json("kiln_parallel_pthread.o") : nlohmann::json()}};

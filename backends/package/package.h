@@ -6,6 +6,7 @@
 
 #include "backends/llvm/emit_object.h"
 #include "frontend/ir/graph.h"
+#include "scheduler/lower/lower_model.h"
 
 namespace kiln::package {
 
@@ -19,6 +20,9 @@ struct PackageOptions {
   // and it works, the optional pthread pool is also shipped compiled (kiln_parallel_pthread.o); the
   // .c/.h are shipped either way.
   std::string cc;
+  // How each subgraph is scheduled (lower_model.h): null means the default schedule for vector_bits.
+  // Tuned schedules come in here.
+  lower::SubgraphScheduler scheduler;
 };
 
 /// One graph input or output as the C ABI shows it.

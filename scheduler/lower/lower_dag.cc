@@ -64,7 +64,7 @@ bool same_extern_node(const te::Stage& a, const te::Stage& b) {
 
 // The call for the extern stages `group` (stage indices of one node, the first being the call's position).
 Stmt lower_extern_group(const te::ComputeDAG& dag, const std::vector<size_t>& group,
-                        const std::map<const te::TensorNode*, BufferRef>& buffers, LoweredFunc& f) {
+                        const std::map<const te::TensorNode*, BufferRef>& buffers, std::vector<ScratchBuffer>& scratch) {
   const te::Stage& first = *dag.tensors[group[0]]->stage;
   std::vector<te::TensorRef> outputs(first.extern_node->outputs.size());
   for (size_t i : group) {
@@ -75,13 +75,12 @@ Stmt lower_extern_group(const te::ComputeDAG& dag, const std::vector<size_t>& gr
   }
   ExternCallSpec spec = extern_call_spec(*first.extern_node, first.extern_inputs, outputs, buffers);
   if (spec.takes_scratch) {
-    BufferRef scratch;  // null when the call needs no bytes (k = 0, a 0 x 0 matrix)
+    BufferRef scratch_buffer;  // null when the call needs no bytes (k = 0, a 0 x 0 matrix)
     if (spec.scratch_bytes > 0) {
-      scratch = make_buffer(first.name + ".scratch", DType::UInt8, spec.scratch_bytes);
-      f.params.push_back(scratch);
-      f.scratch.push_back({scratch, group[0]});
+      scratch_buffer = make_buffer(first.name + ".scratch", DType::UInt8, spec.scratch_bytes);
+      scratch.push_back({scratch_buffer, group[0]});
     }
-    spec.args.push_back(scratch);
+    spec.args.push_back(scratch_buffer);
   }
   return extern_call(spec.callee, std::move(spec.args), std::move(spec.int_args));
 }
@@ -243,6 +242,32 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   return outer_nest(st);
 }
 
+Stmt lower_extern_stage(const te::ComputeDAG& dag, size_t stage, const std::vector<size_t>& writer,
+                        const std::map<const te::TensorNode*, BufferRef>& buffers, std::vector<ScratchBuffer>& scratch) {
+  if (!dag.tensors.at(stage)->stage->is_extern())
+    throw Error("stage '" + dag.tensors[stage]->name + "': not an extern stage (it has a loop nest)");
+  if (writer.at(stage) != stage) return nullptr;  // the call at an earlier stage of the same node writes it
+  std::vector<size_t> group;
+  for (size_t j = stage; j < dag.tensors.size(); ++j)
+    if (writer[j] == stage) group.push_back(j);
+  return lower_extern_group(dag, group, buffers, scratch);
+}
+
+std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const std::map<const te::TensorNode*, BufferRef>& buffers,
+                                       const ScheduleParams& p, std::vector<ScratchBuffer>& scratch) {
+  const std::vector<size_t> writer = writer_stages(dag);
+  std::vector<Stmt> stages;
+  for (size_t i = 0; i < dag.tensors.size(); ++i) {
+    const te::TensorRef& t = dag.tensors[i];
+    if (!t->stage->is_extern()) {
+      stages.push_back(lower_stage_default(t, buffers, p));
+      continue;
+    }
+    if (Stmt call = lower_extern_stage(dag, i, writer, buffers, scratch)) stages.push_back(std::move(call));
+  }
+  return stages;
+}
+
 LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const ScheduleParams& p) {
   LoweredFunc f;
   f.name = name;
@@ -257,21 +282,8 @@ LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const 
     buffers[t.get()] = b;
     f.params.push_back(b);
   }
-  const std::vector<size_t> writer = writer_stages(dag);
-  std::vector<Stmt> stages;
-  for (size_t i = 0; i < dag.tensors.size(); ++i) {
-    const te::TensorRef& t = dag.tensors[i];
-    if (!t->stage->is_extern()) {
-      stages.push_back(lower_stage_default(t, buffers, p));
-      continue;
-    }
-    if (writer[i] != i) continue;  // the call at an earlier stage of the same node wrote it
-    std::vector<size_t> group;
-    for (size_t j = i; j < dag.tensors.size(); ++j)
-      if (writer[j] == i) group.push_back(j);
-    stages.push_back(lower_extern_group(dag, group, buffers, f));
-  }
-  f.body = block(std::move(stages));
+  f.body = block(lower_stages_default(dag, buffers, p, f.scratch));
+  for (const ScratchBuffer& sb : f.scratch) f.params.push_back(sb.buffer);
   return f;
 }
 

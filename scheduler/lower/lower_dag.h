@@ -2,6 +2,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "scheduler/lower/loop_ir.h"
 #include "scheduler/te/compute.h"
@@ -29,6 +30,22 @@ Stmt lower_stage_default(const te::TensorRef& stage_output,
 /// call per node, at its first extern stage, writing every output of the node the DAG has (TopK's
 /// values and indices). Ops without a runtime kernel raise Unsupported.
 LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const ScheduleParams& params);
+
+/// The default schedule's statements for every stage of `dag`, in stage order: a loop nest per
+/// computed stage (lower_stage_default) and one runtime-kernel call per extern node (lower_extern_stage).
+/// `buffers` must hold every placeholder and stage output. Extern calls' scratch buffers are created
+/// here and appended to `scratch`. The body of lower_dag and of a subgraph's default schedule
+/// (lower_model.h), so both lower stages the same way.
+std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const std::map<const te::TensorNode*, BufferRef>& buffers,
+                                       const ScheduleParams& params, std::vector<ScratchBuffer>& scratch);
+
+/// The call of the runtime kernel that computes the extern stage `stage` of `dag`: one call per node, at
+/// its first extern stage (`writer`, from writer_stages), writing every output of the node the DAG has
+/// (TopK's values and indices); null for the node's later stages, which that call already wrote. A
+/// kernel that needs scratch memory gets a new buffer, appended to `scratch` with `stage`. Any schedule
+/// (default or tuned) lowers extern stages through this, since they have no loop nest to schedule.
+Stmt lower_extern_stage(const te::ComputeDAG& dag, size_t stage, const std::vector<size_t>& writer,
+                        const std::map<const te::TensorNode*, BufferRef>& buffers, std::vector<ScratchBuffer>& scratch);
 
 /// For each of dag.tensors, the index of the stage whose code writes it: itself, or for an extern
 /// stage the node's first extern stage, whose call writes all of them. A memory plan must treat a
