@@ -23,12 +23,14 @@ CompileTarget resolve_target(const std::string& name) {
   c.vector_bits = t.vector_bits;
   c.cc = t.cc;
   c.run_prefix = t.run_prefix;
+  c.cores = std::max(t.cores, 1);
   return c;
 }
 
 package::PackageInfo compile_graph(const Graph& g, const CompileTarget& target, const std::string& name,
-                                   const std::string& dir) {
+                                   const std::string& dir, const lower::SubgraphScheduler& scheduler) {
   package::PackageOptions o;
+  o.scheduler = scheduler;
   o.name = name;
   o.target_name = target.name;
   o.machine = target.machine;

@@ -17,12 +17,14 @@ struct CompileTarget {
   int vector_bits = 128;
   std::string cc = "cc";        // links runners for this target
   std::string run_prefix;       // e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; empty for native
+  int cores = 1;                // parallel loops of tuned and random schedules are planned for these
 };
 CompileTarget resolve_target(const std::string& name);
 
 /// Compiles a prepared (shape-inferred) graph into a package in `dir`.
+/// `scheduler` schedules each subgraph (null: the default schedule; toolchain/schedule_choice.h).
 package::PackageInfo compile_graph(const Graph& g, const CompileTarget& target, const std::string& name,
-                                   const std::string& dir);
+                                   const std::string& dir, const lower::SubgraphScheduler& scheduler = nullptr);
 
 struct PackageRun {
   std::vector<Tensor> outputs;  // in the package's output order

@@ -5,6 +5,8 @@
 #include <ostream>
 #include <string>
 
+#include "toolchain/schedule_choice.h"
+
 namespace kiln {
 
 struct ConformanceOptions {
@@ -17,6 +19,7 @@ struct ConformanceOptions {
   bool verbose = false;
   int shard_index = 0, shard_count = 1;  // run only cases whose position % count == index (bounded CI runs)
   int min_passed = 0;                // fail the run when fewer cases pass (guards against regressions)
+  ScheduleChoice schedule;           // compiled engine: default schedule or a random program per task
 };
 
 struct ConformanceResult {

@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
   std::string shard;
   conformance->add_option("--shard", shard, "K/N: only every N-th case, starting at the K-th (0-based)");
   conformance->add_flag("-v,--verbose", conf.verbose, "Print every case, with the reason for unsupported ones");
+  std::string conf_schedule = "default";
+  conformance->add_option("--schedule", conf_schedule, "Compiled engine: default, or random (a random program per task)")->capture_default_str();
+  conformance->add_option("--seed", conf.schedule.seed, "Seed of --schedule random")->capture_default_str();
 
   std::vector<std::string> dump_after;
   BindingArgs dump_bindings;
@@ -100,6 +103,11 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--output", compile_out, "Output directory")->required();
   compile->add_option("--name", compile_name, "C prefix of the package (default: the model file's name)");
   compile_bindings.add_to(compile);
+  std::string compile_schedule = "default";
+  kiln::ScheduleChoice compile_choice;
+  compile->add_option("--schedule", compile_schedule, "default, or random: a random program from each task's sketches")->capture_default_str();
+  compile->add_option("--seed", compile_choice.seed, "Seed of --schedule random")->capture_default_str();
+  compile->add_option("--dump-after", compile_choice.dump_after, "Print per task after: analysis, sketch, schedule (repeatable)");
 
   kiln::ScheduleCheckOptions check_opts;
   BindingArgs check_bindings;
@@ -155,6 +163,7 @@ int main(int argc, char** argv) {
           throw kiln::Error("bad --shard '" + shard + "' (expected K/N, e.g. 0/3)");
         }
       }
+      conf.schedule.kind = kiln::parse_schedule_kind(conf_schedule);
       auto r = kiln::run_conformance(case_dir, conf, std::cout);
       if (r.passed < conf.min_passed) {
         std::cerr << "kiln: conformance: " << r.passed << " passed, fewer than --min-passed " << conf.min_passed << "\n";
@@ -182,7 +191,14 @@ int main(int argc, char** argv) {
       kiln::PipelineOptions po;
       po.bindings = compile_bindings.parse();
       kiln::Graph g = kiln::load_model(model_path, po);
-      auto info = kiln::compile_graph(g, target, compile_name, compile_out);
+      compile_choice.kind = kiln::parse_schedule_kind(compile_schedule);
+      for (const auto& step : compile_choice.dump_after)
+        if (step != "analysis" && step != "sketch" && step != "schedule" && step != "all")
+          throw kiln::Error("--dump-after '" + step + "': expected analysis, sketch, schedule or all");
+      compile_choice.on_dump = [](const std::string& step, const std::string& text) {
+        std::cout << "; after " << step << " of " << text;
+      };
+      auto info = kiln::compile_graph(g, target, compile_name, compile_out, kiln::make_subgraph_scheduler(compile_choice, target));
       std::cout << "wrote " << compile_out << "/lib" << compile_name << ".a, " << compile_name << ".h, " << compile_name
                 << ".json (target " << target.name << ", workspace " << info.workspace_size << " bytes, lower bound "
                 << info.workspace_lower_bound << ", weights " << info.weights_bytes << " bytes)\n";

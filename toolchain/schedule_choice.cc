@@ -36,7 +36,7 @@ struct RandomScheduler {
   lower::ScheduleParams default_params;
   std::map<std::string, state::State> program_of_task;
 
-  Stmt operator()(const LoweredSubgraph& sg, int id, const std::map<const te::TensorNode*, lower::BufferRef>& buffers,
+  lower::Stmt operator()(const LoweredSubgraph& sg, int id, const std::map<const te::TensorNode*, lower::BufferRef>& buffers,
                   std::vector<lower::BufferRef>& temps) {
     const std::string key = workload_key(sg.dag);
     auto it = program_of_task.find(key);

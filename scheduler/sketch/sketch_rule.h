@@ -38,7 +38,8 @@ std::vector<state::State> generate_sketches(const state::State& initial, const S
 std::vector<int> multi_level_tiling(state::State& s, int stage, const std::string& structure);
 
 /// Splits the spatial loops of `stage` following `split_steps` into n_split + 1 levels, reordered level
-/// by level (what a fused consumer does to line up with its tiled producer).
-void follow_tiling(state::State& s, int stage, const std::vector<int>& split_steps, int n_split);
+/// by level (what a fused consumer does to line up with its tiled producer). Returns, per level, how many
+/// of the stage's loops are at that level or outside it.
+std::vector<int> follow_tiling(state::State& s, int stage, const std::vector<int>& split_steps, int n_split);
 
 }  // namespace kiln::sketch

@@ -122,8 +122,8 @@ class MultiLevelTilingWithFusion : public SketchRule {
     Next out;
     for (int level : {1, 2}) {
       State n = tiled;
-      follow_tiling(n, target, splits, level);
-      const int iter = level * static_cast<int>(splits.size()) - 1;
+      std::vector<int> cumulative = follow_tiling(n, target, splits, level);
+      const int iter = cumulative[static_cast<size_t>(level - 1)] - 1;
       n.apply(std::make_shared<ComputeAtStep>(stage, target, iter));
       out.push_back({n, stage - 1});
     }

@@ -51,7 +51,7 @@ std::vector<int> multi_level_tiling(State& s, int stage, const std::string& stru
   return split_steps;
 }
 
-void follow_tiling(State& s, int stage, const std::vector<int>& split_steps, int n_split) {
+std::vector<int> follow_tiling(State& s, int stage, const std::vector<int>& split_steps, int n_split) {
   const int rank = static_cast<int>(s.stage(stage).op->axes.size());
   if (static_cast<int>(split_steps.size()) != rank)
     throw ScheduleError(fmt::format("follow_tiling: '{}' has {} axes, the producer's tiling {}", s.stage(stage).name(), rank, split_steps.size()));
@@ -68,11 +68,14 @@ void follow_tiling(State& s, int stage, const std::vector<int>& split_steps, int
     for (int l = 0; l <= n_split; ++l) levels[static_cast<size_t>(l)].push_back(after.iters[pos + static_cast<size_t>(l)].node);
     pos += static_cast<size_t>(n_split + 1);
   }
-  std::vector<int> order;
+  std::vector<int> order, cumulative;
   const Stage& st = s.stage(stage);
-  for (const auto& lv : levels)
+  for (const auto& lv : levels) {
     for (int node : lv) order.push_back(st.iter_of_node(node));
+    cumulative.push_back(static_cast<int>(order.size()));
+  }
   s.apply(std::make_shared<ReorderStep>(stage, order));
+  return cumulative;
 }
 
 }  // namespace kiln::sketch
