@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "backends/llvm/jit.h"
 #include "frontend/partition/partition.h"
@@ -94,18 +96,36 @@ TaskScheduleCheck check_task_schedules(const Task& task, const ScheduleCheckOpti
     if (!p->constant) by_node[p.get()] = inputs.back();
   }
   std::vector<Tensor> want = te::evaluate(*dag, by_node);
-  for (int i = 0; i < o.programs; ++i) {
-    ++r.programs;
-    std::string error;
-    state::State program;
+  // Programs are drawn in order (the seed fixes them), then compiled and run on every core.
+  std::vector<state::State> programs(static_cast<size_t>(std::max(o.programs, 0)));
+  std::vector<std::string> errors(programs.size());
+  for (size_t i = 0; i < programs.size(); ++i) {
     try {
-      program = sketch::sample_program(sketches, o.params, rng);
-      error = run_and_compare(program, inputs, want, o);
+      programs[i] = sketch::sample_program(sketches, o.params, rng);
     } catch (const Error& e) {
-      error = e.what();
+      errors[i] = e.what();
     }
-    if (error.empty()) ++r.passed;
-    else r.failures.push_back(fmt::format("program {}: {} | steps {}", i, error, program.valid() ? steps_json(program) : "-"));
+  }
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next++) < programs.size();) {
+      if (!programs[i].valid()) continue;
+      try {
+        errors[i] = run_and_compare(programs[i], inputs, want, o);
+      } catch (const Error& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const unsigned n = std::max(1u, std::min(std::thread::hardware_concurrency(), static_cast<unsigned>(programs.size())));
+  for (unsigned t = 1; t < n; ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < programs.size(); ++i) {
+    ++r.programs;
+    if (errors[i].empty()) ++r.passed;
+    else r.failures.push_back(fmt::format("program {}: {} | steps {}", i, errors[i], programs[i].valid() ? steps_json(programs[i]) : "-"));
   }
   return r;
 }

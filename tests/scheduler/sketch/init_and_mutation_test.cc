@@ -1,0 +1,126 @@
+// Init-population and mutation rules: seeded, valid, and doing what their names say.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "scheduler/sketch/init_rules.h"
+#include "scheduler/sketch/mutation_rules.h"
+#include "scheduler/sketch/random_program.h"
+#include "scheduler/sketch/sketch_rule.h"
+#include "scheduler/state/step.h"
+#include "scheduler/state/steps/pragma_step.h"
+#include "scheduler/state/steps/split_step.h"
+
+namespace kiln {
+namespace {
+
+using namespace state;
+
+std::shared_ptr<const te::ComputeDAG> matmul_dag(int64_t m, int64_t n, int64_t k) {
+  auto a = te::placeholder("A", DType::Float32, {m, k});
+  auto b = te::placeholder("B", DType::Float32, {k, n});
+  auto c = te::reduce("C", "matmul", DType::Float32, {m, n}, te::Reducer::Sum, {k},
+                      [&](const std::vector<te::Expr>& i, const std::vector<te::Expr>& r) {
+                        return te::at(a, {i[0], r[0]}) * te::at(b, {r[0], i[1]});
+                      });
+  return std::make_shared<te::ComputeDAG>(te::make_dag({c}));
+}
+
+std::string steps_json(const State& s) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const StepRef& st : s.steps()) j.push_back(st->to_json());
+  return j.dump();
+}
+
+TEST(InitRules, SplitLengthsDivideOrPadAndBoundTheInnermost) {
+  sketch::Rng rng(5);
+  int padded = 0, exact = 0;
+  for (int i = 0; i < 400; ++i) {
+    const int64_t extent = i % 2 ? 97 : 96;  // a prime and a composite
+    std::vector<int64_t> ls = sketch::sample_split_lengths(extent, 3, 64, rng);
+    ASSERT_EQ(ls.size(), 3u);
+    EXPECT_LE(ls.back(), 64);
+    int64_t product = 1;
+    for (int64_t l : ls) {
+      EXPECT_GE(l, 1);
+      product *= l;
+    }
+    const int64_t outer = (extent + product - 1) / product;
+    if (outer * product == extent) ++exact;
+    else ++padded;
+    EXPECT_LT(outer * product - extent, 16) << "a padded tile wastes less than one block of 16";
+  }
+  EXPECT_GT(padded, 50) << "prime extents get padded tiles";
+  EXPECT_GT(exact, 150);
+}
+
+TEST(InitRules, CompletedSketchesAreProgramsAndTheSeedFixesThem) {
+  State initial(matmul_dag(64, 48, 32));
+  std::vector<State> sketches = sketch::generate_sketches(initial, sketch::SearchParams{});
+  std::set<std::string> seen;
+  int parallel = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    sketch::Rng a(seed), b(seed);
+    State pa = sketch::sample_program(sketches, sketch::SearchParams{}, a);
+    State pb = sketch::sample_program(sketches, sketch::SearchParams{}, b);
+    EXPECT_EQ(steps_json(pa), steps_json(pb));
+    EXPECT_FALSE(pa.has_undefined_lengths());
+    const std::string printed = print_steps(pa) + print_state(pa);
+    // A program whose outer tile covers the whole matrix has nothing to run in parallel.
+    parallel += printed.find("parallel") != std::string::npos;
+    EXPECT_NE(printed.find("vectorize"), std::string::npos) << printed;
+    EXPECT_NE(printed.find("auto_unroll_max_step"), std::string::npos) << printed;
+    seen.insert(steps_json(pa));
+  }
+  EXPECT_GT(seen.size(), 6u) << "different seeds draw different programs";
+  EXPECT_GE(parallel, 6);
+}
+
+TEST(MutationRules, WeightsAreAnsorsCpuWeights) {
+  std::map<std::string, double> w;
+  for (const auto& r : sketch::cpu_mutation_rules()) w[r->name()] = r->weight();
+  EXPECT_DOUBLE_EQ(w["tile-size"], 0.90);
+  EXPECT_DOUBLE_EQ(w["auto-unroll"], 0.04);
+  EXPECT_DOUBLE_EQ(w["compute-location"], 0.05);
+  EXPECT_DOUBLE_EQ(w["parallel"], 0.01);
+}
+
+TEST(MutationRules, EachRuleChangesWhatItNamesAndReplays) {
+  State initial(matmul_dag(64, 48, 32));
+  std::vector<State> sketches = sketch::generate_sketches(initial, sketch::SearchParams{});
+  sketch::Rng rng(11);
+  std::map<std::string, int> changed;
+  for (int round = 0; round < 40; ++round) {
+    State p = sketch::sample_program(sketches, sketch::SearchParams{}, rng);
+    for (const auto& rule : sketch::cpu_mutation_rules()) {
+      std::optional<State> m = rule->apply(p, sketch::SearchParams{}, rng);
+      if (!m) continue;
+      ASSERT_NE(steps_json(*m), steps_json(p)) << rule->name();
+      // The mutated state replays from its own record.
+      State again = replay(m->dag_ptr(), m->steps());
+      EXPECT_EQ(print_state(again), print_state(*m));
+      ++changed[rule->name()];
+    }
+  }
+  EXPECT_GT(changed["tile-size"], 30);
+  EXPECT_GT(changed["auto-unroll"], 10);
+  EXPECT_GT(changed["compute-location"], 5);
+  EXPECT_GT(changed["parallel"], 0);
+}
+
+TEST(MutationRules, TileSizeMutationKeepsTheInnermostBound) {
+  State initial(matmul_dag(128, 128, 128));
+  std::vector<State> sketches = sketch::generate_sketches(initial, sketch::SearchParams{});
+  sketch::Rng rng(3);
+  State p = sketch::sample_program(sketches, sketch::SearchParams{}, rng);
+  for (int i = 0; i < 100; ++i) {
+    std::optional<State> m = sketch::cpu_mutation_rules()[0]->apply(p, sketch::SearchParams{}, rng);
+    if (!m) continue;
+    for (const StepRef& st : m->steps())
+      if (auto* sp = dynamic_cast<const SplitStep*>(st.get())) EXPECT_LE(sp->lengths.back().value_or(1), 64);
+    p = *m;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
