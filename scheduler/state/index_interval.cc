@@ -116,7 +116,29 @@ Opt binary(ExprOp op, const IndexInterval& a, const IndexInterval& b) {
   }
 }
 
+// Whether `e` reads no ranged variable and no tensor: its value is fixed while the region is computed.
+bool fixed_value(const te::Expr& e, const RangeMap& ranged) {
+  if (e->op == ExprOp::Load) return false;
+  if (e->op == ExprOp::Var) return !ranged.count(e.get());
+  return std::all_of(e->args.begin(), e->args.end(), [&](const te::Expr& a) { return fixed_value(a, ranged); });
+}
+
+Opt structural_interval(const te::Expr& e, const RangeMap& ranged);
+
+// A fixed subexpression the arithmetic below cannot take apart exactly (the parts of a fused loop,
+// floordiv(fused, n) and floormod(fused, n), a product of two outer loops) is a term of its own in the
+// base, so a tile inside a fused loop still has a constant extent. (Without ranged variables an exact
+// result is one point: a range there is the arithmetic's over-approximation.)
 Opt interval(const te::Expr& e, const RangeMap& ranged) {
+  Opt r = structural_interval(e, ranged);
+  if (r && r->lo == r->hi) return r;
+  if (!e || !is_integer(e->dtype) || e->dtype == DType::Bool || !fixed_value(e, ranged)) return r;
+  IndexInterval opaque;
+  opaque.base.terms[e.get()] = {e, 1};
+  return opaque;
+}
+
+Opt structural_interval(const te::Expr& e, const RangeMap& ranged) {
   if (!e || !is_integer(e->dtype) || e->dtype == DType::Bool) return std::nullopt;
   switch (e->op) {
     case ExprOp::IntImm: return point(e->int_value);
