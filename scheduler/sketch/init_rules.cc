@@ -11,6 +11,7 @@
 #include "scheduler/state/steps/compute_location_steps.h"
 #include "scheduler/state/steps/fuse_step.h"
 #include "scheduler/state/steps/pragma_step.h"
+#include "scheduler/state/steps/rfactor_step.h"
 #include "scheduler/state/steps/split_step.h"
 
 namespace kiln::sketch {
@@ -54,12 +55,15 @@ class FillTileSize : public InitRule {
   std::optional<State> apply(const State& s, const SearchParams& p, Rng& rng) const override {
     std::vector<StepRef> steps = s.steps();
     bool changed = false;
-    for (StepRef& step : steps) {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      StepRef& step = steps[i];
       auto* sp = dynamic_cast<const SplitStep*>(step.get());
       if (!sp) continue;
       bool undefined = false;
       for (const auto& l : sp->lengths) undefined = undefined || !l;
-      if (!undefined) continue;
+      // The split an rfactor step factors out is drawn like any tile (the sketch holds a placeholder 1).
+      auto* rf = i + 1 < steps.size() ? dynamic_cast<const RfactorStep*>(steps[i + 1].get()) : nullptr;
+      if (!undefined && !(rf && rf->stage_id == sp->stage_id)) continue;
       std::vector<int64_t> ls = sample_split_lengths(sp->extent, sp->lengths.size(), p.max_innermost_factor, rng);
       step = std::make_shared<SplitStep>(sp->stage_id, sp->iter_id, sp->extent,
                                          std::vector<std::optional<int64_t>>(ls.begin(), ls.end()), sp->inner_to_outer);

@@ -80,7 +80,8 @@ class AddRfactor : public SketchRule {
       base.apply(std::make_shared<FuseStep>(stage, ids));
     }
     const int64_t extent = base.stage(stage).node_of(rank).extent;
-    base.apply(std::make_shared<SplitStep>(stage, rank, extent, std::vector<std::optional<int64_t>>{std::nullopt}));
+    // rfactor needs a chosen length (its new axis has that extent): 1, as Ansor; fill-tile-size draws it.
+    base.apply(std::make_shared<SplitStep>(stage, rank, extent, std::vector<std::optional<int64_t>>{1}));
     Next out;
     for (int which : {rank + 1, rank}) {  // the inner part first, as Ansor orders them
       State n = base;
