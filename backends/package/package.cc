@@ -403,13 +403,19 @@ PackageInfo build_package(const Graph& g, const PackageOptions& o, const std::st
         break;
       }
       case lower::ModelParam::Kind::Workspace:
-        // Live ranges in subgraph positions: a value from its producer to its last reader, a
-        // subgraph's temporaries (intermediate stages, extern scratch) during that subgraph only.
-        ranges.push_back({p.bytes, p.live_from, p.live_to});
         range_slot.push_back(slots.size());
         slots.push_back({Slot::Workspace, 0, nullptr});
         break;
     }
+  }
+  // Workspace tensors live from the first to the last statement that touches them (finer than
+  // subgraph positions, so an intermediate stage's bytes are reused within its subgraph), listed in
+  // the order they come alive: the planner breaks ties between equal sizes by that order.
+  std::stable_sort(range_slot.begin(), range_slot.end(),
+                   [&](size_t a, size_t b) { return prog.params[a].first_step < prog.params[b].first_step; });
+  for (size_t slot : range_slot) {
+    const lower::ModelParam& p = prog.params[slot];
+    ranges.push_back({p.bytes, p.first_step, p.last_step});
   }
   if (slots.size() != func.params.size()) throw Error("package: kernel parameters and buffer slots disagree");
   MemoryPlan plan = plan_memory(ranges, kAlign);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "frontend/ir/error.h"
@@ -63,6 +64,52 @@ ModelParam param_of(ModelParam::Kind kind, int io_index = -1) {
   return p;
 }
 
+// The global buffers (by the node their loads name) that `s` reads or writes.
+void touched_buffers(const Stmt& s, std::set<const te::TensorNode*>& nodes, std::set<const te::ExprNode*>& seen) {
+  if (!s) return;
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (!e || !seen.insert(e.get()).second) return;
+    if (e->op == te::ExprOp::Load) nodes.insert(e->tensor.get());
+    for (const Expr& a : e->args) walk(a);
+  };
+  walk(s->var);
+  walk(s->index);
+  walk(s->value);
+  walk(s->cond);
+  if (s->buffer) nodes.insert(s->buffer->node.get());
+  for (const BufferRef& b : s->args)
+    if (b) nodes.insert(b->node.get());
+  for (const Stmt& b : s->body) touched_buffers(b, nodes, seen);
+}
+
+// Sets every parameter's first_step/last_step from the statements of `body` that touch it.
+// `subgraph_start[k]` is the position of subgraph k's first statement.
+void set_steps(ModelProgram& p, const std::vector<Stmt>& body, const std::vector<int>& subgraph_start) {
+  std::map<const te::TensorNode*, size_t> param_of_node;
+  for (size_t i = 0; i < p.func.params.size(); ++i) param_of_node[p.func.params[i]->node.get()] = i;
+  std::vector<int> first(p.params.size(), -1), last(p.params.size(), -1);
+  for (size_t step = 0; step < body.size(); ++step) {
+    std::set<const te::TensorNode*> nodes;
+    std::set<const te::ExprNode*> seen;
+    touched_buffers(body[step], nodes, seen);
+    for (const te::TensorNode* n : nodes) {
+      auto it = param_of_node.find(n);
+      if (it == param_of_node.end()) continue;  // a local buffer
+      if (first[it->second] < 0) first[it->second] = static_cast<int>(step);
+      last[it->second] = static_cast<int>(step);
+    }
+  }
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    ModelParam& m = p.params[i];
+    if (first[i] < 0) {
+      const auto k = static_cast<size_t>(m.live_from);
+      first[i] = last[i] = k < subgraph_start.size() ? subgraph_start[k] : 0;
+    }
+    m.first_step = first[i];
+    m.last_step = last[i];
+  }
+}
+
 const char* kind_name(ModelParam::Kind k) {
   switch (k) {
     case ModelParam::Kind::Input: return "input";
@@ -72,6 +119,180 @@ const char* kind_name(ModelParam::Kind k) {
   }
   return "?";
 }
+
+// lower_model's phases over shared state: lower every subgraph, place the model's buffers, let the
+// scheduler lower each subgraph, copy the outputs no subgraph writes, then derive statement ranges.
+class ModelLowering {
+ public:
+  ModelLowering(const Graph& g, const SubgraphDAG& sdag, const std::string& func_name)
+      : g_(g), sdag_(sdag), params_(prog_) {
+    prog_.func.name = func_name;
+  }
+
+  ModelProgram run(const SubgraphScheduler& schedule) {
+    lower_subgraphs();
+    find_output_copies();
+    place_inputs_and_weights();
+    place_outputs();
+    place_values_between_subgraphs();
+    std::vector<Stmt> body;
+    std::vector<int> subgraph_start;
+    for (size_t k = 0; k < sdag_.subgraphs.size(); ++k) {
+      subgraph_start.push_back(static_cast<int>(body.size()));
+      schedule_subgraph(k, schedule, body);
+    }
+    for (const auto& [i, source] : copies_)
+      if (output_buffers_[i]->size > 0) body.push_back(copy_loop(output_buffers_[i], value_buffer_.at(source)));
+    set_steps(prog_, body, subgraph_start);
+    prog_.func.body = block(std::move(body));
+    return std::move(prog_);
+  }
+
+ private:
+  // Every subgraph's DAG first: which inputs and weights the model reads depends on all of them.
+  void lower_subgraphs() {
+    for (size_t k = 0; k < sdag_.subgraphs.size(); ++k) {
+      const Subgraph& sg = sdag_.subgraphs[k];
+      prog_.subgraphs.push_back(with_distinct_output_stages(lower_subgraph(g_, sg), sg));
+      const LoweredSubgraph& ls = prog_.subgraphs.back();
+      std::set<const te::TensorNode*> placeholders;
+      for (const te::TensorRef& t : ls.dag.placeholders) placeholders.insert(t.get());
+      for (const auto& [name, t] : ls.inputs) {
+        if (placeholders.erase(t.get())) mark_read(name);
+      }
+      for (const te::TensorRef& t : ls.dag.placeholders) {
+        if (!placeholders.count(t.get())) continue;
+        if (!t->constant)
+          throw Error(fmt::format("lower_model: subgraph {}: placeholder '{}' is no input of the subgraph and no constant",
+                                  sg.id, t->name));
+        lowering_constants_.push_back(t);
+      }
+      for (const std::string& o : sg.outputs)
+        if (!producer_.emplace(o, static_cast<int>(k)).second)
+          throw Error("lower_model: value '" + o + "' is an output of two subgraphs");
+    }
+  }
+
+  void mark_read(const std::string& name) {
+    if (read_.insert(name).second) read_order_.push_back(name);
+  }
+
+  // Graph outputs no subgraph writes are copied at the end, from their value's buffer.
+  void find_output_copies() {
+    std::set<std::string> written;
+    for (size_t i = 0; i < g_.outputs.size(); ++i) {
+      const std::string& o = g_.outputs[i];
+      if (producer_.count(o) && written.insert(o).second) continue;
+      copies_.emplace_back(i, o);
+      if (!producer_.count(o)) mark_read(o);
+    }
+  }
+
+  // Graph inputs in their order, then graph constants in first-read order, then the constants op
+  // lowerings made; only those some statement reads.
+  void place_inputs_and_weights() {
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+      const std::string& name = g_.inputs[i];
+      if (!read_.count(name) || value_buffer_.count(name)) continue;
+      const Value& v = g_.value(name);
+      value_buffer_[name] = params_.add(name, v.dtype, v.shape, param_of(ModelParam::Kind::Input, static_cast<int>(i)));
+    }
+    for (const std::string& name : read_order_) {
+      if (value_buffer_.count(name)) continue;
+      const Value& v = g_.value(name);
+      if (!v.constant) {
+        if (producer_.count(name)) continue;  // written by a subgraph: placed with those values
+        throw Error("lower_model: value '" + name + "' is read but is no graph input, constant or subgraph output");
+      }
+      ModelParam p = param_of(ModelParam::Kind::Weight);
+      p.weight = v.constant;
+      value_buffer_[name] = params_.add(name, v.dtype, v.shape, std::move(p));
+    }
+    for (const te::TensorRef& t : lowering_constants_) {
+      ModelParam p = param_of(ModelParam::Kind::Weight);
+      p.weight = t->constant;
+      constant_buffer_[t.get()] = params_.add(t->name, t->dtype, t->shape, std::move(p));
+    }
+  }
+
+  // Every graph output: the first listing of a value a subgraph computes is that value's buffer, so
+  // the subgraph writes straight into the caller's memory; the others are filled by copies.
+  void place_outputs() {
+    for (size_t i = 0; i < g_.outputs.size(); ++i) {
+      const std::string& name = g_.outputs[i];
+      const Value& v = g_.value(name);
+      const bool written_here = producer_.count(name) && !value_buffer_.count(name);
+      BufferRef b = params_.add(written_here ? name : fmt::format("{}.output{}", name, i), v.dtype, v.shape,
+                                param_of(ModelParam::Kind::Output, static_cast<int>(i)));
+      output_buffers_.push_back(b);
+      if (written_here) value_buffer_[name] = b;
+    }
+  }
+
+  // The other subgraph outputs are workspace, live from their producer to their last reader.
+  void place_values_between_subgraphs() {
+    std::map<std::string, int> last_reader;
+    for (size_t k = 0; k < sdag_.subgraphs.size(); ++k)
+      for (const std::string& in : sdag_.subgraphs[k].inputs) last_reader[in] = static_cast<int>(k);
+    for (size_t k = 0; k < sdag_.subgraphs.size(); ++k)
+      for (const std::string& name : sdag_.subgraphs[k].outputs) {
+        if (value_buffer_.count(name)) continue;
+        const Value& v = g_.value(name);
+        ModelParam p = param_of(ModelParam::Kind::Workspace);
+        p.live_from = static_cast<int>(k);
+        auto reader = last_reader.find(name);
+        p.live_to = std::max(p.live_from, reader == last_reader.end() ? p.live_from : reader->second);
+        value_buffer_[name] = params_.add(name, v.dtype, v.shape, std::move(p));
+      }
+  }
+
+  // Subgraph k's statements from the scheduler (a Block spliced into `body`); its temporaries live in
+  // it alone.
+  void schedule_subgraph(size_t k, const SubgraphScheduler& schedule, std::vector<Stmt>& body) {
+    const Subgraph& sg = sdag_.subgraphs[k];
+    const LoweredSubgraph& ls = prog_.subgraphs[k];
+    std::map<const te::TensorNode*, BufferRef> buffers;
+    for (const te::TensorRef& t : ls.dag.placeholders) {
+      auto it = constant_buffer_.find(t.get());
+      if (it != constant_buffer_.end()) buffers[t.get()] = it->second;
+    }
+    for (const auto& [name, t] : ls.inputs) {
+      auto it = value_buffer_.find(name);
+      if (it != value_buffer_.end()) buffers[t.get()] = it->second;
+    }
+    for (size_t i = 0; i < ls.outputs.size(); ++i) buffers[ls.outputs[i].get()] = value_buffer_.at(sg.outputs[i]);
+    std::vector<BufferRef> temporaries;
+    Stmt s = schedule(ls, sg.id, buffers, temporaries);
+    if (s && s->kind == StmtKind::Block) body.insert(body.end(), s->body.begin(), s->body.end());
+    else if (s) body.push_back(s);
+    std::set<const Buffer*> model_buffers;
+    for (const BufferRef& b : prog_.func.params) model_buffers.insert(b.get());
+    for (const BufferRef& t : temporaries) {
+      if (!t || t->local || !model_buffers.insert(t.get()).second)
+        throw Error(fmt::format("lower_model: subgraph {}: temporary '{}' is null, local or already a model buffer", sg.id,
+                                t ? t->name : "?"));
+      ModelParam p = param_of(ModelParam::Kind::Workspace);
+      p.bytes = t->size * static_cast<int64_t>(dtype_size(t->dtype));
+      p.live_from = p.live_to = static_cast<int>(k);
+      params_.add(t, std::move(p));
+    }
+  }
+
+  const Graph& g_;
+  const SubgraphDAG& sdag_;
+  ModelProgram prog_;
+  ParamList params_;
+  std::map<std::string, int> producer_;  // value -> position of the subgraph that writes it
+  std::vector<std::string> read_order_;  // values statements read, in first-read order
+  std::set<std::string> read_;
+  // Constants an op's lowering makes itself (Resize's weight tables, Compress's kept indices): no
+  // graph value, so a weight of their subgraph alone.
+  std::vector<te::TensorRef> lowering_constants_;
+  std::vector<std::pair<size_t, std::string>> copies_;  // output index, source value
+  std::map<std::string, BufferRef> value_buffer_;
+  std::map<const te::TensorNode*, BufferRef> constant_buffer_;
+  std::vector<BufferRef> output_buffers_;
+};
 
 }  // namespace
 
@@ -101,129 +322,7 @@ SubgraphScheduler default_subgraph_scheduler(const ScheduleParams& params) {
 ModelProgram lower_model(const Graph& g, const SubgraphDAG& sdag, const std::string& func_name,
                          const SubgraphScheduler& schedule) {
   if (!schedule) throw Error("lower_model: no subgraph scheduler");
-  ModelProgram prog;
-  prog.func.name = func_name;
-  ParamList params(prog);
-  const int num_subgraphs = static_cast<int>(sdag.subgraphs.size());
-
-  // Every subgraph's DAG first: which inputs and weights the model reads depends on all of them.
-  std::map<std::string, int> producer;  // value -> position of the subgraph that writes it
-  std::vector<std::string> read_order;  // placeholders' values, in first-read order
-  std::set<std::string> read;
-  // Constants an op's lowering makes itself (Resize's weight tables, Compress's kept indices): no
-  // graph value, so a weight of their subgraph alone.
-  std::vector<te::TensorRef> lowering_constants;
-  for (int k = 0; k < num_subgraphs; ++k) {
-    const Subgraph& sg = sdag.subgraphs[static_cast<size_t>(k)];
-    prog.subgraphs.push_back(with_distinct_output_stages(lower_subgraph(g, sg), sg));
-    const LoweredSubgraph& ls = prog.subgraphs.back();
-    std::set<const te::TensorNode*> placeholders;
-    for (const te::TensorRef& t : ls.dag.placeholders) placeholders.insert(t.get());
-    for (const auto& [name, t] : ls.inputs) {
-      if (placeholders.erase(t.get()) && read.insert(name).second) read_order.push_back(name);
-    }
-    for (const te::TensorRef& t : ls.dag.placeholders) {
-      if (!placeholders.count(t.get())) continue;
-      if (!t->constant) throw Error(fmt::format("lower_model: subgraph {}: placeholder '{}' is no input of the subgraph and no constant", sg.id, t->name));
-      lowering_constants.push_back(t);
-    }
-    for (const std::string& o : sg.outputs)
-      if (!producer.emplace(o, k).second) throw Error("lower_model: value '" + o + "' is an output of two subgraphs");
-  }
-  // Graph outputs no subgraph writes are copied at the end, from their value's buffer.
-  std::vector<std::pair<size_t, std::string>> copies;  // output index, source value
-  std::set<std::string> written;
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    const std::string& o = g.outputs[i];
-    if (producer.count(o) && written.insert(o).second) continue;
-    copies.emplace_back(i, o);
-    if (!producer.count(o) && read.insert(o).second) read_order.push_back(o);
-  }
-
-  // One buffer per value crossing subgraphs: inputs, weights, outputs, then values between subgraphs.
-  std::map<std::string, BufferRef> value_buffer;
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    const std::string& name = g.inputs[i];
-    if (!read.count(name) || value_buffer.count(name)) continue;
-    const Value& v = g.value(name);
-    value_buffer[name] = params.add(name, v.dtype, v.shape, param_of(ModelParam::Kind::Input, static_cast<int>(i)));
-  }
-  for (const std::string& name : read_order) {
-    if (value_buffer.count(name)) continue;
-    const Value& v = g.value(name);
-    if (!v.constant) {
-      if (producer.count(name)) continue;  // written by a subgraph: placed below
-      throw Error("lower_model: value '" + name + "' is read but is no graph input, constant or subgraph output");
-    }
-    ModelParam p = param_of(ModelParam::Kind::Weight);
-    p.weight = v.constant;
-    value_buffer[name] = params.add(name, v.dtype, v.shape, std::move(p));
-  }
-  std::map<const te::TensorNode*, BufferRef> constant_buffer;
-  for (const te::TensorRef& t : lowering_constants) {
-    ModelParam p = param_of(ModelParam::Kind::Weight);
-    p.weight = t->constant;
-    constant_buffer[t.get()] = params.add(t->name, t->dtype, t->shape, std::move(p));
-  }
-  std::vector<BufferRef> output_buffers;
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    const std::string& name = g.outputs[i];
-    const Value& v = g.value(name);
-    const bool first_write = producer.count(name) && !value_buffer.count(name);
-    BufferRef b = params.add(first_write ? name : fmt::format("{}.output{}", name, i), v.dtype, v.shape,
-                             param_of(ModelParam::Kind::Output, static_cast<int>(i)));
-    output_buffers.push_back(b);
-    if (first_write) value_buffer[name] = b;
-  }
-  std::map<std::string, int> last_reader;
-  for (int k = 0; k < num_subgraphs; ++k)
-    for (const std::string& in : sdag.subgraphs[static_cast<size_t>(k)].inputs) last_reader[in] = k;
-  for (int k = 0; k < num_subgraphs; ++k)
-    for (const std::string& name : sdag.subgraphs[static_cast<size_t>(k)].outputs) {
-      if (value_buffer.count(name)) continue;
-      const Value& v = g.value(name);
-      ModelParam p = param_of(ModelParam::Kind::Workspace);
-      p.live_from = k;
-      auto reader = last_reader.find(name);
-      p.live_to = std::max(k, reader == last_reader.end() ? k : reader->second);
-      value_buffer[name] = params.add(name, v.dtype, v.shape, std::move(p));
-    }
-
-  // Each subgraph's statement from the scheduler, its temporaries live in it alone.
-  std::set<const Buffer*> model_buffers;
-  for (const BufferRef& b : prog.func.params) model_buffers.insert(b.get());
-  std::vector<Stmt> body;
-  for (int k = 0; k < num_subgraphs; ++k) {
-    const Subgraph& sg = sdag.subgraphs[static_cast<size_t>(k)];
-    const LoweredSubgraph& ls = prog.subgraphs[static_cast<size_t>(k)];
-    std::map<const te::TensorNode*, BufferRef> buffers;
-    for (const te::TensorRef& t : ls.dag.placeholders) {
-      auto it = constant_buffer.find(t.get());
-      if (it != constant_buffer.end()) buffers[t.get()] = it->second;
-    }
-    for (const auto& [name, t] : ls.inputs) {
-      auto it = value_buffer.find(name);
-      if (it != value_buffer.end()) buffers[t.get()] = it->second;
-    }
-    for (size_t i = 0; i < ls.outputs.size(); ++i) buffers[ls.outputs[i].get()] = value_buffer.at(sg.outputs[i]);
-    std::vector<BufferRef> temporaries;
-    Stmt s = schedule(ls, sg.id, buffers, temporaries);
-    if (s && s->kind == StmtKind::Block) body.insert(body.end(), s->body.begin(), s->body.end());
-    else if (s) body.push_back(s);
-    for (const BufferRef& t : temporaries) {
-      if (!t || t->local || !model_buffers.insert(t.get()).second)
-        throw Error(fmt::format("lower_model: subgraph {}: temporary '{}' is null, local or already a model buffer", sg.id,
-                                t ? t->name : "?"));
-      ModelParam p = param_of(ModelParam::Kind::Workspace);
-      p.bytes = t->size * static_cast<int64_t>(dtype_size(t->dtype));
-      p.live_from = p.live_to = k;
-      params.add(t, std::move(p));
-    }
-  }
-  for (const auto& [i, source] : copies)
-    if (output_buffers[i]->size > 0) body.push_back(copy_loop(output_buffers[i], value_buffer.at(source)));
-  prog.func.body = block(std::move(body));
-  return prog;
+  return ModelLowering(g, sdag, func_name).run(schedule);
 }
 
 std::string print_model_params(const ModelProgram& p) {
@@ -233,7 +332,8 @@ std::string print_model_params(const ModelProgram& p) {
     out += fmt::format("{} ", kind_name(m.kind));
     if (m.io_index >= 0) out += fmt::format("{} ", m.io_index);
     out += fmt::format("{}: {} bytes", p.func.params[i]->name, m.bytes);
-    if (m.kind == ModelParam::Kind::Workspace) out += fmt::format(", live {}..{}", m.live_from, m.live_to);
+    if (m.kind == ModelParam::Kind::Workspace)
+      out += fmt::format(", live {}..{} (statements {}..{})", m.live_from, m.live_to, m.first_step, m.last_step);
     out += "\n";
   }
   return out;

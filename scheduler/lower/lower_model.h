@@ -54,6 +54,12 @@ struct ModelParam {
   /// in its own subgraph only. (The final copies into outputs, at position subgraphs.size(), read no
   /// workspace.)
   int live_from = 0, live_to = 0;
+  /// The first and last statement of func.body (a Block) that reads or writes the buffer: the same
+  /// lifetime at the granularity of statements, which the memory plan uses. Under the default schedule
+  /// a statement is one stage, so an intermediate stage's bytes are reused by the next stages of its
+  /// subgraph instead of staying reserved for the whole subgraph. (A buffer no statement touches gets
+  /// its subgraph's first statement.)
+  int first_step = 0, last_step = 0;
 };
 
 /// The model's function and what each of its parameters is.

@@ -83,12 +83,19 @@ TEST(LowerModel, AttentionParamsAreClassified) {
     auto [it, fresh] = edge_range.emplace(e.value, std::pair{e.from, e.to});
     if (!fresh) it->second.second = std::max(it->second.second, e.to);
   }
+  // Statement positions: the default schedule gives one statement per stage.
+  std::vector<int> start{0};
+  for (const LoweredSubgraph& ls : p.subgraphs) start.push_back(start.back() + static_cast<int>(ls.dag.tensors.size()));
   int temporaries = 0;
   for (size_t i = 0; i < p.params.size(); ++i) {
     const ModelParam& m = p.params[i];
     const lower::BufferRef& b = p.func.params[i];
     if (m.kind != Kind::Workspace) continue;
     EXPECT_EQ(m.bytes, b->size * static_cast<int64_t>(dtype_size(b->dtype))) << b->name;
+    // Statement ranges refine subgraph ranges.
+    EXPECT_LE(m.first_step, m.last_step) << b->name;
+    EXPECT_GE(m.first_step, start[static_cast<size_t>(m.live_from)]) << b->name;
+    EXPECT_LT(m.last_step, start[static_cast<size_t>(m.live_to) + 1]) << b->name;
     auto edge = edge_range.find(b->name);
     if (edge != edge_range.end()) {
       EXPECT_EQ(m.live_from, edge->second.first) << b->name;
@@ -163,7 +170,7 @@ TEST(LowerModel, SchedulerStatementsAndTemporariesAreUsed) {
             "weight w: 432 bytes\n"
             "weight b: 16 bytes\n"
             "output 0 y: 1024 bytes\n"
-            "workspace my_tmp: 1024 bytes, live 0..0\n");
+            "workspace my_tmp: 1024 bytes, live 0..0 (statements 0..1)\n");
 
   // Handing back a model buffer as a temporary breaks the contract.
   auto bad = [](const LoweredSubgraph& sg, int, const Buffers& buffers, std::vector<lower::BufferRef>& temps) {
@@ -195,6 +202,24 @@ TEST(LowerModel, OutputThatIsAnInputOrAConstantIsCopied) {
   EXPECT_NE(text.find("c.output2[c.output2.i] = c[c.output2.i]"), std::string::npos) << text;
   // The copies come last, after the subgraph that computes y.
   EXPECT_LT(text.find("y["), text.find("x.output1["));
+}
+
+TEST(LowerModel, ConstantsALoweringMakesAreWeights) {
+  ModelBuilder b("compress", 17);
+  b.input("x", DType::Float32, Shape{4});
+  b.initializer("cond", Tensor::from_ints(DType::Bool, Shape{4}, std::vector<int64_t>{1, 0, 1, 1}));
+  b.node("Compress", {"x", "cond"}, {"y"}, "compress");
+  b.output("y", DType::Float32, Shape{3});
+  Graph g = testing::load_built(b);
+  ModelProgram p = lower_default(g, partition_graph(g));
+  int tables = 0;
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    if (p.params[i].kind != Kind::Weight) continue;
+    ++tables;
+    ASSERT_NE(p.params[i].weight, nullptr);
+    EXPECT_EQ(p.params[i].bytes, 3 * 8) << p.func.params[i]->name;  // the kept positions, int64
+  }
+  EXPECT_EQ(tables, 1) << lower::print_model_params(p);
 }
 
 TEST(LowerModel, TopKScratchIsATemporaryOfItsSubgraph) {
