@@ -5,7 +5,7 @@
 
 namespace kiln::package {
 
-/// A tensor to place: its size and the first and last step (stage index) at which it is live.
+/// A buffer to place: its size and the first and last step (statement position in the model body) at which it is live.
 struct LiveRange {
   int64_t bytes;
   int64_t first;
