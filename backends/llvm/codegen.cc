@@ -1,14 +1,17 @@
 #include "backends/llvm/codegen.h"
 
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
+#include <functional>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
-#include "backends/llvm/math_polynomials.h"
+#include "backends/llvm/expr_ops.h"
+#include "backends/llvm/index_analysis.h"
 #include "frontend/ir/error.h"
 #include "scheduler/te/compute.h"
 
@@ -28,34 +31,6 @@ llvm::StructType* parallel_struct_type(llvm::LLVMContext& ctx) {
 }
 
 namespace {
-
-bool depends_on(const ExprNode* e, const ExprNode* v) {
-  if (e == v) return true;
-  for (const Expr& a : e->args)
-    if (depends_on(a.get(), v)) return true;
-  return false;
-}
-
-// The constant coefficient of `v` in `e` when `e` is affine in `v`; nullopt otherwise.
-std::optional<int64_t> linear_coeff(const ExprNode* e, const ExprNode* v) {
-  if (e == v) return 1;
-  if (!depends_on(e, v)) return 0;
-  if (e->op == ExprOp::Add || e->op == ExprOp::Sub) {
-    auto a = linear_coeff(e->args[0].get(), v), b = linear_coeff(e->args[1].get(), v);
-    if (!a || !b) return std::nullopt;
-    return e->op == ExprOp::Add ? *a + *b : *a - *b;
-  }
-  if (e->op == ExprOp::Mul) {
-    const ExprNode* x = e->args[0].get();
-    const ExprNode* y = e->args[1].get();
-    if (y->op == ExprOp::IntImm) std::swap(x, y);
-    if (x->op != ExprOp::IntImm) return std::nullopt;
-    auto c = linear_coeff(y, v);
-    if (!c) return std::nullopt;
-    return *c * x->int_value;
-  }
-  return std::nullopt;
-}
 
 class FuncEmitter {
  public:
@@ -94,21 +69,8 @@ class FuncEmitter {
 
  private:
   // ---- types -------------------------------------------------------------------------------------
-  llvm::Type* mem_type(DType t) {
-    switch (t) {
-      case DType::Float32: return b_.getFloatTy();
-      case DType::Float64: return b_.getDoubleTy();
-      case DType::Float16: return b_.getHalfTy();
-      case DType::BFloat16: return b_.getBFloatTy();
-      case DType::Bool: return b_.getInt8Ty();
-      default: return b_.getIntNTy(static_cast<unsigned>(8 * dtype_size(t)));
-    }
-  }
-  llvm::Type* scalar_type(DType t) {
-    if (t == DType::Float16 || t == DType::BFloat16) return b_.getFloatTy();
-    if (t == DType::Bool) return b_.getInt1Ty();
-    return mem_type(t);
-  }
+  llvm::Type* mem_type(DType t) { return memory_type(ctx_, t); }
+  llvm::Type* scalar_type(DType t) { return value_type(ctx_, t); }
   llvm::Type* val_type(DType t) {
     llvm::Type* s = scalar_type(t);
     return vec_var_ ? llvm::VectorType::get(s, static_cast<unsigned>(lanes_), false) : s;
@@ -156,39 +118,15 @@ class FuncEmitter {
   llvm::Value* buffer_base(const te::TensorNode* node) { return base_of(buffer_of(node)); }
 
   llvm::Value* to_value(llvm::Value* mem, DType t) {
-    if (t == DType::Float16 || t == DType::BFloat16) return b_.CreateFPExt(mem, val_type_of(mem, t));
+    if (t == DType::Float16 || t == DType::BFloat16) return b_.CreateFPExt(mem, value_type_like(mem, t));
     if (t == DType::Bool) return b_.CreateICmpNE(mem, llvm::Constant::getNullValue(mem->getType()));
     return mem;
   }
-  llvm::Type* val_type_of(llvm::Value* like, DType t) {
-    llvm::Type* s = scalar_type(t);
-    if (auto* vt = llvm::dyn_cast<llvm::VectorType>(like->getType())) return llvm::VectorType::get(s, vt->getElementCount());
-    return s;
-  }
-  // float -> bfloat16 with round-to-nearest-even on the bits: LLVM lowers fptrunc to bfloat to a
-  // libgcc call that older toolchains lack, and packages must not need a runtime library.
-  llvm::Value* float_to_bfloat(llvm::Value* v) {
-    llvm::Type* i32 = b_.getInt32Ty();
-    llvm::Type* i16 = b_.getInt16Ty();
-    llvm::Type* bf = b_.getBFloatTy();
-    if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType())) {
-      i32 = llvm::VectorType::get(i32, vt->getElementCount());
-      i16 = llvm::VectorType::get(i16, vt->getElementCount());
-      bf = llvm::VectorType::get(bf, vt->getElementCount());
-    }
-    llvm::Value* bits = b_.CreateBitCast(v, i32);
-    llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, llvm::ConstantInt::get(i32, 16)), llvm::ConstantInt::get(i32, 1));
-    llvm::Value* rounded = b_.CreateAdd(bits, b_.CreateAdd(lsb, llvm::ConstantInt::get(i32, 0x7fff)));
-    llvm::Value* nan = b_.CreateOr(bits, llvm::ConstantInt::get(i32, 0x400000));  // keep NaN quiet
-    llvm::Value* pick = b_.CreateSelect(b_.CreateFCmpUNO(v, v), nan, rounded);
-    return b_.CreateBitCast(b_.CreateTrunc(b_.CreateLShr(pick, llvm::ConstantInt::get(i32, 16)), i16), bf);
-  }
-
   llvm::Value* to_mem(llvm::Value* v, DType t) {
     llvm::Type* m = mem_type(t);
     llvm::Type* target = m;
     if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType())) target = llvm::VectorType::get(m, vt->getElementCount());
-    if (t == DType::BFloat16) return float_to_bfloat(v);
+    if (t == DType::BFloat16) return emit_float_to_bfloat(b_, v);
     if (t == DType::Float16) return b_.CreateFPTrunc(v, target);
     if (t == DType::Bool) return b_.CreateZExt(v, target);
     return v;
@@ -209,10 +147,12 @@ class FuncEmitter {
     return idx;
   }
 
+  // Clamps an i64 index (scalar or vector) into [0, size).
   llvm::Value* clamp_index(llvm::Value* idx, int64_t size) {
-    llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSLT(idx, b_.getInt64(0)), b_.getInt64(0), idx);
-    return b_.CreateSelect(b_.CreateICmpSGT(lo, b_.getInt64(static_cast<uint64_t>(size - 1))),
-                           b_.getInt64(static_cast<uint64_t>(size - 1)), lo);
+    llvm::Value* zero = llvm::ConstantInt::get(idx->getType(), 0);
+    llvm::Value* last = llvm::ConstantInt::get(idx->getType(), static_cast<uint64_t>(size - 1));
+    llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSLT(idx, zero), zero, idx);
+    return b_.CreateSelect(b_.CreateICmpSGT(lo, last), last, lo);
   }
 
   llvm::Value* scalar_load(const ExprNode* e, llvm::Value* idx, bool guarded) {
@@ -226,56 +166,123 @@ class FuncEmitter {
     return v;
   }
 
+  // ---- vector memory access ----------------------------------------------------------------------
+  // Inside a vectorized loop an access is uniform (one element for every lane: a scalar access),
+  // contiguous (coefficient 1: one vector access) or scattered (gather, scatter or one access per
+  // lane). Under an `if` whose condition varies across lanes, mask_ holds the active lanes; the others
+  // may index outside their buffer (the tail of a non-divisible split), so their accesses are masked
+  // too, unless index_range proves that every lane of every iteration stays inside the buffer.
+
+  // A lane-private buffer (see Allocate) differs per lane in a way linear_coeff cannot see.
+  bool reads_lane_private(const ExprNode* e) const {
+    if (lane_private_.empty()) return false;
+    if (e->op == ExprOp::Load) {
+      auto it = node_to_buf_.find(e->tensor.get());
+      if (it != node_to_buf_.end() && lane_private_.count(it->second)) return true;
+    }
+    for (const Expr& a : e->args)
+      if (reads_lane_private(a.get())) return true;
+    return false;
+  }
+  std::optional<int64_t> vector_coeff(const Expr& index) const {
+    if (reads_lane_private(index.get())) return std::nullopt;
+    return linear_coeff(index.get(), vec_var_);
+  }
+  bool is_uniform(const Expr& e) const { return !depends_on(e.get(), vec_var_) && !reads_lane_private(e.get()); }
+  bool stays_inside(const Expr& index, int64_t size) const {
+    auto r = index_range(index.get(), ranges_);
+    return r && r->lo >= 0 && r->hi < size;
+  }
+
+  llvm::Align align_of(const Buffer* buf) const { return llvm::Align(dtype_size(buf->dtype)); }
+  llvm::VectorType* mem_vector(const Buffer* buf) {
+    return llvm::VectorType::get(mem_type(buf->dtype), static_cast<unsigned>(lanes_), false);
+  }
+  llvm::Constant* lane_numbers() {
+    std::vector<llvm::Constant*> steps;
+    for (int l = 0; l < lanes_; ++l) steps.push_back(b_.getInt64(static_cast<uint64_t>(l)));
+    return llvm::ConstantVector::get(steps);
+  }
+  // Whether every lane of the vector at index `first` lies on a page holding some of the buffer's
+  // elements. Masked-off lanes of a masked load or store that reach a page that is unmapped or not yet
+  // touched cost a microcode assist (fault suppression, about a thousand cycles) on x86, and a
+  // broadcast row read at its end for every output row would pay that each time; a gather or scatter
+  // never touches masked-off lanes.
+  llvm::Value* on_buffer_pages(llvm::Value* basep, llvm::Value* first, const Buffer* buf) {
+    constexpr uint64_t kPageBits = 12;  // 4 KiB, the smallest page of kiln's targets
+    llvm::Type* mt = mem_type(buf->dtype);
+    auto page_of = [&](llvm::Value* index) {
+      return b_.CreateLShr(b_.CreatePtrToInt(b_.CreateGEP(mt, basep, index), b_.getInt64Ty()), kPageBits);
+    };
+    llvm::Value* last = b_.CreateAdd(first, b_.getInt64(static_cast<uint64_t>(lanes_ - 1)));
+    return b_.CreateAnd(b_.CreateICmpUGE(page_of(first), page_of(b_.getInt64(0))),
+                        b_.CreateICmpULE(page_of(last), page_of(b_.getInt64(static_cast<uint64_t>(buf->size - 1)))));
+  }
+
+  // Per-lane i64 indices: scalar arithmetic with the vector variable fixed per lane, unless the index
+  // reads a lane-private buffer (then only its vector form knows each lane's value).
+  std::vector<llvm::Value*> lane_indices(const Expr& index) {
+    std::vector<llvm::Value*> out;
+    llvm::Value* vec = reads_lane_private(index.get()) ? emit_expr(index, false) : nullptr;
+    for (int l = 0; l < lanes_; ++l)
+      out.push_back(vec ? b_.CreateExtractElement(vec, static_cast<uint64_t>(l)) : scalar_index(index, l));
+    return out;
+  }
+
   llvm::Value* emit_load(const ExprNode* e, bool guarded) {
     const Expr& index = e->args[0];
     if (!vec_var_) return scalar_load(e, emit_expr(index, false), guarded);
-    auto coeff = linear_coeff(index.get(), vec_var_);
-    if (coeff && *coeff == 0) return splat(scalar_load(e, scalar_index(index, 0), guarded));
     const Buffer* buf = buffer_of(e->tensor.get());
+    if (lane_private_.count(buf)) return to_value(lane_private_load(buf, index, guarded), buf->dtype);
+    auto coeff = vector_coeff(index);
+    // One element for all lanes: a scalar load. Some lane is active (masked_region skips a body with
+    // none), so the loop itself reads this element.
+    if (coeff && *coeff == 0) return splat(scalar_load(e, scalar_index(index, 0), guarded));
+    const bool inside = stays_inside(index, buf->size);
+    if (inside) guarded = false;  // nothing to clamp
+    llvm::Value* mask = inside ? nullptr : mask_;
     llvm::Type* mt = mem_type(buf->dtype);
     llvm::Value* basep = buffer_base(e->tensor.get());
-    auto* vt = llvm::VectorType::get(mt, static_cast<unsigned>(lanes_), false);
-    auto contiguous = [&](llvm::Value* first) {
-      llvm::Value* p = b_.CreateGEP(mt, basep, first);
-      return b_.CreateAlignedLoad(vt, p, llvm::Align(dtype_size(buf->dtype)));
+    llvm::VectorType* vt = mem_vector(buf);
+    llvm::Constant* zero = llvm::Constant::getNullValue(vt);  // masked-off lanes: integer division stays defined
+    auto contiguous = [&](llvm::Value* first) -> llvm::Value* {
+      return b_.CreateAlignedLoad(vt, b_.CreateGEP(mt, basep, first), align_of(buf));
     };
     // Lanes at arbitrary (clamped, when guarded) indices: one hardware gather where the target has it.
+    // A local buffer is read lane by lane instead: with constant indices (unrolled register tiles)
+    // SROA then keeps it in registers, which a gather would prevent.
     auto gather = [&]() -> llvm::Value* {
-      llvm::Value* idx = emit_expr(index, false);
-      if (guarded) {
-        llvm::Value* lo = llvm::ConstantInt::get(idx->getType(), 0);
-        llvm::Value* hi = llvm::ConstantInt::get(idx->getType(), static_cast<uint64_t>(buf->size - 1));
-        idx = b_.CreateSelect(b_.CreateICmpSLT(idx, lo), lo, idx);
-        idx = b_.CreateSelect(b_.CreateICmpSGT(idx, hi), hi, idx);
+      if (buf->local && !mask) {
+        llvm::Value* out = llvm::PoisonValue::get(vt);
+        std::vector<llvm::Value*> idx = lane_indices(index);
+        for (int l = 0; l < lanes_; ++l) {
+          llvm::Value* i = guarded ? clamp_index(idx[static_cast<size_t>(l)], buf->size) : idx[static_cast<size_t>(l)];
+          out = b_.CreateInsertElement(out, b_.CreateLoad(mt, b_.CreateGEP(mt, basep, i)), static_cast<uint64_t>(l));
+        }
+        return out;
       }
+      llvm::Value* idx = emit_expr(index, false);
+      if (guarded) idx = clamp_index(idx, buf->size);
       llvm::Value* ptrs = b_.CreateGEP(mt, basep, idx);
-      return b_.CreateMaskedGather(vt, ptrs, llvm::Align(dtype_size(buf->dtype)));
+      return b_.CreateMaskedGather(vt, ptrs, align_of(buf), mask, zero);
     };
-    if (coeff && *coeff == 1 && !guarded) return to_value(contiguous(scalar_index(index, 0)), buf->dtype);
+    if (coeff && *coeff == 1 && !guarded && !mask) return to_value(contiguous(scalar_index(index, 0)), buf->dtype);
     if (coeff && *coeff == 1) {
-      // A guarded contiguous load (padding, slicing) is in bounds almost everywhere: load the vector
-      // directly when all lanes are inside the buffer, gather clamped lanes only at the edges.
+      // A guarded (padding, slicing) or masked (split tail) contiguous load is inside its buffer almost
+      // everywhere: load the whole vector when all lanes are inside, and only at the buffer's edges
+      // gather clamped lanes or load under the mask (masked loads are also scalarized on targets
+      // without them).
       llvm::Value* first = scalar_index(index, 0);
-      llvm::Value* inside = b_.CreateAnd(
-          b_.CreateICmpSGE(first, b_.getInt64(0)),
-          b_.CreateICmpSLE(first, b_.getInt64(static_cast<uint64_t>(buf->size - lanes_))));
-      auto* fast = llvm::BasicBlock::Create(ctx_, "load.fast", fn_);
-      auto* slow = llvm::BasicBlock::Create(ctx_, "load.edge", fn_);
-      auto* join = llvm::BasicBlock::Create(ctx_, "load.join", fn_);
-      b_.CreateCondBr(inside, fast, slow);
-      b_.SetInsertPoint(fast);
-      llvm::Value* vf = contiguous(first);
-      llvm::BasicBlock* fast_end = b_.GetInsertBlock();
-      b_.CreateBr(join);
-      b_.SetInsertPoint(slow);
-      llvm::Value* vs = gather();
-      llvm::BasicBlock* slow_end = b_.GetInsertBlock();
-      b_.CreateBr(join);
-      b_.SetInsertPoint(join);
-      llvm::PHINode* phi = b_.CreatePHI(vt, 2);
-      phi->addIncoming(vf, fast_end);
-      phi->addIncoming(vs, slow_end);
-      return to_value(phi, buf->dtype);
+      llvm::Value* last_first = b_.getInt64(static_cast<uint64_t>(buf->size - lanes_));
+      llvm::Value* whole = b_.CreateAnd(b_.CreateICmpSGE(first, b_.getInt64(0)), b_.CreateICmpSLE(first, last_first));
+      llvm::Value* v = branch_value(whole, "load.inside", [&] { return contiguous(first); }, [&]() -> llvm::Value* {
+        if (guarded) return gather();
+        return branch_value(
+            on_buffer_pages(basep, first, buf), "load.masked",
+            [&] { return b_.CreateMaskedLoad(vt, b_.CreateGEP(mt, basep, first), align_of(buf), mask, zero); },
+            [&] { return gather(); });
+      });
+      return to_value(v, buf->dtype);
     }
     return to_value(gather(), buf->dtype);
   }
@@ -289,16 +296,79 @@ class FuncEmitter {
       b_.CreateStore(to_mem(value, buf->dtype), b_.CreateGEP(mt, basep, emit_expr(s->index, false)));
       return;
     }
-    auto coeff = linear_coeff(s->index.get(), vec_var_);
+    llvm::Value* mem = to_mem(value, buf->dtype);
+    if (lane_private_.count(buf)) return lane_private_store(buf, s->index, mem);
+    auto coeff = vector_coeff(s->index);
+    // Under a mask, a local buffer no other task sees, indexed inside its bounds, is updated by
+    // load-select-store (SROA keeps that in registers); any other buffer gets a masked store, which
+    // leaves the masked-off elements untouched for whoever owns them.
+    const bool blend = mask_ && buf->local && !shared_locals_.count(buf) && stays_inside(s->index, buf->size);
     if (coeff && *coeff == 1) {
-      llvm::Value* p = b_.CreateGEP(mt, basep, scalar_index(s->index, 0));
-      b_.CreateAlignedStore(to_mem(value, buf->dtype), p, llvm::Align(dtype_size(buf->dtype)));
+      llvm::Value* first = scalar_index(s->index, 0);
+      llvm::Value* p = b_.CreateGEP(mt, basep, first);
+      if (mask_ && !blend) {
+        auto scatter = [&] {
+          llvm::Value* ptrs = b_.CreateGEP(mt, basep, emit_expr(s->index, false));
+          b_.CreateMaskedScatter(mem, ptrs, align_of(buf), mask_);
+        };
+        branch(on_buffer_pages(basep, first, buf), "store.masked",
+               [&] { b_.CreateMaskedStore(mem, p, align_of(buf), mask_); }, scatter);
+        return;
+      }
+      if (mask_) mem = b_.CreateSelect(mask_, mem, b_.CreateAlignedLoad(mem->getType(), p, align_of(buf)));
+      b_.CreateAlignedStore(mem, p, align_of(buf));
       return;
     }
-    for (int l = 0; l < lanes_; ++l) {
-      llvm::Value* lane = b_.CreateExtractElement(value, static_cast<uint64_t>(l));
-      b_.CreateStore(to_mem(lane, buf->dtype), b_.CreateGEP(mt, basep, scalar_index(s->index, l)));
+    if (mask_ && !blend) {
+      // A scatter writes lanes in order: of several active lanes storing one element, the last wins,
+      // as in the loop.
+      llvm::Value* ptrs = b_.CreateGEP(mt, basep, emit_expr(s->index, false));
+      b_.CreateMaskedScatter(mem, ptrs, align_of(buf), mask_);
+      return;
     }
+    std::vector<llvm::Value*> idx = lane_indices(s->index);
+    for (int l = 0; l < lanes_; ++l) {
+      llvm::Value* p = b_.CreateGEP(mt, basep, idx[static_cast<size_t>(l)]);
+      llvm::Value* lane = b_.CreateExtractElement(mem, static_cast<uint64_t>(l));
+      if (mask_)
+        lane = b_.CreateSelect(b_.CreateExtractElement(mask_, static_cast<uint64_t>(l)), lane, b_.CreateLoad(mt, p));
+      b_.CreateStore(lane, p);
+    }
+  }
+
+  // ---- lane-private buffers ----------------------------------------------------------------------
+  // A buffer allocated inside a vectorized loop belongs to one iteration, so every lane gets its own
+  // copy: element i of lane l lives at i * lanes + l. A uniform index is then one aligned vector
+  // access at i * lanes, which SROA keeps in registers.
+  llvm::Value* lane_private_first(const Buffer* buf, const Expr& index, bool guarded) {
+    llvm::Value* idx = scalar_index(index, 0);
+    if (guarded) idx = clamp_index(idx, buf->size);
+    return b_.CreateMul(idx, b_.getInt64(static_cast<uint64_t>(lanes_)));
+  }
+  llvm::Value* lane_private_ptrs(const Buffer* buf, const Expr& index, bool guarded) {
+    llvm::Value* idx = emit_expr(index, false);
+    if (guarded) idx = clamp_index(idx, buf->size);
+    llvm::Value* lanes = llvm::ConstantInt::get(idx->getType(), static_cast<uint64_t>(lanes_));
+    llvm::Value* at = b_.CreateAdd(b_.CreateMul(idx, lanes), lane_numbers());
+    return b_.CreateGEP(mem_type(buf->dtype), base_of(buf), at);
+  }
+  llvm::Value* lane_private_load(const Buffer* buf, const Expr& index, bool guarded) {
+    llvm::VectorType* vt = mem_vector(buf);
+    if (is_uniform(index)) {
+      llvm::Value* p = b_.CreateGEP(mem_type(buf->dtype), base_of(buf), lane_private_first(buf, index, guarded));
+      return b_.CreateAlignedLoad(vt, p, align_of(buf));
+    }
+    return b_.CreateMaskedGather(vt, lane_private_ptrs(buf, index, guarded), align_of(buf), mask_,
+                                 llvm::Constant::getNullValue(vt));
+  }
+  void lane_private_store(const Buffer* buf, const Expr& index, llvm::Value* mem) {
+    if (is_uniform(index)) {
+      llvm::Value* p = b_.CreateGEP(mem_type(buf->dtype), base_of(buf), lane_private_first(buf, index, false));
+      if (mask_) mem = b_.CreateSelect(mask_, mem, b_.CreateAlignedLoad(mem->getType(), p, align_of(buf)));
+      b_.CreateAlignedStore(mem, p, align_of(buf));
+      return;
+    }
+    b_.CreateMaskedScatter(mem, lane_private_ptrs(buf, index, false), align_of(buf), mask_);
   }
 
   // ---- expressions -------------------------------------------------------------------------------
@@ -311,223 +381,10 @@ class FuncEmitter {
   }
 
   llvm::Value* emit_var(const ExprNode* e) {
-    if (e == vec_var_) {
-      std::vector<llvm::Constant*> steps;
-      for (int l = 0; l < lanes_; ++l) steps.push_back(b_.getInt64(static_cast<uint64_t>(l)));
-      return b_.CreateAdd(splat(vec_base_), llvm::ConstantVector::get(steps));
-    }
+    if (e == vec_var_) return b_.CreateAdd(splat(vec_base_), lane_numbers());
     auto it = vars_.find(e);
     if (it == vars_.end()) throw Error("codegen: unbound variable " + e->name + " in " + name_);
     return splat(it->second);
-  }
-
-  llvm::Value* emit_cast(llvm::Value* v, DType from, DType to) {
-    llvm::Type* target = val_type_of(v, to);
-    if (to == DType::Bool) {
-      if (is_float(from)) return b_.CreateFCmpUNE(v, llvm::Constant::getNullValue(v->getType()));
-      return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
-    }
-    if (is_float(to)) {
-      llvm::Value* r;
-      if (is_float(from)) r = b_.CreateFPCast(v, target);
-      else if (from == DType::Bool || !is_signed(from)) r = b_.CreateUIToFP(v, target);
-      else r = b_.CreateSIToFP(v, target);
-      if (to == DType::Float16 || to == DType::BFloat16) {  // round through the narrow type
-        if (to == DType::BFloat16) {
-          r = b_.CreateFPExt(float_to_bfloat(r), target);
-        } else {
-          llvm::Type* narrow = b_.getHalfTy();
-          if (auto* vt = llvm::dyn_cast<llvm::VectorType>(target)) narrow = llvm::VectorType::get(narrow, vt->getElementCount());
-          r = b_.CreateFPExt(b_.CreateFPTrunc(r, narrow), target);
-        }
-      }
-      return r;
-    }
-    if (is_float(from)) {
-      // Saturating conversion: out-of-range values clamp instead of being undefined.
-      auto id = is_signed(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
-      if (!is_signed(to)) {
-        // ONNX (and the reference) convert through int64 and wrap; emulate for unsigned targets.
-        llvm::Type* i64 = val_type_of(v, DType::Int64);
-        llvm::Value* wide = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, v->getType()}, {v});
-        return b_.CreateTrunc(wide, target);
-      }
-      llvm::Type* i64 = val_type_of(v, DType::Int64);
-      llvm::Value* wide = b_.CreateIntrinsic(id, {i64, v->getType()}, {v});
-      return b_.CreateTrunc(wide, target);
-    }
-    bool src_signed = from != DType::Bool && is_signed(from);
-    return b_.CreateIntCast(v, target, src_signed);
-  }
-
-  llvm::Value* intrinsic1(llvm::Intrinsic::ID id, llvm::Value* x) { return b_.CreateUnaryIntrinsic(id, x); }
-
-  llvm::Value* emit_unary(const ExprNode* e, llvm::Value* x) {
-    DType t = e->args[0]->dtype;
-    bool f = is_float(t);
-    llvm::Type* ty = x->getType();
-    auto libm_of = [&](const char* name, llvm::Value* arg) -> llvm::Value* {
-      // float64 transcendental functions still call libm (float32 ones are inline: math_polynomials.h).
-      llvm::Type* st = ty->getScalarType();
-      std::string fname = std::string(name) + (st->isFloatTy() ? "f" : "");
-      llvm::FunctionCallee callee = m_.getOrInsertFunction(fname, llvm::FunctionType::get(st, {st}, false));
-      if (!ty->isVectorTy()) return b_.CreateCall(callee, {arg});
-      llvm::Value* out = llvm::PoisonValue::get(ty);
-      for (int l = 0; l < lanes_; ++l)
-        out = b_.CreateInsertElement(out, b_.CreateCall(callee, {b_.CreateExtractElement(arg, static_cast<uint64_t>(l))}),
-                                     static_cast<uint64_t>(l));
-      return out;
-    };
-    auto libm = [&](const char* name) { return libm_of(name, x); };
-    bool single = ty->getScalarType()->isFloatTy();
-    switch (e->op) {
-      case ExprOp::Neg: return f ? b_.CreateFNeg(x) : b_.CreateNeg(x);
-      case ExprOp::Not: return b_.CreateNot(x);
-      case ExprOp::BitNot: return b_.CreateNot(x);
-      case ExprOp::Abs:
-        if (f) return intrinsic1(llvm::Intrinsic::fabs, x);
-        if (!is_signed(t)) return x;
-        return b_.CreateSelect(b_.CreateICmpSLT(x, llvm::Constant::getNullValue(ty)), b_.CreateNeg(x), x);
-      case ExprOp::Sqrt: return intrinsic1(llvm::Intrinsic::sqrt, x);
-      case ExprOp::Floor: return intrinsic1(llvm::Intrinsic::floor, x);
-      case ExprOp::Ceil: return intrinsic1(llvm::Intrinsic::ceil, x);
-      case ExprOp::Round: return intrinsic1(llvm::Intrinsic::roundeven, x);
-      case ExprOp::IsNaN: return b_.CreateFCmpUNO(x, x);
-      case ExprOp::IsInf:
-        return b_.CreateFCmpOEQ(intrinsic1(llvm::Intrinsic::fabs, x), llvm::ConstantFP::getInfinity(ty));
-      case ExprOp::Exp: return single ? emit_exp(b_, x) : libm("exp");
-      case ExprOp::Log: return single ? emit_log(b_, x) : libm("log");
-      case ExprOp::Erf: return single ? emit_erf(b_, x) : libm("erf");
-      case ExprOp::Tanh: return single ? emit_tanh(b_, x) : libm("tanh");
-      case ExprOp::Sigmoid:
-        if (single) return emit_sigmoid(b_, x);
-        return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),
-                             b_.CreateFAdd(llvm::ConstantFP::get(ty, 1.0), libm_of("exp", b_.CreateFNeg(x))));
-      case ExprOp::Sin: return single ? emit_sin(b_, x) : libm("sin");
-      case ExprOp::Cos: return single ? emit_cos(b_, x) : libm("cos");
-      case ExprOp::Tan: return single ? emit_tan(b_, x) : libm("tan");
-      case ExprOp::Asin: return single ? emit_asin(b_, x) : libm("asin");
-      case ExprOp::Acos: return single ? emit_acos(b_, x) : libm("acos");
-      case ExprOp::Atan: return single ? emit_atan(b_, x) : libm("atan");
-      case ExprOp::Sinh: return single ? emit_sinh(b_, x) : libm("sinh");
-      case ExprOp::Cosh: return single ? emit_cosh(b_, x) : libm("cosh");
-      case ExprOp::Asinh: return single ? emit_asinh(b_, x) : libm("asinh");
-      case ExprOp::Acosh: return single ? emit_acosh(b_, x) : libm("acosh");
-      case ExprOp::Atanh: return single ? emit_atanh(b_, x) : libm("atanh");
-      default: break;
-    }
-    throw Error(std::string("codegen: unary ") + te::expr_op_name(e->op));
-  }
-
-  llvm::Value* emit_binary(const ExprNode* e, llvm::Value* x, llvm::Value* y) {
-    DType t = e->args[0]->dtype;
-    llvm::Type* ty = x->getType();
-    // float32 uses inline code (math_polynomials.h); float64 still lowers to libm fmod / pow.
-    const bool single = ty->getScalarType()->isFloatTy();
-    if (is_float(t)) {
-      switch (e->op) {
-        case ExprOp::Add: return b_.CreateFAdd(x, y);
-        case ExprOp::Sub: return b_.CreateFSub(x, y);
-        case ExprOp::Mul: return b_.CreateFMul(x, y);
-        case ExprOp::Div: return b_.CreateFDiv(x, y);
-        case ExprOp::Mod:
-        case ExprOp::FMod: return single ? emit_fmod(b_, x, y) : b_.CreateFRem(x, y);
-        case ExprOp::FloorDiv: return intrinsic1(llvm::Intrinsic::floor, b_.CreateFDiv(x, y));
-        case ExprOp::FloorMod: {
-          llvm::Value* r = single ? emit_fmod(b_, x, y) : b_.CreateFRem(x, y);
-          llvm::Value* zero = llvm::Constant::getNullValue(ty);
-          llvm::Value* fix = b_.CreateAnd(b_.CreateFCmpONE(r, zero),
-                                          b_.CreateXor(b_.CreateFCmpOLT(r, zero), b_.CreateFCmpOLT(y, zero)));
-          return b_.CreateSelect(fix, b_.CreateFAdd(r, y), r);
-        }
-        case ExprOp::Min: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
-        case ExprOp::Max: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
-        case ExprOp::Pow: return single ? emit_pow(b_, x, y) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
-        case ExprOp::Eq: return b_.CreateFCmpOEQ(x, y);
-        case ExprOp::Ne: return b_.CreateFCmpUNE(x, y);
-        case ExprOp::Lt: return b_.CreateFCmpOLT(x, y);
-        case ExprOp::Le: return b_.CreateFCmpOLE(x, y);
-        case ExprOp::Gt: return b_.CreateFCmpOGT(x, y);
-        case ExprOp::Ge: return b_.CreateFCmpOGE(x, y);
-        default: break;
-      }
-      throw Error(std::string("codegen: float ") + te::expr_op_name(e->op));
-    }
-    const bool s = t != DType::Bool && is_signed(t);
-    llvm::Value* zero = llvm::Constant::getNullValue(ty);
-    llvm::Value* one = llvm::ConstantInt::get(ty, 1);
-    switch (e->op) {
-      case ExprOp::Add: return b_.CreateAdd(x, y);
-      case ExprOp::Sub: return b_.CreateSub(x, y);
-      case ExprOp::Mul: return b_.CreateMul(x, y);
-      case ExprOp::Div:
-      case ExprOp::Mod:
-      case ExprOp::FloorDiv:
-      case ExprOp::FloorMod: {
-        // Division by zero and INT_MIN / -1 are undefined in LLVM: divide by 1 instead (the result for
-        // a zero divisor is unspecified by ONNX; the reference rejects it).
-        llvm::Value* bad = b_.CreateICmpEQ(y, zero);
-        if (s) bad = b_.CreateOr(bad, b_.CreateICmpEQ(y, llvm::Constant::getAllOnesValue(ty)));
-        llvm::Value* d = b_.CreateSelect(bad, one, y);
-        llvm::Value* q = s ? b_.CreateSDiv(x, d) : b_.CreateUDiv(x, d);
-        llvm::Value* r = s ? b_.CreateSRem(x, d) : b_.CreateURem(x, d);
-        if (s) {  // y == -1: q = -x, r = 0
-          llvm::Value* m1 = b_.CreateICmpEQ(y, llvm::Constant::getAllOnesValue(ty));
-          q = b_.CreateSelect(m1, b_.CreateNeg(x), q);
-          r = b_.CreateSelect(m1, zero, r);
-        }
-        if (e->op == ExprOp::Div) return q;
-        if (e->op == ExprOp::Mod) return r;
-        if (!s) return e->op == ExprOp::FloorDiv ? q : r;
-        llvm::Value* fix = b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                                        b_.CreateXor(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(y, zero)));
-        if (e->op == ExprOp::FloorDiv) return b_.CreateSelect(fix, b_.CreateSub(q, one), q);
-        return b_.CreateSelect(fix, b_.CreateAdd(r, y), r);
-      }
-      case ExprOp::Min: return b_.CreateSelect(s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y), x, y);
-      case ExprOp::Max: return b_.CreateSelect(s ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y), x, y);
-      case ExprOp::And: return b_.CreateAnd(x, y);
-      case ExprOp::Or: return b_.CreateOr(x, y);
-      case ExprOp::Xor: return b_.CreateXor(x, y);
-      case ExprOp::BitAnd: return b_.CreateAnd(x, y);
-      case ExprOp::BitOr: return b_.CreateOr(x, y);
-      case ExprOp::BitXor: return b_.CreateXor(x, y);
-      case ExprOp::Shl:
-      case ExprOp::Shr: {
-        unsigned bits = ty->getScalarSizeInBits();
-        llvm::Value* big = b_.CreateICmpUGE(y, llvm::ConstantInt::get(ty, bits));
-        llvm::Value* amount = b_.CreateSelect(big, zero, y);
-        llvm::Value* r = e->op == ExprOp::Shl ? b_.CreateShl(x, amount) : b_.CreateLShr(x, amount);
-        return b_.CreateSelect(big, zero, r);
-      }
-      case ExprOp::Eq: return b_.CreateICmpEQ(x, y);
-      case ExprOp::Ne: return b_.CreateICmpNE(x, y);
-      case ExprOp::Lt: return s ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y);
-      case ExprOp::Le: return s ? b_.CreateICmpSLE(x, y) : b_.CreateICmpULE(x, y);
-      case ExprOp::Gt: return s ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y);
-      case ExprOp::Ge: return s ? b_.CreateICmpSGE(x, y) : b_.CreateICmpUGE(x, y);
-      case ExprOp::Pow: {
-        // Square-and-multiply over every exponent bit, branch-free so it vectorizes; a negative
-        // exponent gives 1 / base^-e truncated: 1 for base 1, +-1 for base -1, else 0.
-        unsigned bits = ty->getScalarSizeInBits();
-        llvm::Value* result = one;
-        llvm::Value* base = x;
-        for (unsigned k = 0; k < bits; ++k) {
-          llvm::Value* bit = b_.CreateAnd(b_.CreateLShr(y, llvm::ConstantInt::get(ty, k)), one);
-          result = b_.CreateSelect(b_.CreateICmpNE(bit, zero), b_.CreateMul(result, base), result);
-          base = b_.CreateMul(base, base);
-        }
-        if (!s) return result;
-        llvm::Value* minus_one = llvm::Constant::getAllOnesValue(ty);
-        llvm::Value* odd = b_.CreateICmpNE(b_.CreateAnd(y, one), zero);
-        llvm::Value* negative = b_.CreateSelect(b_.CreateICmpEQ(x, one), one,
-                                                b_.CreateSelect(b_.CreateICmpEQ(x, minus_one),
-                                                                b_.CreateSelect(odd, minus_one, one), zero));
-        return b_.CreateSelect(b_.CreateICmpSLT(y, zero), negative, result);
-      }
-      default: break;
-    }
-    throw Error(std::string("codegen: integer ") + te::expr_op_name(e->op));
   }
 
   llvm::Value* emit_expr(const Expr& expr, bool guarded) {
@@ -537,7 +394,7 @@ class FuncEmitter {
       case ExprOp::FloatImm: return constant(e);
       case ExprOp::Var: return emit_var(e);
       case ExprOp::Load: return emit_load(e, guarded);
-      case ExprOp::Cast: return emit_cast(emit_expr(e->args[0], guarded), e->args[0]->dtype, e->dtype);
+      case ExprOp::Cast: return emit_cast(b_, emit_expr(e->args[0], guarded), e->args[0]->dtype, e->dtype);
       case ExprOp::Select: {
         // Both branches are evaluated (LLVM select): loads under them are clamped into their buffer.
         llvm::Value* c = emit_expr(e->args[0], guarded);
@@ -547,14 +404,50 @@ class FuncEmitter {
       }
       default: break;
     }
-    if (te::is_unary(e->op)) return emit_unary(e, emit_expr(e->args[0], guarded));
+    if (te::is_unary(e->op)) return emit_unary_op(b_, e->op, e->args[0]->dtype, emit_expr(e->args[0], guarded));
     bool logic = e->op == ExprOp::And || e->op == ExprOp::Or;
     llvm::Value* x = emit_expr(e->args[0], guarded);
     llvm::Value* y = emit_expr(e->args[1], guarded || logic);
-    return emit_binary(e, x, y);
+    return emit_binary_op(b_, e->op, e->args[0]->dtype, x, y);
   }
 
   // ---- statements --------------------------------------------------------------------------------
+  // if (cond) then_fn() else else_fn(), each side free to emit its own blocks.
+  template <typename Then, typename Else>
+  void branch(llvm::Value* cond, const std::string& name, Then then_fn, Else else_fn) {
+    auto* then_bb = llvm::BasicBlock::Create(ctx_, name + ".then", fn_);
+    auto* else_bb = llvm::BasicBlock::Create(ctx_, name + ".else", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, name + ".join", fn_);
+    b_.CreateCondBr(cond, then_bb, else_bb);
+    b_.SetInsertPoint(then_bb);
+    then_fn();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(else_bb);
+    else_fn();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+  }
+  // cond ? then_fn() : else_fn(), the value computed in branches.
+  template <typename Then, typename Else>
+  llvm::Value* branch_value(llvm::Value* cond, const std::string& name, Then then_fn, Else else_fn) {
+    llvm::Value *a = nullptr, *b = nullptr;
+    llvm::BasicBlock *a_end = nullptr, *b_end = nullptr;
+    branch(
+        cond, name,
+        [&] {
+          a = then_fn();
+          a_end = b_.GetInsertBlock();
+        },
+        [&] {
+          b = else_fn();
+          b_end = b_.GetInsertBlock();
+        });
+    llvm::PHINode* phi = b_.CreatePHI(a->getType(), 2);
+    phi->addIncoming(a, a_end);
+    phi->addIncoming(b, b_end);
+    return phi;
+  }
+
   // for (v = lo; v < hi; v += step) body(v)
   template <typename Body>
   void counted_loop(llvm::Value* lo, llvm::Value* hi, int64_t step, const std::string& name, Body body) {
@@ -577,13 +470,23 @@ class FuncEmitter {
 
   void emit_for(const Stmt& s) {
     const ExprNode* var = s->var.get();
-    if (s->for_kind == ForKind::Parallel && !vec_var_ && s->extent > 1) return emit_parallel(s);
+    // Inside a task a parallel loop runs serially: the task already holds one of the hook's workers,
+    // and a hook need not support being called from its own tasks.
+    if (s->for_kind == ForKind::Parallel && !vec_var_ && !in_task_ && s->extent > 1) return emit_parallel(s);
+    // Every loop variable's range, for index_range; removed when the loop ends.
+    struct RangeScope {
+      VarRanges& ranges;
+      const ExprNode* var;
+      ~RangeScope() { ranges.erase(var); }
+    } scope{ranges_, var};
+    const int64_t last = std::max<int64_t>(s->extent - 1, 0);
     if (s->for_kind == ForKind::Vectorized && !vec_var_) {
       int lanes = lanes_for(dtype_of_body(s->body[0]));
       int64_t main = s->extent / lanes * lanes;
       if (lanes > 1 && main == s->extent && s->extent <= 4 * static_cast<int64_t>(lanes)) {
         // A short vectorized loop (a register tile's row): straight-line vector code, so the local
         // accumulator indices are constants and SROA keeps the tile in registers.
+        ranges_[var] = {0, last};
         for (int64_t base = 0; base < s->extent; base += lanes) {
           vec_var_ = var;
           vec_base_ = b_.getInt64(static_cast<uint64_t>(base));
@@ -594,6 +497,7 @@ class FuncEmitter {
         return;
       }
       if (lanes > 1 && main > 0) {
+        ranges_[var] = {0, main - 1};
         counted_loop(b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(main)), lanes, var->name + ".vec",
                      [&](llvm::Value* v) {
                        vec_var_ = var;
@@ -603,7 +507,9 @@ class FuncEmitter {
                        vec_var_ = nullptr;
                      });
       }
-      counted_loop(b_.getInt64(static_cast<uint64_t>(lanes > 1 ? main : 0)), b_.getInt64(static_cast<uint64_t>(s->extent)), 1,
+      const int64_t tail_from = lanes > 1 ? main : 0;
+      ranges_[var] = {tail_from, last};
+      counted_loop(b_.getInt64(static_cast<uint64_t>(tail_from)), b_.getInt64(static_cast<uint64_t>(s->extent)), 1,
                    var->name + ".tail", [&](llvm::Value* v) {
                      vars_[var] = v;
                      emit_stmt(s->body[0]);
@@ -615,11 +521,16 @@ class FuncEmitter {
       // Fully unrolled: the body once per iteration with the variable bound to a constant.
       for (int64_t i = 0; i < s->extent; ++i) {
         vars_[var] = b_.getInt64(static_cast<uint64_t>(i));
+        ranges_[var] = {i, i};
         emit_stmt(s->body[0]);
       }
       vars_.erase(var);
       return;
     }
+    // Serial loops, longer Unrolled ones (LLVM's unroller decides), and, inside a vectorized loop,
+    // nested loops of any kind: their variable is scalar and every lane runs the same iterations,
+    // while values in the body stay vectors computed with the vector variable.
+    ranges_[var] = {0, last};
     counted_loop(b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(s->extent)), 1, var->name, [&](llvm::Value* v) {
       vars_[var] = v;
       emit_stmt(s->body[0]);
@@ -667,37 +578,80 @@ class FuncEmitter {
     b_.CreateCall(callee, args);
   }
 
+  // A condition that does not vary across lanes, as one scalar i1.
+  llvm::Value* emit_uniform_scalar(const Expr& cond) {
+    const ExprNode* saved = vec_var_;
+    vec_var_ = nullptr;
+    llvm::Value* c = emit_expr(cond, false);
+    vec_var_ = saved;
+    return c;
+  }
+
+  // `if` whose condition varies across lanes (the tail of a non-divisible split): the condition is a
+  // lane mask, and each branch runs under its lanes (masked stores, masked or proven-safe loads).
+  void emit_vector_if(const Stmt& s) {
+    llvm::Value* c = emit_expr(s->cond, false);
+    llvm::Value* outer = mask_;
+    masked_region(s->body[0], outer ? b_.CreateAnd(outer, c) : c);
+    if (s->body[1]) {
+      llvm::Value* not_c = b_.CreateNot(c);
+      masked_region(s->body[1], outer ? b_.CreateAnd(outer, not_c) : not_c);
+    }
+  }
+
+  // Runs `body` for the lanes in `mask`. Nothing runs when no lane is active: the loop would not run
+  // it either, and uniform loads in the body may then be out of range. Outside any mask, a body with
+  // every lane active runs unmasked: most iterations of a guarded split are whole, and masked memory
+  // access costs more than plain on most targets (it is scalarized where the target has none).
+  void masked_region(const Stmt& body, llvm::Value* mask) {
+    if (!body) return;
+    auto* done = llvm::BasicBlock::Create(ctx_, "mask.done", fn_);
+    auto* some = llvm::BasicBlock::Create(ctx_, "mask.some", fn_);
+    if (!mask_) {
+      auto* all = llvm::BasicBlock::Create(ctx_, "mask.all", fn_);
+      auto* check = llvm::BasicBlock::Create(ctx_, "mask.check", fn_);
+      b_.CreateCondBr(b_.CreateAndReduce(mask), all, check);
+      b_.SetInsertPoint(all);
+      emit_stmt(body);
+      b_.CreateBr(done);
+      b_.SetInsertPoint(check);
+    }
+    b_.CreateCondBr(b_.CreateOrReduce(mask), some, done);
+    b_.SetInsertPoint(some);
+    llvm::Value* saved = mask_;
+    mask_ = mask;
+    emit_stmt(body);
+    mask_ = saved;
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
   void emit_stmt(const Stmt& s) {
     if (!s) return;
     switch (s->kind) {
       case StmtKind::For: emit_for(s); return;
       case StmtKind::Store: emit_store(s); return;
       case StmtKind::Allocate: {
+        // Inside a vectorized loop each lane gets its own copy (lane-private buffers, above).
+        const uint64_t copies = vec_var_ ? static_cast<uint64_t>(lanes_) : 1;
         llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-        auto* arr = llvm::ArrayType::get(mem_type(s->buffer->dtype), static_cast<uint64_t>(s->buffer->size));
+        auto* arr = llvm::ArrayType::get(mem_type(s->buffer->dtype), static_cast<uint64_t>(s->buffer->size) * copies);
         llvm::AllocaInst* a = entry.CreateAlloca(arr, nullptr, s->buffer->name);
         a->setAlignment(llvm::Align(64));
         base_[s->buffer.get()] = a;
         node_to_buf_[s->buffer->node.get()] = s->buffer.get();
+        if (vec_var_) lane_private_.insert(s->buffer.get());
         emit_stmt(s->body[0]);
         base_.erase(s->buffer.get());
         node_to_buf_.erase(s->buffer->node.get());
+        lane_private_.erase(s->buffer.get());
         return;
       }
       case StmtKind::IfThenElse: {
-        llvm::Value* c = emit_expr(s->cond, false);
-        if (vec_var_) throw Unsupported("codegen: if inside a vectorized loop");
-        auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
-        auto* else_bb = llvm::BasicBlock::Create(ctx_, "else", fn_);
-        auto* done = llvm::BasicBlock::Create(ctx_, "endif", fn_);
-        b_.CreateCondBr(c, then_bb, else_bb);
-        b_.SetInsertPoint(then_bb);
-        emit_stmt(s->body[0]);
-        b_.CreateBr(done);
-        b_.SetInsertPoint(else_bb);
-        emit_stmt(s->body[1]);
-        b_.CreateBr(done);
-        b_.SetInsertPoint(done);
+        if (vec_var_ && !is_uniform(s->cond)) return emit_vector_if(s);
+        // A condition all lanes share stays a branch.
+        llvm::Value* c = vec_var_ ? emit_uniform_scalar(s->cond) : emit_expr(s->cond, false);
+        branch(c, "if", [&] { emit_stmt(s->body[0]); }, [&] { emit_stmt(s->body[1]); });
         return;
       }
       case StmtKind::Block:
@@ -726,23 +680,36 @@ class FuncEmitter {
   const ExprNode* vec_var_ = nullptr;
   llvm::Value* vec_base_ = nullptr;
   int lanes_ = 1;
+  llvm::Value* mask_ = nullptr;                          // active lanes under a varying `if`; null: all
+  std::unordered_set<const Buffer*> lane_private_;      // allocated inside the vectorized loop
+  std::unordered_set<const Buffer*> shared_locals_;     // another function's locals, via a closure
+  VarRanges ranges_;                                    // loop variables in scope
+  bool in_task_ = false;                                // emitting a parallel loop's task function
   int outlined_ = 0;
 };
 
 // A parallel loop: its body becomes `void task(closure*, i64 index)`; the closure carries the buffer
-// array, the parallel hook and the enclosing loop variables. The hook runs the tasks (or, without
-// one, a serial loop does).
+// array, the parallel hook, the enclosing loop variables and the base pointers of the enclosing local
+// buffers (written before the loop, read or written at disjoint places by the tasks). The hook runs
+// the tasks (or, without one, a serial loop does).
 void FuncEmitter::emit_parallel(const Stmt& s) {
   auto* ptr = llvm::PointerType::get(ctx_, 0);
   auto* i64 = b_.getInt64Ty();
-  for (const auto& [buf, p] : base_)
-    if (buf->local) throw Unsupported("codegen: local buffer '" + buf->name + "' crosses a parallel loop");
-  // Bind the task's buffers from the closure's array, like the enclosing function's.
+  // Closure fields in name order, so the same loop nest always gives the same module.
+  auto by_name = [](const auto* a, const auto* b) { return a->name != b->name ? a->name < b->name : a < b; };
   std::vector<const ExprNode*> captured;
   for (const auto& [v, val] : vars_) captured.push_back(v);
+  std::sort(captured.begin(), captured.end(), by_name);
+  std::vector<const Buffer*> locals;
+  for (const auto& [buf, p] : base_)
+    if (buf->local) locals.push_back(buf);
+  std::sort(locals.begin(), locals.end(), by_name);
   std::vector<llvm::Type*> fields = {ptr, ptr};
-  for (size_t i = 0; i < captured.size(); ++i) fields.push_back(i64);
+  fields.insert(fields.end(), captured.size(), i64);
+  fields.insert(fields.end(), locals.size(), ptr);
   auto* closure_ty = llvm::StructType::get(ctx_, fields);
+  const auto var_field = [](size_t i) { return static_cast<unsigned>(2 + i); };
+  const auto local_field = [&](size_t i) { return static_cast<unsigned>(2 + captured.size() + i); };
 
   // The task function.
   auto* task_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64}, false);
@@ -753,19 +720,27 @@ void FuncEmitter::emit_parallel(const Stmt& s) {
     FuncEmitter inner(m_, opts_, params_);
     inner.fn_ = task;
     inner.name_ = task->getName().str();
-    inner.outlined_ = 0;
+    inner.in_task_ = true;
     auto* entry = llvm::BasicBlock::Create(ctx_, "entry", task);
     inner.b_.SetInsertPoint(entry);
     llvm::Value* cl = task->getArg(0);
+    // Bind the task's buffers from the closure's array, like the enclosing function's.
     inner.buffers_arg_ = inner.b_.CreateLoad(ptr, inner.b_.CreateStructGEP(closure_ty, cl, 0));
     inner.parallel_arg_ = inner.b_.CreateLoad(ptr, inner.b_.CreateStructGEP(closure_ty, cl, 1));
     inner.bind_params();
     for (size_t i = 0; i < captured.size(); ++i)
-      inner.vars_[captured[i]] = inner.b_.CreateLoad(i64, inner.b_.CreateStructGEP(closure_ty, cl, static_cast<unsigned>(2 + i)));
+      inner.vars_[captured[i]] = inner.b_.CreateLoad(i64, inner.b_.CreateStructGEP(closure_ty, cl, var_field(i)));
+    for (size_t i = 0; i < locals.size(); ++i) {
+      llvm::Value* slot = inner.b_.CreateStructGEP(closure_ty, cl, local_field(i));
+      inner.base_[locals[i]] = inner.b_.CreateLoad(ptr, slot, locals[i]->name);
+      inner.node_to_buf_[locals[i]->node.get()] = locals[i];
+      inner.shared_locals_.insert(locals[i]);
+    }
+    inner.ranges_ = ranges_;
+    inner.ranges_[s->var.get()] = {0, s->extent - 1};
     inner.vars_[s->var.get()] = task->getArg(1);
     inner.emit_stmt(s->body[0]);
     inner.b_.CreateRetVoid();
-    outlined_ += 1000 * inner.outlined_;  // keep nested task names unique
   }
 
   // The call site.
@@ -774,7 +749,9 @@ void FuncEmitter::emit_parallel(const Stmt& s) {
   b_.CreateStore(buffers_arg_, b_.CreateStructGEP(closure_ty, closure, 0));
   b_.CreateStore(parallel_arg_, b_.CreateStructGEP(closure_ty, closure, 1));
   for (size_t i = 0; i < captured.size(); ++i)
-    b_.CreateStore(vars_.at(captured[i]), b_.CreateStructGEP(closure_ty, closure, static_cast<unsigned>(2 + i)));
+    b_.CreateStore(vars_.at(captured[i]), b_.CreateStructGEP(closure_ty, closure, var_field(i)));
+  for (size_t i = 0; i < locals.size(); ++i)
+    b_.CreateStore(base_.at(locals[i]), b_.CreateStructGEP(closure_ty, closure, local_field(i)));
   auto* par_ty = parallel_struct_type(ctx_);
   auto* has_par = llvm::BasicBlock::Create(ctx_, "par.hook", fn_);
   auto* check_fn = llvm::BasicBlock::Create(ctx_, "par.check", fn_);

@@ -1,0 +1,266 @@
+#include "backends/llvm/expr_ops.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <string>
+
+#include "backends/llvm/math_polynomials.h"
+#include "frontend/ir/error.h"
+
+namespace kiln::llvm_backend {
+
+using te::ExprOp;
+
+llvm::Type* memory_type(llvm::LLVMContext& ctx, DType t) {
+  switch (t) {
+    case DType::Float32: return llvm::Type::getFloatTy(ctx);
+    case DType::Float64: return llvm::Type::getDoubleTy(ctx);
+    case DType::Float16: return llvm::Type::getHalfTy(ctx);
+    case DType::BFloat16: return llvm::Type::getBFloatTy(ctx);
+    case DType::Bool: return llvm::Type::getInt8Ty(ctx);
+    default: return llvm::Type::getIntNTy(ctx, static_cast<unsigned>(8 * dtype_size(t)));
+  }
+}
+
+llvm::Type* value_type(llvm::LLVMContext& ctx, DType t) {
+  if (t == DType::Float16 || t == DType::BFloat16) return llvm::Type::getFloatTy(ctx);
+  if (t == DType::Bool) return llvm::Type::getInt1Ty(ctx);
+  return memory_type(ctx, t);
+}
+
+llvm::Type* value_type_like(llvm::Value* like, DType t) {
+  llvm::Type* s = value_type(like->getContext(), t);
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(like->getType())) return llvm::VectorType::get(s, vt->getElementCount());
+  return s;
+}
+
+// float -> bfloat16 with round-to-nearest-even on the bits: LLVM lowers fptrunc to bfloat to a
+// libgcc call that older toolchains lack, and packages must not need a runtime library.
+llvm::Value* emit_float_to_bfloat(llvm::IRBuilder<>& b, llvm::Value* v) {
+  llvm::Type* i32 = b.getInt32Ty();
+  llvm::Type* i16 = b.getInt16Ty();
+  llvm::Type* bf = b.getBFloatTy();
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType())) {
+    i32 = llvm::VectorType::get(i32, vt->getElementCount());
+    i16 = llvm::VectorType::get(i16, vt->getElementCount());
+    bf = llvm::VectorType::get(bf, vt->getElementCount());
+  }
+  llvm::Value* bits = b.CreateBitCast(v, i32);
+  llvm::Value* lsb = b.CreateAnd(b.CreateLShr(bits, llvm::ConstantInt::get(i32, 16)), llvm::ConstantInt::get(i32, 1));
+  llvm::Value* rounded = b.CreateAdd(bits, b.CreateAdd(lsb, llvm::ConstantInt::get(i32, 0x7fff)));
+  llvm::Value* nan = b.CreateOr(bits, llvm::ConstantInt::get(i32, 0x400000));  // keep NaN quiet
+  llvm::Value* pick = b.CreateSelect(b.CreateFCmpUNO(v, v), nan, rounded);
+  return b.CreateBitCast(b.CreateTrunc(b.CreateLShr(pick, llvm::ConstantInt::get(i32, 16)), i16), bf);
+}
+
+llvm::Value* emit_cast(llvm::IRBuilder<>& b, llvm::Value* v, DType from, DType to) {
+  llvm::Type* target = value_type_like(v, to);
+  if (to == DType::Bool) {
+    if (is_float(from)) return b.CreateFCmpUNE(v, llvm::Constant::getNullValue(v->getType()));
+    return b.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  }
+  if (is_float(to)) {
+    llvm::Value* r;
+    if (is_float(from)) r = b.CreateFPCast(v, target);
+    else if (from == DType::Bool || !is_signed(from)) r = b.CreateUIToFP(v, target);
+    else r = b.CreateSIToFP(v, target);
+    if (to == DType::Float16 || to == DType::BFloat16) {  // round through the narrow type
+      if (to == DType::BFloat16) {
+        r = b.CreateFPExt(emit_float_to_bfloat(b, r), target);
+      } else {
+        llvm::Type* narrow = b.getHalfTy();
+        if (auto* vt = llvm::dyn_cast<llvm::VectorType>(target)) narrow = llvm::VectorType::get(narrow, vt->getElementCount());
+        r = b.CreateFPExt(b.CreateFPTrunc(r, narrow), target);
+      }
+    }
+    return r;
+  }
+  if (is_float(from)) {
+    // Saturating conversion: out-of-range values clamp instead of being undefined.
+    auto id = is_signed(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
+    if (!is_signed(to)) {
+      // ONNX (and the reference) convert through int64 and wrap; emulate for unsigned targets.
+      llvm::Type* i64 = value_type_like(v, DType::Int64);
+      llvm::Value* wide = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, v->getType()}, {v});
+      return b.CreateTrunc(wide, target);
+    }
+    llvm::Type* i64 = value_type_like(v, DType::Int64);
+    llvm::Value* wide = b.CreateIntrinsic(id, {i64, v->getType()}, {v});
+    return b.CreateTrunc(wide, target);
+  }
+  bool src_signed = from != DType::Bool && is_signed(from);
+  return b.CreateIntCast(v, target, src_signed);
+}
+
+
+llvm::Value* emit_unary_op(llvm::IRBuilder<>& b, ExprOp op, DType t, llvm::Value* x) {
+  auto intrinsic1 = [&](llvm::Intrinsic::ID id, llvm::Value* v) { return b.CreateUnaryIntrinsic(id, v); };
+  bool f = is_float(t);
+  llvm::Type* ty = x->getType();
+  auto libm_of = [&](const char* name, llvm::Value* arg) -> llvm::Value* {
+    // float64 transcendental functions still call libm (float32 ones are inline: math_polynomials.h).
+    llvm::Type* st = ty->getScalarType();
+    std::string fname = std::string(name) + (st->isFloatTy() ? "f" : "");
+    llvm::Module* m = b.GetInsertBlock()->getModule();
+    llvm::FunctionCallee callee = m->getOrInsertFunction(fname, llvm::FunctionType::get(st, {st}, false));
+    if (!ty->isVectorTy()) return b.CreateCall(callee, {arg});
+    llvm::Value* out = llvm::PoisonValue::get(ty);
+    for (unsigned l = 0; l < llvm::cast<llvm::FixedVectorType>(ty)->getNumElements(); ++l)
+      out = b.CreateInsertElement(out, b.CreateCall(callee, {b.CreateExtractElement(arg, static_cast<uint64_t>(l))}),
+                                   static_cast<uint64_t>(l));
+    return out;
+  };
+  auto libm = [&](const char* name) { return libm_of(name, x); };
+  bool single = ty->getScalarType()->isFloatTy();
+  switch (op) {
+    case ExprOp::Neg: return f ? b.CreateFNeg(x) : b.CreateNeg(x);
+    case ExprOp::Not: return b.CreateNot(x);
+    case ExprOp::BitNot: return b.CreateNot(x);
+    case ExprOp::Abs:
+      if (f) return intrinsic1(llvm::Intrinsic::fabs, x);
+      if (!is_signed(t)) return x;
+      return b.CreateSelect(b.CreateICmpSLT(x, llvm::Constant::getNullValue(ty)), b.CreateNeg(x), x);
+    case ExprOp::Sqrt: return intrinsic1(llvm::Intrinsic::sqrt, x);
+    case ExprOp::Floor: return intrinsic1(llvm::Intrinsic::floor, x);
+    case ExprOp::Ceil: return intrinsic1(llvm::Intrinsic::ceil, x);
+    case ExprOp::Round: return intrinsic1(llvm::Intrinsic::roundeven, x);
+    case ExprOp::IsNaN: return b.CreateFCmpUNO(x, x);
+    case ExprOp::IsInf:
+      return b.CreateFCmpOEQ(intrinsic1(llvm::Intrinsic::fabs, x), llvm::ConstantFP::getInfinity(ty));
+    case ExprOp::Exp: return single ? emit_exp(b, x) : libm("exp");
+    case ExprOp::Log: return single ? emit_log(b, x) : libm("log");
+    case ExprOp::Erf: return single ? emit_erf(b, x) : libm("erf");
+    case ExprOp::Tanh: return single ? emit_tanh(b, x) : libm("tanh");
+    case ExprOp::Sigmoid:
+      if (single) return emit_sigmoid(b, x);
+      return b.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),
+                           b.CreateFAdd(llvm::ConstantFP::get(ty, 1.0), libm_of("exp", b.CreateFNeg(x))));
+    case ExprOp::Sin: return single ? emit_sin(b, x) : libm("sin");
+    case ExprOp::Cos: return single ? emit_cos(b, x) : libm("cos");
+    case ExprOp::Tan: return single ? emit_tan(b, x) : libm("tan");
+    case ExprOp::Asin: return single ? emit_asin(b, x) : libm("asin");
+    case ExprOp::Acos: return single ? emit_acos(b, x) : libm("acos");
+    case ExprOp::Atan: return single ? emit_atan(b, x) : libm("atan");
+    case ExprOp::Sinh: return single ? emit_sinh(b, x) : libm("sinh");
+    case ExprOp::Cosh: return single ? emit_cosh(b, x) : libm("cosh");
+    case ExprOp::Asinh: return single ? emit_asinh(b, x) : libm("asinh");
+    case ExprOp::Acosh: return single ? emit_acosh(b, x) : libm("acosh");
+    case ExprOp::Atanh: return single ? emit_atanh(b, x) : libm("atanh");
+    default: break;
+  }
+  throw Error(std::string("codegen: unary ") + te::expr_op_name(op));
+}
+
+llvm::Value* emit_binary_op(llvm::IRBuilder<>& b, ExprOp op, DType t, llvm::Value* x, llvm::Value* y) {
+  auto intrinsic1 = [&](llvm::Intrinsic::ID id, llvm::Value* v) { return b.CreateUnaryIntrinsic(id, v); };
+  llvm::Type* ty = x->getType();
+  // float32 uses inline code (math_polynomials.h); float64 still lowers to libm fmod / pow.
+  const bool single = ty->getScalarType()->isFloatTy();
+  if (is_float(t)) {
+    switch (op) {
+      case ExprOp::Add: return b.CreateFAdd(x, y);
+      case ExprOp::Sub: return b.CreateFSub(x, y);
+      case ExprOp::Mul: return b.CreateFMul(x, y);
+      case ExprOp::Div: return b.CreateFDiv(x, y);
+      case ExprOp::Mod:
+      case ExprOp::FMod: return single ? emit_fmod(b, x, y) : b.CreateFRem(x, y);
+      case ExprOp::FloorDiv: return intrinsic1(llvm::Intrinsic::floor, b.CreateFDiv(x, y));
+      case ExprOp::FloorMod: {
+        llvm::Value* r = single ? emit_fmod(b, x, y) : b.CreateFRem(x, y);
+        llvm::Value* zero = llvm::Constant::getNullValue(ty);
+        llvm::Value* fix = b.CreateAnd(b.CreateFCmpONE(r, zero),
+                                        b.CreateXor(b.CreateFCmpOLT(r, zero), b.CreateFCmpOLT(y, zero)));
+        return b.CreateSelect(fix, b.CreateFAdd(r, y), r);
+      }
+      case ExprOp::Min: return b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
+      case ExprOp::Max: return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
+      case ExprOp::Pow: return single ? emit_pow(b, x, y) : b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+      case ExprOp::Eq: return b.CreateFCmpOEQ(x, y);
+      case ExprOp::Ne: return b.CreateFCmpUNE(x, y);
+      case ExprOp::Lt: return b.CreateFCmpOLT(x, y);
+      case ExprOp::Le: return b.CreateFCmpOLE(x, y);
+      case ExprOp::Gt: return b.CreateFCmpOGT(x, y);
+      case ExprOp::Ge: return b.CreateFCmpOGE(x, y);
+      default: break;
+    }
+    throw Error(std::string("codegen: float ") + te::expr_op_name(op));
+  }
+  const bool s = t != DType::Bool && is_signed(t);
+  llvm::Value* zero = llvm::Constant::getNullValue(ty);
+  llvm::Value* one = llvm::ConstantInt::get(ty, 1);
+  switch (op) {
+    case ExprOp::Add: return b.CreateAdd(x, y);
+    case ExprOp::Sub: return b.CreateSub(x, y);
+    case ExprOp::Mul: return b.CreateMul(x, y);
+    case ExprOp::Div:
+    case ExprOp::Mod:
+    case ExprOp::FloorDiv:
+    case ExprOp::FloorMod: {
+      // Division by zero and INT_MIN / -1 are undefined in LLVM: divide by 1 instead (the result for
+      // a zero divisor is unspecified by ONNX; the reference rejects it).
+      llvm::Value* bad = b.CreateICmpEQ(y, zero);
+      if (s) bad = b.CreateOr(bad, b.CreateICmpEQ(y, llvm::Constant::getAllOnesValue(ty)));
+      llvm::Value* d = b.CreateSelect(bad, one, y);
+      llvm::Value* q = s ? b.CreateSDiv(x, d) : b.CreateUDiv(x, d);
+      llvm::Value* r = s ? b.CreateSRem(x, d) : b.CreateURem(x, d);
+      if (s) {  // y == -1: q = -x, r = 0
+        llvm::Value* m1 = b.CreateICmpEQ(y, llvm::Constant::getAllOnesValue(ty));
+        q = b.CreateSelect(m1, b.CreateNeg(x), q);
+        r = b.CreateSelect(m1, zero, r);
+      }
+      if (op == ExprOp::Div) return q;
+      if (op == ExprOp::Mod) return r;
+      if (!s) return op == ExprOp::FloorDiv ? q : r;
+      llvm::Value* fix = b.CreateAnd(b.CreateICmpNE(r, zero),
+                                      b.CreateXor(b.CreateICmpSLT(r, zero), b.CreateICmpSLT(y, zero)));
+      if (op == ExprOp::FloorDiv) return b.CreateSelect(fix, b.CreateSub(q, one), q);
+      return b.CreateSelect(fix, b.CreateAdd(r, y), r);
+    }
+    case ExprOp::Min: return b.CreateSelect(s ? b.CreateICmpSLT(x, y) : b.CreateICmpULT(x, y), x, y);
+    case ExprOp::Max: return b.CreateSelect(s ? b.CreateICmpSGT(x, y) : b.CreateICmpUGT(x, y), x, y);
+    case ExprOp::And: return b.CreateAnd(x, y);
+    case ExprOp::Or: return b.CreateOr(x, y);
+    case ExprOp::Xor: return b.CreateXor(x, y);
+    case ExprOp::BitAnd: return b.CreateAnd(x, y);
+    case ExprOp::BitOr: return b.CreateOr(x, y);
+    case ExprOp::BitXor: return b.CreateXor(x, y);
+    case ExprOp::Shl:
+    case ExprOp::Shr: {
+      unsigned bits = ty->getScalarSizeInBits();
+      llvm::Value* big = b.CreateICmpUGE(y, llvm::ConstantInt::get(ty, bits));
+      llvm::Value* amount = b.CreateSelect(big, zero, y);
+      llvm::Value* r = op == ExprOp::Shl ? b.CreateShl(x, amount) : b.CreateLShr(x, amount);
+      return b.CreateSelect(big, zero, r);
+    }
+    case ExprOp::Eq: return b.CreateICmpEQ(x, y);
+    case ExprOp::Ne: return b.CreateICmpNE(x, y);
+    case ExprOp::Lt: return s ? b.CreateICmpSLT(x, y) : b.CreateICmpULT(x, y);
+    case ExprOp::Le: return s ? b.CreateICmpSLE(x, y) : b.CreateICmpULE(x, y);
+    case ExprOp::Gt: return s ? b.CreateICmpSGT(x, y) : b.CreateICmpUGT(x, y);
+    case ExprOp::Ge: return s ? b.CreateICmpSGE(x, y) : b.CreateICmpUGE(x, y);
+    case ExprOp::Pow: {
+      // Square-and-multiply over every exponent bit, branch-free so it vectorizes; a negative
+      // exponent gives 1 / base^-e truncated: 1 for base 1, +-1 for base -1, else 0.
+      unsigned bits = ty->getScalarSizeInBits();
+      llvm::Value* result = one;
+      llvm::Value* base = x;
+      for (unsigned k = 0; k < bits; ++k) {
+        llvm::Value* bit = b.CreateAnd(b.CreateLShr(y, llvm::ConstantInt::get(ty, k)), one);
+        result = b.CreateSelect(b.CreateICmpNE(bit, zero), b.CreateMul(result, base), result);
+        base = b.CreateMul(base, base);
+      }
+      if (!s) return result;
+      llvm::Value* minus_one = llvm::Constant::getAllOnesValue(ty);
+      llvm::Value* odd = b.CreateICmpNE(b.CreateAnd(y, one), zero);
+      llvm::Value* negative = b.CreateSelect(b.CreateICmpEQ(x, one), one,
+                                              b.CreateSelect(b.CreateICmpEQ(x, minus_one),
+                                                              b.CreateSelect(odd, minus_one, one), zero));
+      return b.CreateSelect(b.CreateICmpSLT(y, zero), negative, result);
+    }
+    default: break;
+  }
+  throw Error(std::string("codegen: integer ") + te::expr_op_name(op));
+}
+
+}  // namespace kiln::llvm_backend

@@ -1,0 +1,633 @@
+// Code generation of what arbitrary schedules lower to (backends/llvm/codegen.cc): guarded stores in
+// vectorized loops (non-divisible splits), local buffers crossing parallel loops, loops and buffers
+// nested in vectorized loops, nested parallel loops, strided local buffers. Each loop nest is built by
+// hand in the loop IR, compiled for every x86 target this machine runs (AVX-512 masks, AVX2, and SSE2
+// where masked access is scalarized), linked into a shared object with the pthread pool, run on real
+// data and compared with the same computation in plain C++. Every buffer ends at (or just before) a
+// page boundary followed by an inaccessible page, so a masked-off lane reading or writing past the
+// end faults.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include "backends/llvm/codegen.h"
+#include "backends/llvm/emit_object.h"
+#include "frontend/ir/error.h"
+#include "scheduler/lower/loop_ir.h"
+#include "targets/target.h"
+#include "tests/frontend/test_models.h"
+
+namespace kiln {
+namespace {
+
+using lower::BufferRef;
+using lower::ForKind;
+using lower::LoweredFunc;
+using lower::Stmt;
+using te::Expr;
+
+// ---- running loop IR --------------------------------------------------------------------------------
+
+// The x86 targets whose code this machine can run.
+std::vector<Target> runnable_targets() {
+  std::vector<Target> out;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  out.push_back(load_target("x86_64-generic"));
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back(load_target("x86_64-avx2"));
+  if (host_target_name() == "x86_64-avx512") out.push_back(load_target("x86_64-avx512"));
+#endif
+  return out;
+}
+
+// Lanes of a vectorized loop storing `t` (codegen's choice: the vector width over the element size).
+int64_t lanes_of(const Target& t, DType d) { return t.vector_bits / 8 / static_cast<int64_t>(dtype_size(d)); }
+
+// The runtime ABI of a compiled function: void f(void* const* buffers, const kiln_parallel* parallel).
+using TaskFn = void (*)(void*, int64_t);
+struct ParallelHook {
+  void (*parallel_for)(void* user, int64_t n, TaskFn fn, void* closure);
+  void* user;
+};
+using KernelFn = void (*)(void* const*, const ParallelHook*);
+
+// Functions compiled for one target and linked (with runtime/kiln_parallel_pthread.c) into a shared
+// object by the system C compiler, then loaded with dlopen.
+class Compiled {
+ public:
+  Compiled(const std::vector<LoweredFunc>& funcs, const Target& t) {
+    llvm::LLVMContext ctx;
+    llvm::Module mod("codegen_schedule_test", ctx);
+    auto tm = llvm_backend::make_target_machine({t.triple, t.cpu, t.features});
+    llvm_backend::configure_module(mod, *tm);
+    llvm_backend::emit_functions(funcs, {t.vector_bits}, mod);
+    llvm_backend::emit_object(mod, *tm, dir_.path("k.o"));
+    const std::string so = dir_.path("k.so");
+    const std::string cmd = "cc -shared -fPIC -O2 -pthread -o " + so + " " + dir_.path("k.o") +
+                            " " KILN_SOURCE_DIR "/runtime/kiln_parallel_pthread.c -lm";
+    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("cannot link: " + cmd);
+    handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle_) throw std::runtime_error(dlerror());
+  }
+  ~Compiled() {
+    if (handle_) dlclose(handle_);
+  }
+  Compiled(const Compiled&) = delete;
+  Compiled& operator=(const Compiled&) = delete;
+
+  template <typename F>
+  F symbol(const std::string& name) const {
+    void* p = dlsym(handle_, name.c_str());
+    if (!p) throw std::runtime_error("no symbol " + name);
+    return reinterpret_cast<F>(p);
+  }
+  KernelFn kernel(const std::string& name) const { return symbol<KernelFn>(name); }
+
+ private:
+  testing::TempDir dir_;
+  void* handle_ = nullptr;
+};
+
+// The pthread pool of the compiled object, as a parallel hook.
+class Pool {
+ public:
+  Pool(const Compiled& c, int threads) : destroy_(c.symbol<void (*)(void*)>("kiln_pthread_pool_destroy")) {
+    pool_ = c.symbol<void* (*)(int)>("kiln_pthread_pool_create")(threads);
+    if (!pool_) throw std::runtime_error("cannot create a thread pool");
+    hook_ = {c.symbol<decltype(ParallelHook::parallel_for)>("kiln_pthread_parallel_for"), pool_};
+  }
+  ~Pool() { destroy_(pool_); }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  const ParallelHook* hook() const { return &hook_; }
+
+ private:
+  void (*destroy_)(void*);
+  void* pool_ = nullptr;
+  ParallelHook hook_{};
+};
+
+// Elements of one dtype (float32, float64 or int64) followed by `slack` bytes and then a page that
+// faults on any access. With no slack, a lane past the end faults; with some, masked-off lanes past
+// the end stay on the buffer's last page (where codegen uses masked loads and stores rather than
+// gathers and scatters), and slack_intact() tells whether anything wrote there.
+class GuardedBuffer {
+ public:
+  GuardedBuffer(DType t, int64_t n, size_t slack) : dtype_(t), n_(n), slack_(slack) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t bytes = static_cast<size_t>(n) * dtype_size(t) + slack;
+    const size_t span = std::max(page, (bytes + page - 1) / page * page);
+    map_size_ = span + page;
+    void* m = mmap(nullptr, map_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::runtime_error("mmap failed");
+    base_ = static_cast<char*>(m);
+    if (mprotect(base_ + span, page, PROT_NONE) != 0) throw std::runtime_error("mprotect failed");
+    data_ = base_ + span - bytes;
+    std::memset(base_ + span - slack, kSlackByte, slack);
+  }
+  ~GuardedBuffer() { munmap(base_, map_size_); }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  void* data() const { return data_; }
+  int64_t size() const { return n_; }
+  double get(int64_t i) const {
+    switch (dtype_) {
+      case DType::Float32: return static_cast<float*>(data_)[i];
+      case DType::Float64: return static_cast<double*>(data_)[i];
+      default: return static_cast<double>(static_cast<int64_t*>(data_)[i]);
+    }
+  }
+  void set(int64_t i, double v) {
+    switch (dtype_) {
+      case DType::Float32: static_cast<float*>(data_)[i] = static_cast<float>(v); break;
+      case DType::Float64: static_cast<double*>(data_)[i] = v; break;
+      default: static_cast<int64_t*>(data_)[i] = static_cast<int64_t>(v); break;
+    }
+  }
+  void fill(const std::function<double(int64_t)>& f) {
+    for (int64_t i = 0; i < n_; ++i) set(i, f(i));
+  }
+  bool slack_intact() const {
+    const auto* end = static_cast<const unsigned char*>(data_) + static_cast<size_t>(n_) * dtype_size(dtype_);
+    return std::all_of(end, end + slack_, [](unsigned char c) { return c == kSlackByte; });
+  }
+
+ private:
+  static constexpr unsigned char kSlackByte = 0xa5;
+  DType dtype_;
+  int64_t n_;
+  size_t slack_;
+  size_t map_size_ = 0;
+  char* base_ = nullptr;
+  void* data_ = nullptr;
+};
+
+// Buffers in a function's parameter order, allocated by name.
+class Buffers {
+ public:
+  explicit Buffers(const LoweredFunc& f, size_t slack = 0) {
+    for (const BufferRef& b : f.params) {
+      bufs_[b->name] = std::make_unique<GuardedBuffer>(b->dtype, b->size, slack);
+      order_.push_back(bufs_[b->name].get());
+    }
+  }
+  GuardedBuffer& operator[](const std::string& name) { return *bufs_.at(name); }
+  bool slack_intact() const {
+    return std::all_of(order_.begin(), order_.end(), [](const GuardedBuffer* b) { return b->slack_intact(); });
+  }
+  void run(KernelFn k, const ParallelHook* hook) {
+    std::vector<void*> ptrs;
+    for (GuardedBuffer* b : order_) ptrs.push_back(b->data());
+    k(ptrs.data(), hook);
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<GuardedBuffer>> bufs_;
+  std::vector<GuardedBuffer*> order_;
+};
+
+// Compares a buffer with the expected values; reports the first few differences.
+void expect_equal(const GuardedBuffer& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), static_cast<int64_t>(want.size())) << what;
+  int bad = 0;
+  for (int64_t i = 0; i < got.size(); ++i)
+    if (got.get(i) != want[static_cast<size_t>(i)] && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "] = " << got.get(i) << ", want " << want[static_cast<size_t>(i)];
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// ---- loop IR shorthands -----------------------------------------------------------------------------
+
+Expr at(const BufferRef& b, const Expr& index) { return lower::load(b, index); }
+Expr imm(int64_t v) { return te::int_imm(v); }
+Expr cst(DType t, double v) { return te::const_of(t, v); }
+Stmt loop(const Expr& v, int64_t extent, Stmt body) {
+  return lower::for_loop(v, extent, ForKind::Serial, std::move(body));
+}
+Stmt vloop(const Expr& v, int64_t extent, Stmt body) {
+  return lower::for_loop(v, extent, ForKind::Vectorized, std::move(body));
+}
+Stmt ploop(const Expr& v, int64_t extent, Stmt body) {
+  return lower::for_loop(v, extent, ForKind::Parallel, std::move(body));
+}
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr double kSentinel = -12345;
+
+// ---- guarded stores in vectorized loops ---------------------------------------------------------------
+
+// A stage over rows x cols whose column axis is split by `factor` (not dividing cols), the inner part
+// vectorized: `for i, for j.o, vectorized j.i: if (j < cols) ...` with j = j.o * factor + j.i.
+//   C[i * (cols + 3) + j] = f(A[i, j], B[j])       contiguous masked store; C's row gaps hold sentinels
+//   T[j * rows + i] = A[i, j]                      non-contiguous: masked scatter
+//   if (i != 1):                                   uniform condition: a branch
+//     if (j % 3 == 0) D[i, j] = A[i, j] + (j >= 1 ? A[i, j - 1] : 0)    an else branch, a select
+//     else if (A[i, j] > 0) D[i, j] = B[j] else D[i, j] = -B[j]         nested, condition reads memory
+// In the last row, masked-off lanes index past the ends of A, B, C, D and T.
+struct GuardedSplit {
+  int64_t rows, cols, factor;
+  DType t;
+  LoweredFunc func;
+
+  GuardedSplit(const std::string& name, DType dtype, int64_t rows_, int64_t cols_, int64_t factor_)
+      : rows(rows_), cols(cols_), factor(factor_), t(dtype) {
+    const int64_t stride = cols + 3;
+    BufferRef A = lower::make_buffer("A", t, rows * cols), B = lower::make_buffer("B", t, cols);
+    BufferRef C = lower::make_buffer("C", t, (rows - 1) * stride + cols), T = lower::make_buffer("T", t, rows * cols);
+    BufferRef D = lower::make_buffer("D", t, rows * cols);
+    Expr i = te::var("i"), jo = te::var("j.o"), ji = te::var("j.i");
+    Expr j = jo * factor + ji;
+    Expr a = at(A, i * cols + j), b = at(B, j);
+    Expr f = is_float(t) ? a * cst(t, 2) + b : a / b + b * cst(t, 3);  // int64: a masked-off divisor must stay defined
+    Stmt d_branches = lower::if_then_else(
+        te::eq(te::floormod(j, imm(3)), imm(0)),
+        lower::store(D, i * cols + j, a + te::select(j >= imm(1), at(A, i * cols + j - 1), cst(t, 0))),
+        lower::if_then_else(a > cst(t, 0), lower::store(D, i * cols + j, b), lower::store(D, i * cols + j, -b)));
+    Stmt guarded = lower::if_then_else(
+        j < imm(cols), lower::block({lower::store(C, i * stride + j, f), lower::store(T, j * rows + i, a),
+                                     lower::if_then_else(te::binary(te::ExprOp::Ne, i, imm(1)), d_branches)}));
+    func = {name, {A, B, C, T, D}, loop(i, rows, loop(jo, ceil_div(cols, factor), vloop(ji, factor, guarded))), {}};
+  }
+
+  // `slack` bytes after every buffer (see GuardedBuffer).
+  void check(KernelFn k, size_t slack) const {
+    Buffers bufs(func, slack);
+    bufs["A"].fill([&](int64_t x) { return static_cast<double>((x * 7) % 23) - 11; });
+    bufs["B"].fill([&](int64_t x) { return static_cast<double>(x % 5) + 1; });
+    for (const char* out : {"C", "T", "D"}) bufs[out].fill([](int64_t) { return kSentinel; });
+    bufs.run(k, nullptr);
+    const int64_t stride = cols + 3;
+    std::vector<double> c(static_cast<size_t>((rows - 1) * stride + cols), kSentinel);
+    std::vector<double> tt(static_cast<size_t>(rows * cols)), d(static_cast<size_t>(rows * cols), kSentinel);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        double a = bufs["A"].get(i * cols + j), b = bufs["B"].get(j);
+        c[static_cast<size_t>(i * stride + j)] =
+            is_float(t) ? a * 2 + b : static_cast<double>(static_cast<int64_t>(a) / static_cast<int64_t>(b)) + b * 3;
+        tt[static_cast<size_t>(j * rows + i)] = a;
+        if (i == 1) continue;
+        double& dv = d[static_cast<size_t>(i * cols + j)];
+        if (j % 3 == 0)
+          dv = a + (j >= 1 ? bufs["A"].get(i * cols + j - 1) : 0);
+        else
+          dv = a > 0 ? b : -b;
+      }
+    std::string what = func.name + " (cols " + std::to_string(cols) + ", factor " + std::to_string(factor) +
+                       ", slack " + std::to_string(slack) + ") ";
+    EXPECT_TRUE(bufs.slack_intact()) << what << "wrote past a buffer's end";
+    expect_equal(bufs["C"], c, what + "C");
+    expect_equal(bufs["T"], tt, what + "T");
+    expect_equal(bufs["D"], d, what + "D");
+  }
+};
+
+// Every remainder of cols by the vector width, with the split factor equal to the width (one
+// straight-line vector per j.o) and 5 widths + 3 (a vector loop plus a scalar tail per j.o); the
+// buffers end at a page boundary (edges: gathers and scatters) or 24 bytes before one (masked loads
+// and stores).
+void check_guarded_splits(DType t) {
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    const int64_t lanes = lanes_of(target, t);
+    std::vector<GuardedSplit> cases;
+    for (int64_t r = 0; r < lanes; ++r)
+      for (int64_t factor : {lanes, 5 * lanes + 3})
+        cases.emplace_back("split_" + std::to_string(r) + "_" + std::to_string(factor), t, 3, 7 * lanes + r, factor);
+    std::vector<LoweredFunc> funcs;
+    for (const GuardedSplit& c : cases) funcs.push_back(c.func);
+    Compiled compiled(funcs, target);
+    for (const GuardedSplit& c : cases)
+      for (size_t slack : {size_t{0}, size_t{24}}) c.check(compiled.kernel(c.func.name), slack);
+  }
+}
+
+// AArch64 NEON has no masked loads and stores: LLVM expands them lane by lane. The same loop nests
+// must compile there (this machine cannot run them; conformance runs packages under QEMU).
+TEST(CodegenSchedule, GuardedVectorStoresCompileForAArch64) {
+  Target target = load_target("aarch64-cortex-a72");
+  std::vector<LoweredFunc> funcs;
+  for (DType t : {DType::Float32, DType::Int64}) {
+    const int64_t lanes = lanes_of(target, t);
+    funcs.push_back(GuardedSplit("split_" + dtype_name(t), t, 3, 7 * lanes + 1, lanes).func);
+  }
+  llvm::LLVMContext ctx;
+  llvm::Module mod("aarch64", ctx);
+  auto tm = llvm_backend::make_target_machine({target.triple, target.cpu, target.features});
+  llvm_backend::configure_module(mod, *tm);
+  llvm_backend::emit_functions(funcs, {target.vector_bits}, mod);
+  testing::TempDir dir;
+  llvm_backend::emit_object(mod, *tm, dir.path("k.o"));
+  EXPECT_TRUE(std::filesystem::file_size(dir.path("k.o")) > 0);
+}
+
+// A runtime-kernel call has no vector form: inside a vectorized loop (masked or not) it is an error
+// that names the loop nest's problem, not a crash.
+TEST(CodegenSchedule, ExternCallUnderVectorMaskIsAnError) {
+  BufferRef x = lower::make_buffer("x", DType::Float32, 64);
+  Expr j = te::var("j");
+  LoweredFunc f{
+      "bad", {x}, vloop(j, 64, lower::if_then_else(j < imm(10), lower::extern_call("kiln_rt_topk", {x}, {1}))), {}};
+  llvm::LLVMContext ctx;
+  llvm::Module mod("bad", ctx);
+  try {
+    llvm_backend::emit_functions({f}, {512}, mod);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("extern call inside a vectorized loop"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CodegenSchedule, GuardedVectorStoresFloat32) { check_guarded_splits(DType::Float32); }
+TEST(CodegenSchedule, GuardedVectorStoresFloat64) { check_guarded_splits(DType::Float64); }
+TEST(CodegenSchedule, GuardedVectorStoresInt64) { check_guarded_splits(DType::Int64); }
+
+// A cache-write tile (Ansor's C.local) under a non-divisible split: the accumulators live in a local
+// buffer and only the write-back is guarded (B's rows are padded to whole tiles). The tile's indices
+// stay inside it in every lane, so its loads under the mask are plain (SROA keeps the tile in
+// registers); only the global store is masked.
+LoweredFunc guarded_tile(int64_t lanes, int64_t rows, int64_t cols, int64_t depth) {
+  const int64_t padded = ceil_div(cols, lanes) * lanes;
+  BufferRef A = lower::make_buffer("A", DType::Float32, rows * depth);
+  BufferRef B = lower::make_buffer("B", DType::Float32, depth * padded);
+  BufferRef C = lower::make_buffer("C", DType::Float32, rows * cols);
+  BufferRef tile = lower::make_buffer("C.local", DType::Float32, lanes, true);
+  Expr i = te::var("i"), jo = te::var("j.o"), ji = te::var("j.i"), k = te::var("k");
+  Expr j = jo * lanes + ji;
+  Expr b = at(B, k * padded + j);
+  Stmt body = lower::allocate(
+      tile, lower::block(
+                {vloop(ji, lanes, lower::store(tile, ji, cst(DType::Float32, 0))),
+                 loop(k, depth, vloop(ji, lanes, lower::store(tile, ji, at(tile, ji) + at(A, i * depth + k) * b))),
+                 vloop(ji, lanes, lower::if_then_else(j < imm(cols), lower::store(C, i * cols + j, at(tile, ji))))}));
+  return {"tile", {A, B, C}, ploop(i, rows, loop(jo, ceil_div(cols, lanes), body)), {}};
+}
+
+TEST(CodegenSchedule, GuardedTileWriteBackMasksOnlyTheGlobalStore) {
+  const int64_t lanes = 16, rows = 5, cols = 37, depth = 6, padded = ceil_div(cols, lanes) * lanes;
+  LoweredFunc f = guarded_tile(lanes, rows, cols, depth);
+  llvm::LLVMContext ctx;
+  llvm::Module mod("ir", ctx);
+  Target avx512 = load_target("x86_64-avx512");
+  auto tm = llvm_backend::make_target_machine({avx512.triple, avx512.cpu, avx512.features});
+  llvm_backend::configure_module(mod, *tm);
+  llvm_backend::emit_functions({f}, {512}, mod);
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  mod.print(os, nullptr);
+  EXPECT_NE(ir.find("@llvm.masked.store"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("@llvm.masked.load"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("@llvm.masked.gather"), std::string::npos) << ir;
+
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    if (lanes_of(target, DType::Float32) != lanes) continue;  // the tile is one vector wide
+    Compiled compiled({f}, target);
+    Buffers bufs(f);
+    bufs["A"].fill([](int64_t x) { return static_cast<double>(x % 7) - 3; });
+    bufs["B"].fill([](int64_t x) { return static_cast<double>(x % 5) - 2; });
+    bufs["C"].fill([](int64_t) { return kSentinel; });
+    Pool pool(compiled, 3);
+    bufs.run(compiled.kernel("tile"), pool.hook());
+    std::vector<double> want(static_cast<size_t>(rows * cols));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < depth; ++k) s += bufs["A"].get(i * depth + k) * bufs["B"].get(k * padded + j);
+        want[static_cast<size_t>(i * cols + j)] = s;
+      }
+    expect_equal(bufs["C"], want, "tile C");
+  }
+}
+
+// ---- parallel loops -----------------------------------------------------------------------------------
+
+// Local buffers crossing parallel loops: `w` is written before the first parallel loop and read in
+// it; `t` is written by the tasks at disjoint places (its last vector per row under a mask) and read
+// across rows by the tasks of the second loop.
+//   allocate w[cols]: for j: w[j] = B[j] * 3
+//   allocate t[rows * cols]:
+//     parallel for i: for j.o, vectorized j.i: if (j < cols) t[i, j] = A[i, j] + w[j]
+//     parallel for i: vectorized for j: C[i, j] = t[i, j] * 2 + t[(i + 1) % rows, j]
+LoweredFunc locals_across_parallel(int64_t lanes, int64_t rows, int64_t cols) {
+  const DType f32 = DType::Float32;
+  BufferRef A = lower::make_buffer("A", f32, rows * cols), B = lower::make_buffer("B", f32, cols);
+  BufferRef C = lower::make_buffer("C", f32, rows * cols);
+  BufferRef w = lower::make_buffer("w", f32, cols, true), t = lower::make_buffer("t", f32, rows * cols, true);
+  Expr i = te::var("i"), j = te::var("j"), jo = te::var("j.o"), ji = te::var("j.i");
+  Expr js = jo * lanes + ji;
+  Stmt fill_t = ploop(i, rows,
+                      loop(jo, ceil_div(cols, lanes),
+                           vloop(ji, lanes,
+                                 lower::if_then_else(js < imm(cols), lower::store(t, i * cols + js,
+                                                                                  at(A, i * cols + js) + at(w, js))))));
+  Stmt use_t =
+      ploop(i, rows,
+            vloop(j, cols,
+                  lower::store(C, i * cols + j,
+                               at(t, i * cols + j) * cst(f32, 2) + at(t, te::floormod(i + 1, imm(rows)) * cols + j))));
+  Stmt body = lower::allocate(w, lower::block({loop(j, cols, lower::store(w, j, at(B, j) * cst(f32, 3))),
+                                               lower::allocate(t, lower::block({fill_t, use_t}))}));
+  return {"locals", {A, B, C}, body, {}};
+}
+
+// Nested parallel loops (the inner one runs serially inside the outer task) around a per-task
+// accumulator: C = A (rows x depth) * B (depth x cols).
+LoweredFunc nested_parallel(int64_t rows, int64_t cols, int64_t depth) {
+  const DType f32 = DType::Float32;
+  BufferRef A = lower::make_buffer("A", f32, rows * depth), B = lower::make_buffer("B", f32, depth * cols);
+  BufferRef C = lower::make_buffer("C", f32, rows * cols), acc = lower::make_buffer("acc", f32, 1, true);
+  Expr i = te::var("i"), j = te::var("j"), k = te::var("k");
+  Expr a = at(acc, imm(0));
+  Stmt dot = lower::allocate(
+      acc, lower::block({lower::store(acc, imm(0), cst(f32, 0)),
+                         loop(k, depth, lower::store(acc, imm(0), a + at(A, i * depth + k) * at(B, k * cols + j))),
+                         lower::store(C, i * cols + j, a)}));
+  return {"nested", {A, B, C}, ploop(i, rows, ploop(j, cols, dot)), {}};
+}
+
+TEST(CodegenSchedule, LocalBuffersCrossParallelLoops) {
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    const int64_t lanes = lanes_of(target, DType::Float32), rows = 37, cols = 3 * lanes + 5;
+    LoweredFunc f = locals_across_parallel(lanes, rows, cols);
+    Compiled compiled({f}, target);
+    Pool pool(compiled, 4);
+    const ParallelHook no_hook{nullptr, nullptr};
+    for (const ParallelHook* hook : {static_cast<const ParallelHook*>(nullptr), &no_hook, pool.hook()}) {
+      Buffers bufs(f);
+      bufs["A"].fill([](int64_t x) { return static_cast<double>(x % 11) - 5; });
+      bufs["B"].fill([](int64_t x) { return static_cast<double>(x % 4); });
+      bufs.run(compiled.kernel("locals"), hook);
+      std::vector<double> t(static_cast<size_t>(rows * cols)), c(t.size());
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          t[static_cast<size_t>(i * cols + j)] = bufs["A"].get(i * cols + j) + bufs["B"].get(j) * 3;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          c[static_cast<size_t>(i * cols + j)] =
+              t[static_cast<size_t>(i * cols + j)] * 2 + t[static_cast<size_t>(((i + 1) % rows) * cols + j)];
+      expect_equal(bufs["C"], c, hook == pool.hook() ? "C with the pool" : "C serial");
+    }
+  }
+}
+
+TEST(CodegenSchedule, NestedParallelLoopsWithPerTaskBuffer) {
+  const int64_t rows = 13, cols = 29, depth = 17;
+  LoweredFunc f = nested_parallel(rows, cols, depth);
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    Compiled compiled({f}, target);
+    Pool pool(compiled, 4);
+    for (const ParallelHook* hook : {static_cast<const ParallelHook*>(nullptr), pool.hook()}) {
+      Buffers bufs(f);
+      bufs["A"].fill([](int64_t x) { return static_cast<double>(x % 9) - 4; });
+      bufs["B"].fill([](int64_t x) { return static_cast<double>(x % 7) - 3; });
+      bufs.run(compiled.kernel("nested"), hook);
+      std::vector<double> want(static_cast<size_t>(rows * cols));
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          double s = 0;
+          for (int64_t k = 0; k < depth; ++k) s += bufs["A"].get(i * depth + k) * bufs["B"].get(k * cols + j);
+          want[static_cast<size_t>(i * cols + j)] = s;
+        }
+      expect_equal(bufs["C"], want, hook ? "C with the pool" : "C serial");
+    }
+  }
+}
+
+// ---- loops and buffers inside vectorized loops ------------------------------------------------------
+
+// Over j in 0..cols, vectorized (cols a multiple of the width: straight-line vectors; or not: a
+// vector loop and a scalar tail):
+//   C[j] = 0; for k: C[j] = C[j] + A[k, j] * B[k]                 a serial loop inside
+//   allocate acc[1]: acc = 0; for k: acc = acc + A[k, j] * B[k]; D[j] = acc * 2     lane-private
+//   allocate tmp[4]: for k < 4: tmp[k] = A[k, j]                  lane-private, indexed by j:
+//     if (j % 2 == 0) tmp[0] = -1                                   masked uniform store
+//     E[j] = tmp[j % 4] + tmp[0] * 10                               gather from the lanes' copies
+//   unrolled for k < 20: F[k] = A[k] * 3                            longer than the full unroll limit
+LoweredFunc inside_vector_loops(const std::string& name, int64_t cols, int64_t depth) {
+  const DType f32 = DType::Float32;
+  BufferRef A = lower::make_buffer("A", f32, depth * cols), B = lower::make_buffer("B", f32, depth);
+  BufferRef C = lower::make_buffer("C", f32, cols), D = lower::make_buffer("D", f32, cols);
+  BufferRef E = lower::make_buffer("E", f32, cols), F = lower::make_buffer("F", f32, 20);
+  BufferRef acc = lower::make_buffer("acc", f32, 1, true), tmp = lower::make_buffer("tmp", f32, 4, true);
+  Expr j = te::var("j"), k = te::var("k");
+  Expr jmod4 = te::floormod(j, imm(4));
+  Stmt c = vloop(j, cols,
+                 lower::block({lower::store(C, j, cst(f32, 0)),
+                               loop(k, depth, lower::store(C, j, at(C, j) + at(A, k * cols + j) * at(B, k)))}));
+  Stmt d = vloop(
+      j, cols,
+      lower::allocate(
+          acc,
+          lower::block({lower::store(acc, imm(0), cst(f32, 0)),
+                        loop(k, depth, lower::store(acc, imm(0), at(acc, imm(0)) + at(A, k * cols + j) * at(B, k))),
+                        lower::store(D, j, at(acc, imm(0)) * cst(f32, 2))})));
+  Stmt e =
+      vloop(j, cols,
+            lower::allocate(tmp, lower::block({loop(k, 4, lower::store(tmp, k, at(A, k * cols + j))),
+                                               lower::if_then_else(te::eq(te::floormod(j, imm(2)), imm(0)),
+                                                                   lower::store(tmp, imm(0), cst(f32, -1))),
+                                               lower::store(E, j, at(tmp, jmod4) + at(tmp, imm(0)) * cst(f32, 10))})));
+  Stmt f = lower::for_loop(k, 20, ForKind::Unrolled, lower::store(F, k, at(A, k) * cst(f32, 3)));
+  return {name, {A, B, C, D, E, F}, lower::block({c, d, e, f}), {}};
+}
+
+TEST(CodegenSchedule, LoopsAndBuffersInsideVectorizedLoops) {
+  const int64_t depth = 6;
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    const int64_t lanes = lanes_of(target, DType::Float32);
+    std::vector<LoweredFunc> funcs = {inside_vector_loops("whole", 2 * lanes, depth),
+                                      inside_vector_loops("tail", 5 * lanes + 3, depth)};
+    Compiled compiled(funcs, target);
+    for (const LoweredFunc& f : funcs) {
+      const int64_t cols = f.params[2]->size;
+      Buffers bufs(f);
+      bufs["A"].fill([](int64_t x) { return static_cast<double>(x % 13) - 6; });
+      bufs["B"].fill([](int64_t x) { return static_cast<double>(x) + 1; });
+      bufs.run(compiled.kernel(f.name), nullptr);
+      std::vector<double> c(static_cast<size_t>(cols)), d(c.size()), e(c.size()), fv(20);
+      for (int64_t j = 0; j < cols; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < depth; ++k) s += bufs["A"].get(k * cols + j) * bufs["B"].get(k);
+        c[static_cast<size_t>(j)] = s;
+        d[static_cast<size_t>(j)] = s * 2;
+        double tmp[4];
+        for (int64_t k = 0; k < 4; ++k) tmp[k] = bufs["A"].get(k * cols + j);
+        if (j % 2 == 0) tmp[0] = -1;
+        e[static_cast<size_t>(j)] = tmp[j % 4] + tmp[0] * 10;
+      }
+      for (int64_t k = 0; k < 20; ++k) fv[static_cast<size_t>(k)] = bufs["A"].get(k) * 3;
+      expect_equal(bufs["C"], c, f.name + " C");
+      expect_equal(bufs["D"], d, f.name + " D");
+      expect_equal(bufs["E"], e, f.name + " E");
+      expect_equal(bufs["F"], fv, f.name + " F");
+    }
+  }
+}
+
+// A local buffer indexed by the vector variable with a stride: interleave A and B into t (stride-2
+// stores, one of them masked), then read t back contiguously, with a stride and non-affinely.
+//   vectorized for j < n: t[2j] = A[j]; vectorized for j < n: t[2j + 1] = B[j]
+//   vectorized for j < n: if (j % 3 == 0) t[2j] = 0
+//   vectorized for j < 2n: C[j] = t[j]
+//   vectorized for j < n: D[j] = t[2j + 1] * 2 + t[j / 2]
+LoweredFunc strided_local(int64_t n) {
+  const DType f32 = DType::Float32;
+  BufferRef A = lower::make_buffer("A", f32, n), B = lower::make_buffer("B", f32, n);
+  BufferRef C = lower::make_buffer("C", f32, 2 * n), D = lower::make_buffer("D", f32, n);
+  BufferRef t = lower::make_buffer("t", f32, 2 * n, true);
+  Expr j = te::var("j");
+  return {
+      "strided",
+      {A, B, C, D},
+      lower::allocate(
+          t,
+          lower::block(
+              {vloop(j, n, lower::store(t, j * 2, at(A, j))), vloop(j, n, lower::store(t, j * 2 + 1, at(B, j))),
+               vloop(j, n,
+                     lower::if_then_else(te::eq(te::floormod(j, imm(3)), imm(0)), lower::store(t, j * 2, cst(f32, 0)))),
+               vloop(j, 2 * n, lower::store(C, j, at(t, j))),
+               vloop(j, n, lower::store(D, j, at(t, j * 2 + 1) * cst(f32, 2) + at(t, te::floordiv(j, imm(2)))))})),
+      {}};
+}
+
+TEST(CodegenSchedule, StridedLocalBufferInVectorizedLoops) {
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    const int64_t lanes = lanes_of(target, DType::Float32);
+    for (int64_t n : {2 * lanes, 3 * lanes + 1}) {
+      LoweredFunc f = strided_local(n);
+      Compiled compiled({f}, target);
+      Buffers bufs(f);
+      bufs["A"].fill([](int64_t x) { return static_cast<double>(x) + 1; });
+      bufs["B"].fill([](int64_t x) { return -static_cast<double>(x) - 1; });
+      bufs.run(compiled.kernel("strided"), nullptr);
+      std::vector<double> t(static_cast<size_t>(2 * n)), d(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) {
+        t[static_cast<size_t>(2 * j)] = j % 3 == 0 ? 0 : bufs["A"].get(j);
+        t[static_cast<size_t>(2 * j + 1)] = bufs["B"].get(j);
+      }
+      for (int64_t j = 0; j < n; ++j)
+        d[static_cast<size_t>(j)] = t[static_cast<size_t>(2 * j + 1)] * 2 + t[static_cast<size_t>(j / 2)];
+      expect_equal(bufs["C"], t, "C, n " + std::to_string(n));
+      expect_equal(bufs["D"], d, "D, n " + std::to_string(n));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
