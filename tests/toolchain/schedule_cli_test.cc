@@ -1,0 +1,80 @@
+// `kiln compile --schedule random --dump-after ...` and its errors, through the real binary.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/frontend/test_models.h"
+
+namespace kiln {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+ModelBuilder matmul_relu_model() {
+  ModelBuilder b("mm", 17);
+  b.input("a", DType::Float32, Shape{16, 24});
+  b.input("w", DType::Float32, Shape{24, 8});
+  b.node("MatMul", {"a", "w"}, {"c"});
+  b.node("Relu", {"c"}, {"y"});
+  b.output("y", DType::Float32, Shape{16, 8});
+  return b;
+}
+
+// Runs kiln with stdout kept in `out`.
+int run_with_stdout(const std::string& args, const testing::TempDir& dir, std::string& out) {
+  const std::string file = dir.path("stdout.txt");
+  const std::string cmd = std::string("timeout 120 ") + KILN_BINARY + " " + args + " >" + file + " 2>&1";
+  int status = std::system(cmd.c_str());
+  out = slurp(file);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(ScheduleCli, DumpAfterSketchPrintsEachTasksSketches) {
+  testing::TempDir dir;
+  matmul_relu_model().save(dir.path("m.onnx"));
+  std::string out;
+  ASSERT_EQ(run_with_stdout("compile " + dir.path("m.onnx") + " -o " + dir.path("pkg") + " --dump-after sketch", dir, out), 0) << out;
+  EXPECT_NE(out.find("; after sketch of task"), std::string::npos) << out;
+  EXPECT_NE(out.find("sketch 0:"), std::string::npos) << out;
+  EXPECT_NE(out.find("sketch 1:"), std::string::npos) << out;
+  EXPECT_NE(out.find(".compute_at("), std::string::npos) << out;
+}
+
+TEST(ScheduleCli, RandomScheduleIsSeededAndDumpsThePrograms) {
+  testing::TempDir dir;
+  matmul_relu_model().save(dir.path("m.onnx"));
+  std::string a, b, c;
+  const std::string base = "compile " + dir.path("m.onnx") + " --schedule random --dump-after schedule -o ";
+  ASSERT_EQ(run_with_stdout(base + dir.path("p1") + " --seed 4", dir, a), 0) << a;
+  ASSERT_EQ(run_with_stdout(base + dir.path("p2") + " --seed 4", dir, b), 0) << b;
+  ASSERT_EQ(run_with_stdout(base + dir.path("p3") + " --seed 5", dir, c), 0) << c;
+  auto programs = [](const std::string& s) { return s.substr(0, s.find("wrote ")); };
+  EXPECT_EQ(programs(a), programs(b));
+  EXPECT_NE(programs(a), programs(c));
+  EXPECT_NE(a.find("; after schedule of task"), std::string::npos) << a;
+}
+
+TEST(ScheduleCliErrors, UnknownScheduleKind) {
+  testing::TempDir dir;
+  matmul_relu_model().save(dir.path("m.onnx"));
+  auto r = testing::run_kiln("compile " + dir.path("m.onnx") + " -o " + dir.path("pkg") + " --schedule fast", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("--schedule 'fast'"), std::string::npos) << r.stderr_text;
+}
+
+TEST(ScheduleCliErrors, UnknownDumpStep) {
+  testing::TempDir dir;
+  matmul_relu_model().save(dir.path("m.onnx"));
+  auto r = testing::run_kiln("compile " + dir.path("m.onnx") + " -o " + dir.path("pkg") + " --dump-after tiles", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("--dump-after 'tiles'"), std::string::npos) << r.stderr_text;
+}
+
+}  // namespace
+}  // namespace kiln
