@@ -12,21 +12,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Starts a command in the background with stdout to a file; waits for its "listening on H:P" line.
-start() {
-  local out=$1; shift
-  "$@" >"$out" 2>"$out.err" &
-  pids+=($!)
+# Waits for the "listening on H:P" line in a command's stdout file; prints the port.
+port_of() {
+  local out=$1
   for _ in $(seq 100); do
     if grep -q 'listening on' "$out"; then sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$out" | head -1; return; fi
     sleep 0.1
   done
-  echo "FAIL: '$*' did not start" >&2; cat "$out.err" >&2; exit 1
+  echo "FAIL: no 'listening on' line in $out" >&2; cat "$out.err" >&2; exit 1
 }
 
-tport=$(start "$work/tracker.out" "$kiln" tracker --port 0 --host 127.0.0.1)
-sport=$(start "$work/server.out" "$kiln" rpc-server --port 0 --host 127.0.0.1 --tracker "127.0.0.1:$tport" --key cli-board)
-server_pid=${pids[1]}
+"$kiln" tracker --port 0 --host 127.0.0.1 >"$work/tracker.out" 2>"$work/tracker.out.err" &
+pids+=($!)
+tport=$(port_of "$work/tracker.out")
+"$kiln" rpc-server --port 0 --host 127.0.0.1 --tracker "127.0.0.1:$tport" --key cli-board \
+  >"$work/server.out" 2>"$work/server.out.err" &
+server_pid=$!
+pids+=($server_pid)
+sport=$(port_of "$work/server.out")
 
 status=""
 for _ in $(seq 50); do

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -190,6 +194,22 @@ TEST(RpcTrackerTest, BatchAcrossTwoX86AndOneAArch64Server) {
   }
 }
 
+// True when some process has `pid` as its parent (scans /proc/*/stat).
+bool has_child_process(pid_t pid) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    auto close = stat.rfind(')');  // the command name may hold spaces; fields follow the last ')'
+    if (close == std::string::npos) continue;
+    char state;
+    int ppid = 0;
+    if (sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == pid) return true;
+  }
+  return false;
+}
+
 TEST(RpcTrackerTest, ServerKilledMidBatch) {
   TempDir dir;
   std::string so = build_kernels(KILN_HOST_CC, dir.path(), "kernels");
@@ -201,14 +221,22 @@ TEST(RpcTrackerTest, ServerKilledMidBatch) {
   ASSERT_TRUE(tracker.wait_for_total("x86_64", 2, 10000));
 
   std::vector<Job> jobs;
-  for (uint64_t i = 0; i < 12; ++i) jobs.push_back({"x86_64", i});
+  for (uint64_t i = 0; i < 10; ++i) jobs.push_back({"x86_64", i});
+  // Kill server a while it runs a candidate (it has a child process), so a run is surely in flight.
+  std::atomic<bool> killed{false};
   std::thread killer([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    a.kill();
+    for (int64_t deadline = monotonic_ms() + 20000; monotonic_ms() < deadline; usleep(2000)) {
+      if (has_child_process(a.pid())) {
+        a.kill();
+        killed = true;
+        return;
+      }
+    }
   });
-  // Each run takes >= 2 x 120 ms, so both servers are busy when one is killed.
-  auto results = run_batch(tracker, jobs, {{"x86_64", so}}, 2, 120);
+  // Each run takes >= 2 x 100 ms, so a candidate is running on a most of the time.
+  auto results = run_batch(tracker, jobs, {{"x86_64", so}}, 2, 100);
   killer.join();
+  ASSERT_TRUE(killed) << "server a never ran a candidate";
   int failed = 0, correct = 0;
   for (const auto& r : results) {
     if (r.error == RunError::kNone) {
@@ -221,8 +249,8 @@ TEST(RpcTrackerTest, ServerKilledMidBatch) {
     }
   }
   EXPECT_GE(failed, 1) << "the run in flight on the killed server should fail";
-  EXPECT_EQ(correct + failed, 12);
-  EXPECT_GE(correct, 8) << "the rest of the batch should complete on the surviving server";
+  EXPECT_EQ(correct + failed, 10);
+  EXPECT_GE(correct, 7) << "the rest of the batch should complete on the surviving server";
   EXPECT_TRUE(tracker.wait_for_total("x86_64", 1, 5000)) << "the tracker should drop the dead server";
 }
 
