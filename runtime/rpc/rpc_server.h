@@ -14,7 +14,7 @@ namespace kiln::rpc {
 /// Everything `kiln rpc-server` / `kiln-rpc-server` can be told.
 struct ServerOptions {
   std::string host = "0.0.0.0";   // address to listen on
-  uint16_t port = 9190;           // 0 picks a free port (port() tells which)
+  uint16_t port = 9090;           // 0 picks a free port (port() tells which)
   std::string token;              // when set, a client's HELLO must carry the same token
   std::string tracker;            // "host:port" of a tracker to register with; empty: standalone
   std::string key;                // device key registered with the tracker (e.g. "rk3588")

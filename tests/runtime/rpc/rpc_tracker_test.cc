@@ -191,6 +191,17 @@ TEST(RpcTrackerTest, BatchAcrossTwoX86AndOneAArch64Server) {
     auto sess = Session::connect(l->host, l->port);
     ASSERT_TRUE(sess.ok());
     EXPECT_EQ(sess->info().arch, "aarch64");
+    // Faulting candidates are contained under QEMU as well.
+    auto m = sess->upload("kernels.so", read_bytes(so_by_key["aarch64"]));
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    RunResult segv = sess->run(unary_request(m.value(), "segv", 1));
+    EXPECT_EQ(segv.error, RunError::kRuntimeDevice) << segv.message;
+    RunRequest spin = unary_request(m.value(), "spin", 1);
+    spin.run_timeout_ms = 500;
+    EXPECT_EQ(sess->run(spin).error, RunError::kRunTimeout);
+    RunResult ok = sess->run(unary_request(m.value(), "scale2", 9));
+    ASSERT_EQ(ok.error, RunError::kNone) << ok.message;
+    EXPECT_EQ(ok.outputs[1], expected_scale2(9));
   }
 }
 
