@@ -13,6 +13,7 @@
 #include "toolchain/compile.h"
 #include "toolchain/targets_command.h"
 #include "toolchain/schedule_check.h"
+#include "toolchain/rpc_commands.h"
 #include <filesystem>
 #include "frontend/zoo/zoo.h"
 
@@ -140,6 +141,8 @@ int main(int argc, char** argv) {
   zoo->add_option("--padding", zoo_opts.padding, "conv2d/depthwise: padding on each side")->capture_default_str();
   zoo->add_option("--seq", zoo_opts.seq, "Sequence length (transformer models)")->capture_default_str();
 
+  kiln::RpcCommands rpc_commands(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (int rc = rpc_commands.run(); rc >= 0) return rc;
     if (*inspect) {
       auto summary = kiln::summarize_model(model_path, inspect_bindings.parse(), inspect_tasks);
       std::cout << kiln::format_summary(summary, verbose);

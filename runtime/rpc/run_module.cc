@@ -1,0 +1,207 @@
+// The child-process runner. The parent only forks, reads one length-prefixed RunOutcome from a pipe
+// and reaps the child; everything that can crash (dlopen, the kernel) happens in the child.
+#include "runtime/rpc/run_module.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <memory>
+
+#include "runtime/rpc/net.h"
+
+namespace kiln::rpc {
+
+namespace {
+
+using KernelFn = void (*)(void**, void*);
+
+constexpr size_t kCacheLine = 64;
+
+double now_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Evicts every line of a buffer from all cache levels, so a repeat starts cold (as it would inside a
+// model whose other layers evicted this one's data).
+void flush_from_caches(const void* data, size_t bytes) {
+  auto* p = static_cast<const char*>(data);
+#if defined(__x86_64__) || defined(__i386__)
+  for (size_t off = 0; off < bytes; off += kCacheLine) asm volatile("clflush (%0)" ::"r"(p + off) : "memory");
+  asm volatile("mfence" ::: "memory");
+#elif defined(__aarch64__)
+  for (size_t off = 0; off < bytes; off += kCacheLine) asm volatile("dc civac, %0" ::"r"(p + off) : "memory");
+  asm volatile("dsb ish" ::: "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { free(p); }
+};
+
+// Runs inside the child; returns the outcome to send to the parent.
+RunOutcome run_here(const std::string& so_path, const RunSpec& spec) {
+  RunOutcome out;
+  out.status = RunStatus::kRuntimeDevice;
+  void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = dlerror();
+    out.message = std::string("dlopen: ") + (e ? e : "unknown error");
+    return out;
+  }
+  auto fn = reinterpret_cast<KernelFn>(dlsym(handle, spec.func.c_str()));
+  if (!fn) {
+    out.message = "dlsym: no function '" + spec.func + "' in the module";
+    return out;
+  }
+  std::vector<std::unique_ptr<void, FreeDeleter>> storage;
+  std::vector<void*> args;
+  for (size_t i = 0; i < spec.buffers.size(); ++i) {
+    const BufferSpec& b = spec.buffers[i];
+    void* mem = nullptr;
+    size_t rounded = (b.bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
+    if (posix_memalign(&mem, kCacheLine, rounded ? rounded : kCacheLine) != 0) {
+      out.message = "out of memory allocating buffer " + std::to_string(i);
+      return out;
+    }
+    storage.emplace_back(mem);
+    memset(mem, 0, rounded);
+    if (b.input) fill_random(mem, b.bytes, b.dtype, spec.seed, static_cast<uint32_t>(i));
+    args.push_back(mem);
+  }
+
+  fn(args.data(), nullptr);  // untimed: page faults, lazy binding, cold instruction cache
+  uint64_t number = spec.number;
+  double target = spec.min_repeat_ms / 1000.0;
+  for (uint32_t r = 0; r < spec.repeat; ++r) {
+    for (;;) {
+      if (spec.cache_flush)
+        for (size_t i = 0; i < args.size(); ++i) flush_from_caches(args[i], spec.buffers[i].bytes);
+      double t0 = now_seconds();
+      for (uint64_t k = 0; k < number; ++k) fn(args.data(), nullptr);
+      double elapsed = now_seconds() - t0;
+      if (elapsed >= target || number >= kMaxNumber) {
+        out.costs.push_back(elapsed / static_cast<double>(number));
+        break;
+      }
+      // Too short to time reliably: aim past min_repeat_ms with a margin, at least doubling.
+      double want = elapsed > 0 ? std::ceil(static_cast<double>(number) * target / elapsed * 1.2) : 0.0;
+      uint64_t next = std::max<uint64_t>(number * 2, want > 1e12 ? kMaxNumber : static_cast<uint64_t>(want));
+      number = std::min<uint64_t>(next, kMaxNumber);
+    }
+  }
+  for (size_t i = 0; i < spec.buffers.size(); ++i) {
+    if (!spec.buffers[i].output) continue;
+    auto* p = static_cast<const uint8_t*>(args[i]);
+    out.outputs.emplace_back(static_cast<uint16_t>(i), std::vector<uint8_t>(p, p + spec.buffers[i].bytes));
+  }
+  out.status = RunStatus::kNone;
+  return out;
+}
+
+[[noreturn]] void child_main(int wfd, const std::string& so_path, const RunSpec& spec) {
+  // Keep only stdio and the result pipe: a hung child must not hold other sessions' sockets open.
+  if (wfd != 3) {
+    dup2(wfd, 3);
+    wfd = 3;
+  }
+  close_range(4, ~0u, 0);
+  // If the server dies, so does the candidate (instead of running on as an orphan).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  RunOutcome out = run_here(so_path, spec);
+  Writer w;
+  w.u32(0);
+  encode_run_outcome(w, out);
+  uint32_t len = static_cast<uint32_t>(w.bytes().size() - 4);
+  for (int i = 0; i < 4; ++i) w.bytes()[i] = static_cast<uint8_t>(len >> (8 * i));
+  write_full(wfd, w.bytes().data(), w.bytes().size(), -1);
+  _exit(0);
+}
+
+std::string describe_exit(int wstatus) {
+  if (WIFSIGNALED(wstatus)) {
+    int sig = WTERMSIG(wstatus);
+    const char* name = sigabbrev_np(sig);
+    return std::string("candidate killed by signal ") + std::to_string(sig) + " (SIG" + (name ? name : "?") + ")";
+  }
+  if (WIFEXITED(wstatus)) return "candidate process exited with code " + std::to_string(WEXITSTATUS(wstatus));
+  return "candidate process ended abnormally";
+}
+
+}  // namespace
+
+RunOutcome run_in_child(const std::string& so_path, const RunSpec& spec) {
+  RunOutcome out;
+  out.status = RunStatus::kRuntimeDevice;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    out.message = std::string("pipe: ") + strerror(errno);
+    return out;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    out.message = std::string("fork: ") + strerror(errno);
+    return out;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    child_main(fds[1], so_path, spec);
+  }
+  close(fds[1]);
+  Fd rfd(fds[0]);
+
+  int64_t deadline = monotonic_ms() + spec.run_timeout_ms;
+  auto left = [&] { return static_cast<int>(std::max<int64_t>(0, deadline - monotonic_ms())); };
+  uint8_t head[4];
+  IoResult io = read_full(rfd.get(), head, 4, left());
+  std::vector<uint8_t> body;
+  if (io == IoResult::kOk) {
+    uint32_t len = head[0] | (head[1] << 8) | (head[2] << 16) | (static_cast<uint32_t>(head[3]) << 24);
+    if (len > kMaxOutputBytes + (1u << 20)) {
+      io = IoResult::kError;
+    } else {
+      body.resize(len);
+      io = read_full(rfd.get(), body.data(), len, left());
+    }
+  }
+  if (io == IoResult::kTimeout) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    out.status = RunStatus::kRunTimeout;
+    out.message = "run did not finish within " + std::to_string(spec.run_timeout_ms) + " ms; killed";
+    return out;
+  }
+  int wstatus = 0;
+  if (io != IoResult::kOk) {
+    // The child died before sending its result (a crash), or sent nonsense: kill to be sure, then ask how.
+    kill(pid, SIGKILL);
+    waitpid(pid, &wstatus, 0);
+    out.message = describe_exit(wstatus);
+    return out;
+  }
+  waitpid(pid, &wstatus, 0);
+  Reader r(body);
+  if (!decode_run_outcome(r, &out)) {
+    out = RunOutcome{};
+    out.status = RunStatus::kRuntimeDevice;
+    out.message = "candidate process sent a malformed result";
+  }
+  return out;
+}
+
+}  // namespace kiln::rpc
