@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <random>
 
 #include "tests/frontend/test_models.h"
@@ -43,6 +44,8 @@ void expect_all_correct(ModelBuilder& mb, uint64_t seed = 1) {
     checked += t.programs;
   }
   EXPECT_GT(checked, 0);
+  std::cout << "[ programs ] " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << ": " << checked
+            << " random programs checked\n";
 }
 
 ModelBuilder conv(const Shape& x, int64_t out_ch, int64_t k, int64_t stride, int64_t pad, int64_t group, bool relu) {
