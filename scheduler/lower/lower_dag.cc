@@ -2,17 +2,13 @@
 
 #include "frontend/ir/error.h"
 #include "scheduler/lower/extern_calls.h"
+#include "scheduler/te/substitute.h"
 
 namespace kiln::lower {
 namespace {
 
 using te::ExprOp;
 
-Expr rebuild(const te::ExprNode& n, std::vector<Expr> args) {
-  auto copy = std::make_shared<te::ExprNode>(n);
-  copy->args = std::move(args);
-  return copy;
-}
 
 Expr flat_index(const std::vector<Expr>& idx, const Shape& shape) {
   if (idx.empty()) return te::int_imm(0);
@@ -27,33 +23,7 @@ int lanes_for(DType t, const ScheduleParams& p) {
   return std::max(1, static_cast<int>(p.vector_bits / 8 / bytes));
 }
 
-Expr combine(te::Reducer r, const Expr& acc, const Expr& v) {
-  switch (r) {
-    case te::Reducer::Sum: return acc + v;
-    case te::Reducer::Prod: return acc * v;
-    case te::Reducer::Min: return te::min(acc, v);
-    case te::Reducer::Max: return te::max(acc, v);
-    case te::Reducer::None: break;
-  }
-  throw Error("loop IR: reduction without a reducer");
-}
 
-// `e` with every occurrence of a variable in `m` (by node identity) replaced by its expression.
-Expr substitute(const Expr& e, const std::map<const te::ExprNode*, Expr>& m) {
-  if (!e) return e;
-  if (e->op == ExprOp::Var) {
-    auto it = m.find(e.get());
-    return it == m.end() ? e : it->second;
-  }
-  if (e->args.empty()) return e;
-  std::vector<Expr> args;
-  bool changed = false;
-  for (const Expr& a : e->args) {
-    args.push_back(substitute(a, m));
-    changed = changed || args.back() != a;
-  }
-  return changed ? rebuild(*e, std::move(args)) : e;
-}
 
 // Extern stages of one node: the same op writing the same outputs from the same inputs. Stages hold
 // copies of the node, so identity is by content; output names are unique in a graph.
@@ -87,6 +57,17 @@ Stmt lower_extern_group(const te::ComputeDAG& dag, const std::vector<size_t>& gr
 
 }  // namespace
 
+Expr combine_reduction(te::Reducer r, const Expr& acc, const Expr& v) {
+  switch (r) {
+    case te::Reducer::Sum: return acc + v;
+    case te::Reducer::Prod: return acc * v;
+    case te::Reducer::Min: return te::min(acc, v);
+    case te::Reducer::Max: return te::max(acc, v);
+    case te::Reducer::None: break;
+  }
+  throw Error("loop IR: reduction without a reducer");
+}
+
 std::vector<size_t> writer_stages(const te::ComputeDAG& dag) {
   std::vector<size_t> writer(dag.tensors.size());
   for (size_t i = 0; i < dag.tensors.size(); ++i) {
@@ -108,7 +89,7 @@ Expr flatten_loads(const Expr& e, const std::map<const te::TensorNode*, BufferRe
   if (!e) return e;
   std::vector<Expr> args;
   for (const Expr& a : e->args) args.push_back(flatten_loads(a, buffers));
-  if (e->op != ExprOp::Load) return args.empty() ? e : rebuild(*e, std::move(args));
+  if (e->op != ExprOp::Load) return args.empty() ? e : te::with_args(*e, std::move(args));
   auto it = buffers.find(e->tensor.get());
   if (it == buffers.end()) throw Error("loop IR: no buffer for tensor '" + e->tensor->name + "'");
   return load(it->second, flat_index(args, e->tensor->shape));
@@ -169,7 +150,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       std::map<const te::ExprNode*, Expr> m{{iv.get(), i}, {jv.get(), j}};
       struct {
         Expr body, init, out_index;
-      } r{substitute(body, m), substitute(init, m), substitute(out_index, m)};
+      } r{te::substitute(body, m), te::substitute(init, m), te::substitute(out_index, m)};
       return r;
     };
     // Untiled: rows i = i0 + ii (ii < rows, the loop variable `ii` given), columns j = j0 + jj, jj < cols.
@@ -181,14 +162,14 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
         Expr a = load(acc, te::int_imm(0));
         return for_loop(jj, cols, ForKind::Serial,
                         allocate(acc, block({store(acc, te::int_imm(0), e.init),
-                                             reduction_loops(store(acc, te::int_imm(0), combine(s.reducer, a, e.body))),
+                                             reduction_loops(store(acc, te::int_imm(0), combine_reduction(s.reducer, a, e.body))),
                                              store(out, e.out_index, a)})));
       }
       BufferRef acc = make_buffer(s.name + ".acc", s.dtype, cols, true);
       Expr a = load(acc, jj);
       auto along = [&](Stmt st) { return for_loop(jj, cols, ForKind::Vectorized, std::move(st)); };
       return allocate(acc, block({along(store(acc, jj, e.init)),
-                                  reduction_loops(along(store(acc, jj, combine(s.reducer, a, e.body)))),
+                                  reduction_loops(along(store(acc, jj, combine_reduction(s.reducer, a, e.body)))),
                                   along(store(out, e.out_index, a))}));
     };
     Expr io = te::var(iv->name + ".o"), ii = te::var(iv->name + ".i");
@@ -202,7 +183,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     };
     Stmt tile = for_loop(jo, m1, ForKind::Serial,
                          allocate(acc, block({over_tile(store(acc, slot, e.init)),
-                                              reduction_loops(over_tile(store(acc, slot, combine(s.reducer, a, e.body)))),
+                                              reduction_loops(over_tile(store(acc, slot, combine_reduction(s.reducer, a, e.body)))),
                                               over_tile(store(out, e.out_index, a))})));
     std::vector<Stmt> row_block{tile};
     if (e1 % J != 0) {  // the last columns of the tile's rows
@@ -227,7 +208,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     BufferRef acc = make_buffer(s.name + ".acc", s.dtype, 1, true);
     Expr a = load(acc, te::int_imm(0));
     Stmt st = allocate(acc, block({store(acc, te::int_imm(0), init),
-                                    reduction_loops(store(acc, te::int_imm(0), combine(s.reducer, a, body))),
+                                    reduction_loops(store(acc, te::int_imm(0), combine_reduction(s.reducer, a, body))),
                                     store(out, out_index, a)}));
     if (rank == 0) return st;
     return outer_nest(for_loop(s.axes[rank - 1], s.shape[rank - 1], ForKind::Serial, st));
@@ -237,7 +218,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   Expr a = load(acc, inner);
   auto along_inner = [&](Stmt st) { return for_loop(inner, inner_extent, inner_kind, std::move(st)); };
   Stmt st = allocate(acc, block({along_inner(store(acc, inner, init)),
-                                  reduction_loops(along_inner(store(acc, inner, combine(s.reducer, a, body)))),
+                                  reduction_loops(along_inner(store(acc, inner, combine_reduction(s.reducer, a, body)))),
                                   along_inner(store(out, out_index, a))}));
   return outer_nest(st);
 }

@@ -52,6 +52,9 @@ Stmt lower_extern_stage(const te::ComputeDAG& dag, size_t stage, const std::vect
 /// tensor as live from there.
 std::vector<size_t> writer_stages(const te::ComputeDAG& dag);
 
+/// One step of a reduction: acc + v, acc * v, min or max.
+Expr combine_reduction(te::Reducer r, const Expr& acc, const Expr& v);
+
 /// Rewrites multi-dimensional te loads into flat loads of `buffers` (row-major).
 Expr flatten_loads(const Expr& e, const std::map<const te::TensorNode*, BufferRef>& buffers);
 

@@ -27,16 +27,6 @@ struct Access {
   std::vector<int64_t> strides;
 };
 
-Expr combine(te::Reducer r, const Expr& acc, const Expr& v) {
-  switch (r) {
-    case te::Reducer::Sum: return acc + v;
-    case te::Reducer::Prod: return acc * v;
-    case te::Reducer::Min: return te::min(acc, v);
-    case te::Reducer::Max: return te::max(acc, v);
-    case te::Reducer::None: break;
-  }
-  throw Error("loop IR: reduction without a reducer");
-}
 
 Expr conjunction(const std::vector<Expr>& conds) {
   Expr c;
@@ -237,7 +227,7 @@ class StateLowering {
       inner = guarded(store(own.buffer, out_index, body), false);
     } else {
       Expr acc = load(own.buffer, out_index);
-      inner = guarded(store(own.buffer, out_index, combine(op.reducer, acc, body)), true);
+      inner = guarded(store(own.buffer, out_index, combine_reduction(op.reducer, acc, body)), true);
     }
     Stmt init;
     if (op.reducer != te::Reducer::None) {
