@@ -29,6 +29,8 @@ bool schedulable(const State& s, int stage) {
 int single_elementwise_consumer(const State& s, const StateDag& d, int stage) {
   std::vector<int> c = d.consumers(s, stage);
   if (c.size() != 1 || !schedulable(s, c[0])) return -1;
+  // A consumer already tiled (it needs tiling itself) cannot follow this stage's tiles.
+  if (!s.stage(c[0]).relations.empty()) return -1;
   return d.analysis->elementwise_match(d.tensor(stage), d.tensor(c[0])) ? c[0] : -1;
 }
 
@@ -183,7 +185,13 @@ std::vector<State> generate_sketches(const State& initial, const SearchParams& p
     for (const auto& rule : cpu_sketch_rules()) {
       Condition c = rule->condition(s, d, stage, p);
       if (c == Condition::Pass) continue;
-      for (auto& next : rule->apply(s, d, stage, p)) work.push_back(std::move(next));
+      std::vector<std::pair<State, int>> next;
+      try {
+        next = rule->apply(s, d, stage, p);
+      } catch (const ScheduleError&) {
+        continue;  // the rule's steps do not apply to this state: as if its condition had not held
+      }
+      for (auto& n : next) work.push_back(std::move(n));
       if (c == Condition::ApplyAndSkipRest) break;
     }
   }
