@@ -47,7 +47,9 @@ std::string read_text(const fs::path& p, size_t limit) {
   return s;
 }
 
-// Runs `cc -shared -o so obj` (cc may be several words, e.g. "ccache gcc"); "" on success, else why not.
+// Runs `cc -shared -o so obj -lm` (cc may be several words, e.g. "ccache gcc"); "" on success, else why
+// not. float64 transcendentals call libm, so the module names it as a dependency: a runner that dlopens
+// it (the RPC server links only libc, libdl and pthreads) then loads libm with it.
 std::string link_shared_object(const std::string& cc, const fs::path& obj, const fs::path& so) {
   std::vector<std::string> words;
   std::istringstream split(cc);
@@ -56,6 +58,7 @@ std::string link_shared_object(const std::string& cc, const fs::path& obj, const
   for (const char* a : {"-shared", "-o"}) words.emplace_back(a);
   words.push_back(so.string());
   words.push_back(obj.string());
+  words.emplace_back("-lm");
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);

@@ -11,6 +11,10 @@
 /// target's C compiler (`<cc> -shared`, e.g. aarch64-linux-gnu-gcc for a board, so boards need no
 /// compiler; CompileHost) and reports its BuildResult as JSON through a pipe. Workers that exceed the
 /// time limit are killed with their compiler (BuildTimeout); one that dies otherwise is Unknown.
+///
+/// Workers are forked, not exec'd: the candidate's state and DAG reach them for free. Call build() from a
+/// thread while no other thread of the process is inside LLVM (a fork copies locks in whatever state
+/// other threads left them).
 #pragma once
 #include <functional>
 #include <string>
