@@ -10,21 +10,14 @@
 #include "scheduler/state/step.h"
 #include "scheduler/state/steps/pragma_step.h"
 #include "scheduler/state/steps/split_step.h"
+#include "tests/scheduler/state/state_test_util.h"
 
 namespace kiln {
 namespace {
 
 using namespace state;
+using state::testing::matmul_dag;
 
-std::shared_ptr<const te::ComputeDAG> matmul_dag(int64_t m, int64_t n, int64_t k) {
-  auto a = te::placeholder("A", DType::Float32, {m, k});
-  auto b = te::placeholder("B", DType::Float32, {k, n});
-  auto c = te::reduce("C", "matmul", DType::Float32, {m, n}, te::Reducer::Sum, {k},
-                      [&](const std::vector<te::Expr>& i, const std::vector<te::Expr>& r) {
-                        return te::at(a, {i[0], r[0]}) * te::at(b, {r[0], i[1]});
-                      });
-  return std::make_shared<te::ComputeDAG>(te::make_dag({c}));
-}
 
 std::string steps_json(const State& s) {
   nlohmann::json j = nlohmann::json::array();
@@ -55,7 +48,7 @@ TEST(InitRules, SplitLengthsDivideOrPadAndBoundTheInnermost) {
 }
 
 TEST(InitRules, CompletedSketchesAreProgramsAndTheSeedFixesThem) {
-  State initial(matmul_dag(64, 48, 32));
+  State initial(matmul_dag(64, 32, 48));
   std::vector<State> sketches = sketch::generate_sketches(initial, sketch::SearchParams{});
   std::set<std::string> seen;
   int parallel = 0;
@@ -86,7 +79,7 @@ TEST(MutationRules, WeightsAreAnsorsCpuWeights) {
 }
 
 TEST(MutationRules, EachRuleChangesWhatItNamesAndReplays) {
-  State initial(matmul_dag(64, 48, 32));
+  State initial(matmul_dag(64, 32, 48));
   std::vector<State> sketches = sketch::generate_sketches(initial, sketch::SearchParams{});
   sketch::Rng rng(11);
   std::map<std::string, int> changed;

@@ -4,18 +4,14 @@
 #include <set>
 
 #include "scheduler/sketch/sketch_rule.h"
+#include "tests/scheduler/state/state_test_util.h"
 
 namespace kiln {
 namespace {
 
 using namespace state;
+using state::testing::matmul;
 
-te::TensorRef matmul(const te::TensorRef& a, const te::TensorRef& b) {
-  return te::reduce("C", "matmul", DType::Float32, {a->shape[0], b->shape[1]}, te::Reducer::Sum, {a->shape[1]},
-                    [&](const std::vector<te::Expr>& i, const std::vector<te::Expr>& r) {
-                      return te::at(a, {i[0], r[0]}) * te::at(b, {r[0], i[1]});
-                    });
-}
 
 std::vector<State> sketches_of(const std::vector<te::TensorRef>& outs) {
   State s(std::make_shared<te::ComputeDAG>(te::make_dag(outs)));
