@@ -230,6 +230,26 @@ bool have_program(const std::string& name) {
   return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
 }
 
+TEST(LocalRunner, AArch64TargetRunsThroughItsServerUnderQemu) {
+  const std::string cross_server = bin_dir() + "/aarch64/kiln-rpc-server";
+  if (access(cross_server.c_str(), X_OK) != 0 || !have_program("qemu-aarch64") ||
+      !have_program("aarch64-linux-gnu-gcc"))
+    GTEST_SKIP() << "needs " << cross_server << ", qemu-aarch64 and aarch64-linux-gnu-gcc";
+  const Target a72 = load_target("aarch64-cortex-a72");
+  std::vector<MeasureInput> inputs = random_inputs(matmul_relu_task(), 2, a72, 21);
+  ProgramBuilder builder(a72, quick_builds());
+  std::vector<BuildResult> builds = builder.build(inputs);
+  keep_built(inputs, builds);
+  LocalRunnerOptions o;
+  o.run.timeout_s = 60;  // emulated
+  o.cross_server = cross_server;
+  LocalRunner runner(a72, builder, o);
+  for (const MeasureResult& r : runner.run(inputs, builds)) {
+    EXPECT_EQ(r.error, MeasureError::None) << r.error_msg;
+    EXPECT_FALSE(r.costs.empty());
+  }
+}
+
 TEST(RPCRunner, ParsesAddresses) {
   const RpcAddress a = parse_rpc_address("rpc://127.0.0.1:9190/rk3588");
   EXPECT_EQ(a.host, "127.0.0.1");
