@@ -2,6 +2,7 @@
 #include "backends/measure/rpc_runner.h"
 
 #include <atomic>
+#include <memory>
 #include <fmt/format.h>
 #include <mutex>
 #include <thread>
@@ -63,7 +64,7 @@ std::vector<DeviceJobResult> RPCRunner::run_jobs(const std::vector<DeviceJob>& j
     };
     rpc::Expected<rpc::TrackerClient> tracker = rpc::TrackerClient::connect(address_.host, address_.port, rpc_.connect);
     if (!tracker.ok()) return note(fmt::format("tracker {}:{}: {}", address_.host, address_.port, tracker.error().message));
-    std::optional<Device> device;
+    std::unique_ptr<Device> device;  // not optional: GCC 12 warns maybe-uninitialized on it
     int failures = 0;
     auto drop_device = [&] {
       if (!device) return;
@@ -88,7 +89,7 @@ std::vector<DeviceJobResult> RPCRunner::run_jobs(const std::vector<DeviceJob>& j
           tracker->release(lease.value());
           continue;
         }
-        device.emplace();
+        device = std::make_unique<Device>();
         device->lease = lease.value();
         device->session.emplace(std::move(s.value()));
       }
