@@ -13,6 +13,7 @@
 #include "toolchain/compile.h"
 #include "toolchain/targets_command.h"
 #include "toolchain/schedule_check.h"
+#include "toolchain/measure_command.h"
 #include "toolchain/rpc_commands.h"
 #include <filesystem>
 #include "frontend/zoo/zoo.h"
@@ -142,6 +143,7 @@ int main(int argc, char** argv) {
   zoo->add_option("--seq", zoo_opts.seq, "Sequence length (transformer models)")->capture_default_str();
 
   kiln::RpcCommands rpc_commands(app);
+  kiln::MeasureCommand measure_command(app);
 
   try {
     app.parse(argc, argv);
@@ -151,6 +153,7 @@ int main(int argc, char** argv) {
 
   try {
     if (int rc = rpc_commands.run(); rc >= 0) return rc;
+    if (int rc = measure_command.run(); rc >= 0) return rc;
     if (*inspect) {
       auto summary = kiln::summarize_model(model_path, inspect_bindings.parse(), inspect_tasks);
       std::cout << kiln::format_summary(summary, verbose);

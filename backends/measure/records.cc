@@ -1,0 +1,96 @@
+// Record lines: the writer (append + fsync) and the reader.
+#include "backends/measure/records.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "frontend/ir/error.h"
+#include "scheduler/state/step.h"
+
+namespace kiln::measure {
+namespace {
+
+const nlohmann::json& at(const nlohmann::json& j, size_t i, const char* what) {
+  if (!j.is_array() || i >= j.size()) throw Error(std::string("record: missing ") + what);
+  return j[i];
+}
+
+}  // namespace
+
+std::vector<int64_t> record_hardware(const Target& target) {
+  const GpuLimits gpu = target.gpu.value_or(GpuLimits{});
+  return {target.cores, target.vector_bits / 8, 64, gpu.shared_memory_bytes, 0, gpu.max_threads_per_block, 0,
+          gpu.warp_size};
+}
+
+std::string record_line(const std::string& task_key, const Target& target, const state::State& state,
+                        const MeasureResult& result) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& s : state.steps()) steps.push_back(s->to_json());
+  nlohmann::json j;
+  j["i"] = nlohmann::json::array({nlohmann::json::array({task_key, target.name, record_hardware(target)}),
+                                  nlohmann::json::array({nlohmann::json::array(), steps})});
+  j["r"] = nlohmann::json::array({result.costs, static_cast<int>(result.error), result.all_cost_s, result.timestamp});
+  j["v"] = "v0.6";
+  return j.dump();
+}
+
+void append_record(const std::string& path, const std::string& task_key, const Target& target,
+                   const state::State& state, const MeasureResult& result) {
+  const std::string line = record_line(task_key, target, state, result) + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("records " + path + ": cannot open: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw Error("records " + path + ": write failed: " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced) throw Error("records " + path + ": fsync failed: " + std::strerror(errno));
+}
+
+Record parse_record(const std::string& line) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("record: not JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) throw Error("record: not a JSON object");
+  try {
+    Record r;
+    const nlohmann::json& i = j.at("i");
+    const nlohmann::json& task = at(i, 0, "i[0] (task)");
+    r.task_key = at(task, 0, "i[0][0] (workload key)").get<std::string>();
+    r.target = at(task, 1, "i[0][1] (target)").get<std::string>();
+    if (task.size() > 2) r.hardware = task[2].get<std::vector<int64_t>>();
+    r.steps = at(at(i, 1, "i[1] (state)"), 1, "i[1][1] (steps)");
+    if (!r.steps.is_array()) throw Error("record: i[1][1] (steps) is not an array");
+    const nlohmann::json& res = j.at("r");
+    r.result.costs = at(res, 0, "r[0] (costs)").get<std::vector<double>>();
+    r.result.error = measure_error_from_int(at(res, 1, "r[1] (error)").get<int>());
+    r.result.all_cost_s = at(res, 2, "r[2] (all cost)").get<double>();
+    r.result.timestamp = at(res, 3, "r[3] (timestamp)").get<double>();
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("record: malformed field (") + e.what() + ")");
+  }
+}
+
+state::State replay_record(const Record& r, std::shared_ptr<const te::ComputeDAG> dag) {
+  std::vector<state::StepRef> steps;
+  for (const nlohmann::json& s : r.steps) steps.push_back(state::step_from_json(s));
+  return state::replay(std::move(dag), steps);
+}
+
+}  // namespace kiln::measure

@@ -1,0 +1,50 @@
+/// \file The runner half of measurement: built candidates in, timed (and checked) results out. The
+/// search holds a ProgramRunner, so it does not care whether programs run in a local child process
+/// (backends/measure/local_runner.h) or on a board behind a tracker (backends/measure/rpc_runner.h).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scheduler/measure/measure.h"
+
+namespace kiln::measure {
+
+/// How candidates are timed. The knobs of TVM's time_evaluator: one untimed call, then `repeat` timed
+/// repeats of `number` calls each, `number` growing until a repeat lasts min_repeat_ms.
+struct RunnerOptions {
+  int number = 1;
+  int repeat = 3;
+  int min_repeat_ms = 0;
+  bool cache_flush = false;   ///< evict the buffers from the caches before each repeat
+  double timeout_s = 10;      ///< per candidate run on the device (warm-up and repeats together)
+  uint64_t seed = 0;          ///< inputs are fill_random(seed, buffer index): the same on every device
+  /// Compare every candidate's outputs with the default schedule's before its time counts. Off only
+  /// for tests of the runner itself.
+  bool check_outputs = true;
+};
+
+/// Runs built candidates and reports seconds per call for each repeat, or why not.
+class ProgramRunner {
+ public:
+  virtual ~ProgramRunner() = default;
+  /// One result per input, in input order; builds[i] is inputs[i]'s build. A candidate whose build
+  /// failed keeps the build's error. A crash, hang, wrong answer or lost device is an error result,
+  /// never a throw.
+  virtual std::vector<MeasureResult> run(const std::vector<MeasureInput>& inputs,
+                                         const std::vector<BuildResult>& builds) = 0;
+};
+
+/// Tolerances of the wrong-answer check: floats match when |a - b| <= atol + rtol * |b| (NaN matches
+/// NaN), integers and bools must be equal.
+struct OutputTolerance {
+  double rtol = 1e-3;
+  double atol = 1e-4;
+};
+
+/// Compares one output buffer of a candidate with the reference's. Returns "" when they match, else a
+/// one-line reason naming `name`, the first differing element and both values.
+std::string compare_output(const std::string& name, DType dtype, const std::vector<uint8_t>& got,
+                           const std::vector<uint8_t>& want, const OutputTolerance& tol = {});
+
+}  // namespace kiln::measure

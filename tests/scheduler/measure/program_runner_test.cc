@@ -1,0 +1,346 @@
+// The runners: a local batch of random matmul+relu programs measured and checked against the default
+// schedule, a hand-made wrong program caught as WrongAnswer, a batch spread by a loopback tracker over
+// two x86-64 servers (plus an AArch64 one under QEMU when it is here), and a server killed mid-batch
+// costing only its own candidates.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "backends/measure/local_runner.h"
+#include "backends/measure/program_builder.h"
+#include "backends/measure/rpc_runner.h"
+#include "frontend/partition/partition.h"
+#include "scheduler/sketch/random_program.h"
+#include "scheduler/sketch/sketch_rule.h"
+#include "scheduler/tasks/task.h"
+#include "tests/frontend/test_models.h"
+#include "toolchain/pipeline.h"
+
+namespace kiln::measure {
+namespace {
+
+namespace fs = std::filesystem;
+
+Tensor random_weights(const Shape& shape, uint32_t seed) {
+  Tensor t(DType::Float32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(-1, 1);
+  for (int64_t i = 0; i < num_elements(shape); ++i) t.set_double(i, d(rng));
+  return t;
+}
+
+Task matmul_relu_task() {
+  ModelBuilder b("matmul", 17);
+  b.input("a", DType::Float32, Shape{48, 40});
+  b.initializer("w", random_weights({40, 56}, 3));
+  b.node("MatMul", {"a", "w"}, {"c"});
+  b.node("Relu", {"c"}, {"y"});
+  b.output("y", DType::Float32, Shape{48, 56});
+  testing::TempDir dir;
+  b.save(dir.path("m.onnx"));
+  Graph g = load_model(dir.path("m.onnx"), PipelineOptions{});
+  for (Task& t : extract_tasks(g, partition_graph(g)))
+    if (t.anchor == "MatMul") return t;
+  throw Error("test: no MatMul task");
+}
+
+std::vector<MeasureInput> random_inputs(const Task& task, int n, const Target& target, uint64_t seed) {
+  auto dag = std::make_shared<const te::ComputeDAG>(task.dag);
+  sketch::SearchParams p;
+  p.cores = std::max(target.cores, 1);
+  p.vector_lanes = target.vector_lanes(4);
+  std::vector<state::State> sketches = sketch::generate_sketches(state::State(dag), p);
+  sketch::Rng rng(seed);
+  std::vector<MeasureInput> out;
+  for (int i = 0; i < n; ++i) out.push_back({task.key, dag, sketch::sample_program(sketches, p, rng)});
+  return out;
+}
+
+BuilderOptions quick_builds() {
+  BuilderOptions o;
+  o.timeout_s = 8;
+  return o;
+}
+
+// Candidates that built, with their builds.
+void keep_built(std::vector<MeasureInput>& inputs, std::vector<BuildResult>& builds) {
+  std::vector<MeasureInput> in;
+  std::vector<BuildResult> b;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (builds[i].error == MeasureError::None) in.push_back(inputs[i]), b.push_back(builds[i]);
+  inputs = std::move(in);
+  builds = std::move(b);
+}
+
+TEST(CompareOutput, TolerancesNanAndIntegers) {
+  auto bytes = [](std::vector<float> v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(compare_output("y", DType::Float32, bytes({1.0f, nan, 0.0f}), bytes({1.0005f, nan, 5e-5f})), "");
+  EXPECT_NE(compare_output("y", DType::Float32, bytes({1.0f, 2.0f}), bytes({1.0f, 2.01f})).find("element 1"),
+            std::string::npos);
+  EXPECT_NE(compare_output("y", DType::Float32, bytes({nan}), bytes({1.0f})), "");
+  EXPECT_NE(compare_output("y", DType::Float32, bytes({1.0f}), bytes({1.0f, 1.0f})), "");
+  EXPECT_NE(compare_output("i", DType::Int64, {1, 0, 0, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0, 0, 0, 0}), "");
+  EXPECT_EQ(compare_output("i", DType::Int64, {1, 0, 0, 0, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0}), "");
+}
+
+TEST(LocalRunner, RandomMatmulReluProgramsMeasureAndMatchTheDefault) {
+  const Target host = host_target();
+  const Task task = matmul_relu_task();
+  std::vector<MeasureInput> inputs = random_inputs(task, 8, host, 5);
+  ProgramBuilder builder(host, quick_builds());
+  std::vector<BuildResult> builds = builder.build(inputs);
+  keep_built(inputs, builds);
+  ASSERT_GE(inputs.size(), 6u);
+  LocalRunnerOptions o;
+  o.run.repeat = 2;
+  o.run.seed = 7;
+  LocalRunner runner(host, builder, o);
+  const std::vector<MeasureResult> results = runner.run(inputs, builds);
+  ASSERT_EQ(results.size(), inputs.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].error, MeasureError::None) << "program " << i << ": " << results[i].error_msg;
+    ASSERT_EQ(results[i].costs.size(), 2u);
+    for (double c : results[i].costs) EXPECT_GT(c, 0);
+    EXPECT_GT(results[i].all_cost_s, 0);
+    EXPECT_GT(results[i].timestamp, 1.6e9);
+  }
+}
+
+TEST(LocalRunner, WrongProgramIsWrongAnswerAndBuildErrorsPassThrough) {
+  const Target host = host_target();
+  const Task task = matmul_relu_task();
+  std::vector<MeasureInput> inputs = random_inputs(task, 1, host, 9);
+  ProgramBuilder builder(host, quick_builds());
+  std::vector<BuildResult> builds = builder.build(inputs);
+  ASSERT_EQ(builds[0].error, MeasureError::None) << builds[0].error_msg;
+
+  // A hand-made module with the same parameters that writes 0.5 everywhere into the output.
+  size_t out_index = 0;
+  int64_t out_bytes = 0;
+  for (size_t k = 0; k < builds[0].buffers.size(); ++k)
+    if (builds[0].buffers[k].role == BufferRole::Output) out_index = k, out_bytes = builds[0].buffers[k].bytes;
+  testing::TempDir dir;
+  {
+    std::ofstream c(dir.path("wrong.c"));
+    c << "void " << builds[0].func_name << "(void** b, void* p) { (void)p; float* y = (float*)b[" << out_index
+      << "]; for (long i = 0; i < " << out_bytes / 4 << "; ++i) y[i] = 0.5f; }\n";
+  }
+  ASSERT_EQ(std::system(("cc -shared -fPIC -O1 -o " + dir.path("wrong.so") + " " + dir.path("wrong.c")).c_str()), 0);
+  BuildResult wrong = builds[0];
+  wrong.so_path = dir.path("wrong.so");
+  BuildResult failed;
+  failed.error = MeasureError::CompileHost;
+  failed.error_msg = "linker said no";
+
+  LocalRunner runner(host, builder);
+  const std::vector<MeasureResult> r = runner.run({inputs[0], inputs[0], inputs[0]}, {builds[0], wrong, failed});
+  EXPECT_EQ(r[0].error, MeasureError::None) << r[0].error_msg;
+  EXPECT_EQ(r[1].error, MeasureError::WrongAnswer) << r[1].error_msg;
+  EXPECT_NE(r[1].error_msg.find("differs from the default schedule"), std::string::npos) << r[1].error_msg;
+  EXPECT_TRUE(r[1].costs.empty());
+  EXPECT_EQ(r[2].error, MeasureError::CompileHost);
+  EXPECT_EQ(r[2].error_msg, "linker said no");
+}
+
+// ---- RPC: a loopback tracker and servers as child processes ------------------------------------
+
+std::string bin_dir() { return fs::path(KILN_BINARY).parent_path().string(); }
+
+// A process on a free port whose first stdout line says "listening on HOST:PORT"; SIGKILLed at the end.
+class Proc {
+ public:
+  explicit Proc(std::vector<std::string> argv) {
+    argv.push_back("--port");
+    argv.push_back("0");
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      close(fds[1]);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    std::string line;
+    char c;
+    pollfd p{fds[0], POLLIN, 0};
+    while (line.find('\n') == std::string::npos && poll(&p, 1, 30000) > 0 && read(fds[0], &c, 1) == 1) line += c;
+    close(fds[0]);
+    const size_t colon = line.rfind(':');
+    if (line.find("listening on") != std::string::npos && colon != std::string::npos)
+      port_ = static_cast<uint16_t>(std::atoi(line.c_str() + colon + 1));
+  }
+  ~Proc() { kill(); }
+  void kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
+std::vector<std::string> server_argv(uint16_t tracker, const std::string& key) {
+  return {KILN_BINARY, "rpc-server", "--host", "127.0.0.1", "--tracker", "127.0.0.1:" + std::to_string(tracker),
+          "--key", key};
+}
+
+// Waits until the tracker lists `n` servers of `key`.
+bool wait_for_servers(uint16_t tracker, const std::string& key, uint32_t n) {
+  for (int i = 0; i < 300; ++i) {
+    auto t = rpc::TrackerClient::connect("127.0.0.1", tracker);
+    if (t.ok()) {
+      auto s = t->status();
+      if (s.ok())
+        for (const rpc::KeyStatus& k : s.value())
+          if (k.key == key && k.total >= n) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+bool have_program(const std::string& name) {
+  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+TEST(LocalRunner, AArch64TargetRunsThroughItsServerUnderQemu) {
+  const std::string cross_server = bin_dir() + "/aarch64/kiln-rpc-server";
+  if (access(cross_server.c_str(), X_OK) != 0 || !have_program("qemu-aarch64") ||
+      !have_program("aarch64-linux-gnu-gcc"))
+    GTEST_SKIP() << "needs " << cross_server << ", qemu-aarch64 and aarch64-linux-gnu-gcc";
+  const Target a72 = load_target("aarch64-cortex-a72");
+  std::vector<MeasureInput> inputs = random_inputs(matmul_relu_task(), 2, a72, 21);
+  ProgramBuilder builder(a72, quick_builds());
+  std::vector<BuildResult> builds = builder.build(inputs);
+  keep_built(inputs, builds);
+  LocalRunnerOptions o;
+  o.run.timeout_s = 60;  // emulated
+  o.cross_server = cross_server;
+  LocalRunner runner(a72, builder, o);
+  for (const MeasureResult& r : runner.run(inputs, builds)) {
+    EXPECT_EQ(r.error, MeasureError::None) << r.error_msg;
+    EXPECT_FALSE(r.costs.empty());
+  }
+}
+
+TEST(RPCRunner, ParsesAddresses) {
+  const RpcAddress a = parse_rpc_address("rpc://127.0.0.1:9190/rk3588");
+  EXPECT_EQ(a.host, "127.0.0.1");
+  EXPECT_EQ(a.port, 9190);
+  EXPECT_EQ(a.key, "rk3588");
+  EXPECT_THROW(parse_rpc_address("rpc://host:9190"), Error);
+  EXPECT_THROW(parse_rpc_address("rpc://host:x/k"), Error);
+  EXPECT_THROW(parse_rpc_address("tcp://host:1/k"), Error);
+}
+
+TEST(RPCRunner, BatchAcrossTwoX86ServersAndAnAArch64ServerUnderQemu) {
+  Proc tracker({KILN_BINARY, "tracker", "--host", "127.0.0.1"});
+  ASSERT_NE(tracker.port(), 0);
+  Proc x1(server_argv(tracker.port(), "x86")), x2(server_argv(tracker.port(), "x86"));
+  ASSERT_TRUE(wait_for_servers(tracker.port(), "x86", 2));
+
+  const Target host = host_target();
+  const Task task = matmul_relu_task();
+  std::vector<MeasureInput> inputs = random_inputs(task, 6, host, 11);
+  ProgramBuilder builder(host, quick_builds());
+  std::vector<BuildResult> builds = builder.build(inputs);
+  keep_built(inputs, builds);
+  RpcRunnerOptions o;
+  o.n_parallel = 2;
+  o.run.repeat = 2;
+  RPCRunner runner({"127.0.0.1", tracker.port(), "x86"}, builder, o);
+  for (const MeasureResult& r : runner.run(inputs, builds)) {
+    EXPECT_EQ(r.error, MeasureError::None) << r.error_msg;
+    EXPECT_EQ(r.costs.size(), 2u);
+  }
+
+  const std::string cross_server = bin_dir() + "/aarch64/kiln-rpc-server";
+  if (access(cross_server.c_str(), X_OK) != 0 || !have_program("qemu-aarch64") ||
+      !have_program("aarch64-linux-gnu-gcc")) {
+    GTEST_SKIP() << "AArch64 part skipped: needs " << cross_server << ", qemu-aarch64 and aarch64-linux-gnu-gcc";
+  }
+  Proc arm({"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", cross_server, "--host", "127.0.0.1", "--tracker",
+            "127.0.0.1:" + std::to_string(tracker.port()), "--key", "aarch64"});
+  ASSERT_TRUE(wait_for_servers(tracker.port(), "aarch64", 1));
+  const Target a72 = load_target("aarch64-cortex-a72");
+  std::vector<MeasureInput> arm_inputs = random_inputs(task, 3, a72, 12);
+  ProgramBuilder arm_builder(a72, quick_builds());
+  std::vector<BuildResult> arm_builds = arm_builder.build(arm_inputs);
+  keep_built(arm_inputs, arm_builds);
+  RpcRunnerOptions ao;
+  ao.run.timeout_s = 60;  // emulated
+  RPCRunner arm_runner({"127.0.0.1", tracker.port(), "aarch64"}, arm_builder, ao);
+  for (const MeasureResult& r : arm_runner.run(arm_inputs, arm_builds))
+    EXPECT_EQ(r.error, MeasureError::None) << r.error_msg;
+}
+
+TEST(RPCRunner, ServerKilledMidBatchCostsOnlyItsCandidates) {
+  Proc tracker({KILN_BINARY, "tracker", "--host", "127.0.0.1"});
+  ASSERT_NE(tracker.port(), 0);
+  Proc doomed(server_argv(tracker.port(), "x86")), survivor(server_argv(tracker.port(), "x86"));
+  ASSERT_TRUE(wait_for_servers(tracker.port(), "x86", 2));
+
+  const Target host = host_target();
+  const Task task = matmul_relu_task();
+  std::vector<MeasureInput> inputs = random_inputs(task, 6, host, 13);
+  ProgramBuilder builder(host, quick_builds());
+  std::vector<BuildResult> builds = builder.build(inputs);
+  keep_built(inputs, builds);
+  // Twice the batch, each run lasting >= 3 x 60 ms, so both servers are busy when one is killed.
+  const size_t n = inputs.size();
+  for (size_t i = 0; i < n; ++i) inputs.push_back(inputs[i]), builds.push_back(builds[i]);
+  RpcRunnerOptions o;
+  o.n_parallel = 2;
+  o.request_timeout_s = 2;
+  o.run.repeat = 3;
+  o.run.min_repeat_ms = 60;
+  RPCRunner runner({"127.0.0.1", tracker.port(), "x86"}, builder, o);
+  // A first small batch builds and runs the task's reference, so the kill lands in the real batch.
+  ASSERT_EQ(runner.run({inputs[0]}, {builds[0]})[0].error, MeasureError::None);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    doomed.kill();
+  });
+  const std::vector<MeasureResult> results = runner.run(inputs, builds);
+  killer.join();
+  int ok = 0, lost = 0;
+  for (const MeasureResult& r : results) {
+    if (r.error == MeasureError::None) ++ok;
+    else {
+      ++lost;
+      EXPECT_TRUE(r.error == MeasureError::RuntimeDevice || r.error == MeasureError::RunTimeout) << r.error_msg;
+    }
+  }
+  EXPECT_GE(lost, 1);
+  EXPECT_GE(ok, static_cast<int>(results.size()) - 2);
+}
+
+}  // namespace
+}  // namespace kiln::measure
