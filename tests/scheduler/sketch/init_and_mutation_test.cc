@@ -110,7 +110,9 @@ TEST(MutationRules, TileSizeMutationKeepsTheInnermostBound) {
     std::optional<State> m = sketch::cpu_mutation_rules()[0]->apply(p, sketch::SearchParams{}, rng);
     if (!m) continue;
     for (const StepRef& st : m->steps())
-      if (auto* sp = dynamic_cast<const SplitStep*>(st.get())) EXPECT_LE(sp->lengths.back().value_or(1), 64);
+      if (auto* sp = dynamic_cast<const SplitStep*>(st.get())) {
+        EXPECT_LE(sp->lengths.back().value_or(1), 64);
+      }
     p = *m;
   }
 }
