@@ -95,7 +95,7 @@ using StepRef = std::shared_ptr<const Step>;
 /// The state data, shared between copies until one is modified (copy-on-write): search holds thousands.
 struct StateData {
   std::shared_ptr<const te::ComputeDAG> dag;
-  std::vector<Stage> stages;  // placeholders and stages in the DAG's topological order, as TVM numbers them
+  std::vector<Stage> stages;  // placeholders first, then computed stages in topological order (docs/records.md)
   std::vector<StepRef> steps;
 };
 
