@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/rpc/rpc_client.h"
+#include "tests/runtime/rpc/listening_process.h"
 
 namespace kiln::rpc::test {
 
@@ -36,23 +37,6 @@ std::string build_kernels(const std::string& compiler, const std::string& dir, c
 /// Reads a whole file.
 std::vector<uint8_t> read_bytes(const std::string& path);
 
-/// A server or tracker process on a free port: started with argv (plus "--port 0"), its port read from
-/// the "listening on HOST:PORT" line it prints. Killed (SIGKILL) at destruction or by kill().
-class Process {
- public:
-  explicit Process(std::vector<std::string> argv, int startup_timeout_ms = 30000);
-  ~Process();
-  Process(const Process&) = delete;
-  Process& operator=(const Process&) = delete;
-  bool started() const { return port_ != 0; }
-  uint16_t port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  void kill();
-
- private:
-  pid_t pid_ = -1;
-  uint16_t port_ = 0;
-};
 
 /// Path of the host kiln-rpc-server and, when it was built, the AArch64 one ("" otherwise).
 std::string host_server_binary();

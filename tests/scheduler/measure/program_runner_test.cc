@@ -3,6 +3,8 @@
 // two x86-64 servers (plus an AArch64 one under QEMU when it is here), and a server killed mid-batch
 // costing only its own candidates.
 #include <gtest/gtest.h>
+
+#include "tests/runtime/rpc/listening_process.h"
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -162,49 +164,7 @@ TEST(LocalRunner, WrongProgramIsWrongAnswerAndBuildErrorsPassThrough) {
 
 std::string bin_dir() { return fs::path(KILN_BINARY).parent_path().string(); }
 
-// A process on a free port whose first stdout line says "listening on HOST:PORT"; SIGKILLed at the end.
-class Proc {
- public:
-  explicit Proc(std::vector<std::string> argv) {
-    argv.push_back("--port");
-    argv.push_back("0");
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 1);
-      close(fds[0]);
-      close(fds[1]);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    std::string line;
-    char c;
-    pollfd p{fds[0], POLLIN, 0};
-    while (line.find('\n') == std::string::npos && poll(&p, 1, 30000) > 0 && read(fds[0], &c, 1) == 1) line += c;
-    close(fds[0]);
-    const size_t colon = line.rfind(':');
-    if (line.find("listening on") != std::string::npos && colon != std::string::npos)
-      port_ = static_cast<uint16_t>(std::atoi(line.c_str() + colon + 1));
-  }
-  ~Proc() { kill(); }
-  void kill() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  pid_t pid_ = -1;
-  uint16_t port_ = 0;
-};
+using Proc = rpc::test::Process;
 
 std::vector<std::string> server_argv(uint16_t tracker, const std::string& key) {
   return {KILN_BINARY, "rpc-server", "--host", "127.0.0.1", "--tracker", "127.0.0.1:" + std::to_string(tracker),
