@@ -10,6 +10,8 @@ packages=(
   libtomlplusplus-dev           # target description files (targets/*.toml)
   qemu-user g++-aarch64-linux-gnu  # AArch64 packages: cross-linked runners under QEMU
   clang-19 libclang-rt-19-dev   # libFuzzer target for the importer
+  libxgboost-dev                # the tuner's cost model (scheduler/search)
+  libopenblas-dev               # bench/: sgemm baseline
 )
 
 missing=()
