@@ -13,28 +13,12 @@
 #include "toolchain/compile.h"
 #include "toolchain/targets_command.h"
 #include "toolchain/schedule_check.h"
+#include "toolchain/cli_bindings.h"
 #include "toolchain/measure_command.h"
 #include "toolchain/rpc_commands.h"
+#include "toolchain/tune_command.h"
 #include <filesystem>
 #include "frontend/zoo/zoo.h"
-
-namespace {
-
-struct BindingArgs {
-  std::vector<std::string> input_shapes, dims;
-  void add_to(CLI::App* app) {
-    app->add_option("--input-shape", input_shapes, "Bind an input's shape: name=1x3x224x224 (repeatable)");
-    app->add_option("--dim", dims, "Bind a symbolic dimension: batch=1 (repeatable)");
-  }
-  kiln::ShapeBindings parse() const {
-    kiln::ShapeBindings b;
-    for (const auto& s : input_shapes) b.input_shapes.insert(kiln::parse_input_shape(s));
-    for (const auto& s : dims) b.dims.insert(kiln::parse_dim(s));
-    return b;
-  }
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: an ahead-of-time tensor compiler"};
@@ -42,7 +26,7 @@ int main(int argc, char** argv) {
 
   std::string model_path;
   bool verbose = false;
-  BindingArgs inspect_bindings;
+  kiln::BindingArgs inspect_bindings;
   bool inspect_tasks = false;
   auto* inspect = app.add_subcommand("inspect", "Summarise a model: IO, ops, parameters, FLOPs");
   inspect->add_option("model", model_path, "ONNX model file")->required();
@@ -69,7 +53,7 @@ int main(int argc, char** argv) {
   conformance->add_option("--seed", conf.schedule.seed, "Seed of --schedule random")->capture_default_str();
 
   std::vector<std::string> dump_after;
-  BindingArgs dump_bindings;
+  kiln::BindingArgs dump_bindings;
   auto* dump = app.add_subcommand("dump", "Run the frontend and print the graph after the given steps");
   dump->add_option("model", model_path, "ONNX model file")->required();
   dump->add_option("--dump-after", dump_after, "import|bind|infer|prune|partition|all (repeatable)")->required();
@@ -77,7 +61,7 @@ int main(int argc, char** argv) {
 
   kiln::RunOptions run_opts;
   std::vector<std::string> run_inputs;
-  BindingArgs run_bindings;
+  kiln::BindingArgs run_bindings;
   auto* run = app.add_subcommand("run", "Evaluate a model on given or seeded inputs and print its outputs");
   run->add_option("model", model_path, "ONNX model file, or a compiled package directory")->required();
   run->add_option("--engine", run_opts.engine, "Engine: reference")->capture_default_str();
@@ -98,7 +82,7 @@ int main(int argc, char** argv) {
   targets->add_option("target", target_name, "A target name or a .toml file");
 
   std::string compile_target = "host", compile_out, compile_name;
-  BindingArgs compile_bindings;
+  kiln::BindingArgs compile_bindings;
   auto* compile = app.add_subcommand("compile", "Compile a model into lib<name>.a + <name>.h + <name>.json");
   compile->add_option("model", model_path, "ONNX model file")->required();
   compile->add_option("--target", compile_target, "Target name")->capture_default_str();
@@ -112,7 +96,7 @@ int main(int argc, char** argv) {
   compile->add_option("--dump-after", compile_choice.dump_after, "Print per task after: analysis, sketch, schedule (repeatable)");
 
   kiln::ScheduleCheckOptions check_opts;
-  BindingArgs check_bindings;
+  kiln::BindingArgs check_bindings;
   auto* check = app.add_subcommand("check-schedules",
                                    "Compile random programs of every task and compare them with the evaluator");
   check->add_option("model", model_path, "ONNX model file")->required();
@@ -144,6 +128,7 @@ int main(int argc, char** argv) {
 
   kiln::RpcCommands rpc_commands(app);
   kiln::MeasureCommand measure_command(app);
+  kiln::TuneCommand tune_command(app);
 
   try {
     app.parse(argc, argv);
@@ -154,6 +139,7 @@ int main(int argc, char** argv) {
   try {
     if (int rc = rpc_commands.run(); rc >= 0) return rc;
     if (int rc = measure_command.run(); rc >= 0) return rc;
+    if (int rc = tune_command.run(); rc >= 0) return rc;
     if (*inspect) {
       auto summary = kiln::summarize_model(model_path, inspect_bindings.parse(), inspect_tasks);
       std::cout << kiln::format_summary(summary, verbose);

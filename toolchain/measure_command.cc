@@ -9,10 +9,8 @@
 #include <memory>
 #include <numeric>
 
-#include "backends/measure/local_runner.h"
 #include "backends/measure/program_builder.h"
 #include "backends/measure/records.h"
-#include "backends/measure/rpc_runner.h"
 #include "frontend/ir/error.h"
 #include "frontend/partition/partition.h"
 #include "scheduler/tasks/task.h"
@@ -58,19 +56,10 @@ MeasureCommand::MeasureCommand(CLI::App& app) {
                             "carry only workload keys, so --model must name the model(s) whose tasks they belong to");
   cmd_->add_option("records", records_, "Records file (JSON lines, docs/records.md)")->required();
   cmd_->add_option("--target", target_, "Target name or .toml path")->required();
-  cmd_->add_option("--runner", runner_, "local, or rpc://HOST:PORT/KEY (a tracker and a device key)")
-      ->capture_default_str();
   cmd_->add_option("--model", models_, "ONNX model(s) whose tasks the records were tuned for (required: the "
                                        "records do not carry the task's computation)")
       ->required();
-  cmd_->add_option("--number", number_, "Calls per repeat (grown to --min-repeat-ms)")->capture_default_str();
-  cmd_->add_option("--repeat", repeat_, "Timed repeats")->capture_default_str();
-  cmd_->add_option("--min-repeat-ms", min_repeat_ms_, "Shortest repeat")->capture_default_str();
-  cmd_->add_flag("--cache-flush", cache_flush_, "Flush the buffers from the caches before each repeat");
-  cmd_->add_option("--timeout", timeout_s_, "Run time limit per schedule, seconds")->capture_default_str();
-  cmd_->add_option("--seed", seed_, "Seed of the random inputs")->capture_default_str();
-  cmd_->add_option("--parallel", parallel_, "rpc: devices leased at once")->capture_default_str();
-  cmd_->add_option("--token", token_, "rpc: shared token of the tracker and servers");
+  runner_.add_to(cmd_);
 }
 
 int MeasureCommand::run() {
@@ -103,25 +92,7 @@ int MeasureCommand::run() {
   }
 
   measure::ProgramBuilder builder(target);
-  std::unique_ptr<measure::ProgramRunner> runner;
-  measure::RunnerOptions ro;
-  ro.number = number_;
-  ro.repeat = repeat_;
-  ro.min_repeat_ms = min_repeat_ms_;
-  ro.cache_flush = cache_flush_;
-  ro.timeout_s = timeout_s_;
-  ro.seed = seed_;
-  if (runner_ == "local") {
-    measure::LocalRunnerOptions lo;
-    lo.run = ro;
-    runner = std::make_unique<measure::LocalRunner>(target, builder, lo);
-  } else {
-    measure::RpcRunnerOptions rpc;
-    rpc.run = ro;
-    rpc.n_parallel = parallel_;
-    rpc.connect.token = token_;
-    runner = std::make_unique<measure::RPCRunner>(measure::parse_rpc_address(runner_), builder, rpc);
-  }
+  std::unique_ptr<measure::ProgramRunner> runner = runner_.make(target, builder, 1);
   const std::vector<measure::BuildResult> builds = builder.build(inputs);
   const std::vector<measure::MeasureResult> results = runner->run(inputs, builds);
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "toolchain/runner_choice.h"
+
 namespace kiln {
 
 /// The subcommand and its parsed options; construct before parsing, run() after.
@@ -23,12 +25,9 @@ class MeasureCommand {
 
  private:
   CLI::App* cmd_;
-  std::string records_, target_, runner_ = "local", token_;
+  std::string records_, target_;
   std::vector<std::string> models_;
-  int number_ = 1, repeat_ = 3, min_repeat_ms_ = 0, parallel_ = 1;
-  double timeout_s_ = 10;
-  bool cache_flush_ = false;
-  uint64_t seed_ = 0;
+  RunnerArgs runner_;
 };
 
 }  // namespace kiln

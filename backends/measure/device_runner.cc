@@ -1,6 +1,7 @@
 // The shared half of the runners: reference outputs per task, candidate runs, the wrong-answer check.
 #include "backends/measure/device_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
 #include <set>
@@ -58,6 +59,7 @@ rpc::RunSpec run_spec_for(const BuildResult& build, const RunnerOptions& o) {
   s.min_repeat_ms = static_cast<uint32_t>(std::max(o.min_repeat_ms, 0));
   s.cache_flush = o.cache_flush;
   s.run_timeout_ms = static_cast<uint32_t>(std::max(o.timeout_s, 0.001) * 1000);
+  s.threads = static_cast<uint16_t>(std::clamp(o.threads, 1, static_cast<int>(rpc::kMaxRunThreads)));
   return s;
 }
 

@@ -170,6 +170,7 @@ void encode_run_spec(Writer& w, const RunSpec& s) {
   w.u32(s.min_repeat_ms);
   w.u8(s.cache_flush ? 1 : 0);
   w.u32(s.run_timeout_ms);
+  w.u16(s.threads);
   w.u16(static_cast<uint16_t>(s.buffers.size()));
   for (const auto& b : s.buffers) {
     w.u64(b.bytes);
@@ -188,8 +189,12 @@ bool decode_run_spec(Reader& r, RunSpec* s, std::string* why, bool* too_large) {
   s->min_repeat_ms = r.u32();
   s->cache_flush = r.u8() != 0;
   s->run_timeout_ms = r.u32();
+  s->threads = r.u16();
   uint16_t n = r.u16();
   if (!r.ok()) return *why = "run: truncated header", false;
+  if (s->threads == 0 || s->threads > kMaxRunThreads)
+    return *why = "run: " + std::to_string(s->threads) + " threads, allowed 1.." + std::to_string(kMaxRunThreads),
+           false;
   if (n > kMaxBuffers) {
     *too_large = true;
     return *why = "run: " + std::to_string(n) + " buffers, limit " + std::to_string(kMaxBuffers), false;

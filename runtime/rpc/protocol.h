@@ -18,7 +18,7 @@ namespace kiln::rpc {
 /// apart from a peer before anything is allocated for it.
 inline constexpr uint8_t kMagic[4] = {'K', 'R', 'P', 'C'};
 /// Bumped whenever a message layout changes; peers of different versions refuse each other.
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;  // 2: RunSpec.threads
 
 /// Limits. Every length read off the wire is checked against one of these before memory is reserved,
 /// so a hostile or broken peer can cost the server at most these amounts per session.
@@ -26,6 +26,7 @@ inline constexpr uint32_t kMaxFrameBytes = 80u << 20;          // one frame, typ
 inline constexpr uint32_t kMaxUploadBytes = 64u << 20;         // one uploaded shared object
 inline constexpr uint32_t kMaxModulesPerSession = 1024;        // uploads kept per session
 inline constexpr uint16_t kMaxBuffers = 64;                    // kernel parameters per run
+inline constexpr uint16_t kMaxRunThreads = 256;                // threads of one run's parallel loops
 inline constexpr uint64_t kMaxBufferBytesTotal = 1ull << 30;   // sum of all buffer sizes of one run
 inline constexpr uint32_t kMaxOutputBytes = 64u << 20;         // output bytes sent back per run
 inline constexpr uint16_t kMaxStringBytes = 256;               // token, names, keys, messages
@@ -162,6 +163,8 @@ struct RunSpec {
   uint32_t min_repeat_ms = 0;
   bool cache_flush = false;
   uint32_t run_timeout_ms = 10000;
+  /// Threads the kernel's parallel loops use (a kiln_pthread pool); 1 runs them on the calling thread.
+  uint16_t threads = 1;
 };
 
 /// What came back from one run: per-repeat seconds per call, the output buffers (index -> bytes) and a

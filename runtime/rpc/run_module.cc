@@ -16,6 +16,7 @@
 #include <cmath>
 #include <memory>
 
+#include "runtime/kiln_parallel_pthread.h"
 #include "runtime/rpc/net.h"
 
 namespace kiln::rpc {
@@ -83,7 +84,23 @@ RunOutcome run_here(const std::string& so_path, const RunSpec& spec) {
     args.push_back(mem);
   }
 
-  fn(args.data(), nullptr);  // untimed: page faults, lazy binding, cold instruction cache
+  // The { parallel_for, user } pair generated kernels take (backends/llvm/codegen.h). The pool lives as
+  // long as this child, which exits after the run.
+  struct ParallelHook {
+    void (*parallel_for)(void*, int64_t, void (*)(void*, int64_t), void*);
+    void* user;
+  } hook{kiln_pthread_parallel_for, nullptr};
+  void* parallel = nullptr;
+  if (spec.threads > 1) {
+    hook.user = kiln_pthread_pool_create(spec.threads);
+    if (!hook.user) {
+      out.message = "cannot start " + std::to_string(spec.threads) + " threads";
+      return out;
+    }
+    parallel = &hook;
+  }
+
+  fn(args.data(), parallel);  // untimed: page faults, lazy binding, cold instruction cache
   uint64_t number = spec.number;
   double target = spec.min_repeat_ms / 1000.0;
   for (uint32_t r = 0; r < spec.repeat; ++r) {
@@ -91,7 +108,7 @@ RunOutcome run_here(const std::string& so_path, const RunSpec& spec) {
       if (spec.cache_flush)
         for (size_t i = 0; i < args.size(); ++i) flush_from_caches(args[i], spec.buffers[i].bytes);
       double t0 = now_seconds();
-      for (uint64_t k = 0; k < number; ++k) fn(args.data(), nullptr);
+      for (uint64_t k = 0; k < number; ++k) fn(args.data(), parallel);
       double elapsed = now_seconds() - t0;
       if (elapsed >= target || number >= kMaxNumber) {
         out.costs.push_back(elapsed / static_cast<double>(number));

@@ -14,7 +14,8 @@ namespace kiln::rpc {
 /// Runs `spec.func` from the shared object at `so_path` in a child process: dlopen, fill inputs with
 /// fill_random(seed), one untimed call, then `repeat` timed repeats of `number` calls (number grows
 /// until a repeat lasts min_repeat_ms), flushing the buffers from the caches before each repeat when
-/// asked. The kernel is called as `void func(void** buffers, void* parallel)` with parallel = NULL.
+/// asked. The kernel is called as `void func(void** buffers, void* parallel)` with parallel = NULL when
+/// spec.threads is 1, else a kiln_pthread pool of that many threads (runtime/kiln_parallel_pthread.h).
 /// A crash, signal, dlopen or dlsym failure gives kRuntimeDevice; a child still running after
 /// spec.run_timeout_ms is killed and gives kRunTimeout. Never throws.
 RunOutcome run_in_child(const std::string& so_path, const RunSpec& spec);

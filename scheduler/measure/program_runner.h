@@ -19,6 +19,7 @@ struct RunnerOptions {
   bool cache_flush = false;   ///< evict the buffers from the caches before each repeat
   double timeout_s = 10;      ///< per candidate run on the device (warm-up and repeats together)
   uint64_t seed = 0;          ///< inputs are fill_random(seed, buffer index): the same on every device
+  int threads = 1;            ///< threads of the candidates' parallel loops (a pthread pool on the device)
   /// Compare every candidate's outputs with the default schedule's before its time counts. Off only
   /// for tests of the runner itself.
   bool check_outputs = true;

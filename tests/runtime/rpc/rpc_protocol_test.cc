@@ -71,6 +71,7 @@ RunSpec sample_spec() {
   s.min_repeat_ms = 10;
   s.cache_flush = true;
   s.run_timeout_ms = 2000;
+  s.threads = 4;
   s.buffers = {{64, DType::kF32, true, false}, {32, DType::kI64, true, true}, {16, DType::kU8, false, true}};
   return s;
 }
@@ -87,6 +88,7 @@ TEST(RpcProtocol, RunSpecRoundTrip) {
   EXPECT_EQ(got.module, 3u);
   EXPECT_EQ(got.seed, 99u);
   EXPECT_TRUE(got.cache_flush);
+  EXPECT_EQ(got.threads, 4);
   ASSERT_EQ(got.buffers.size(), 3u);
   EXPECT_EQ(got.buffers[1].dtype, DType::kI64);
   EXPECT_TRUE(got.buffers[1].input && got.buffers[1].output);
@@ -124,6 +126,8 @@ TEST(RpcProtocol, RunSpecBoundsAreEnforced) {
   EXPECT_FALSE(decodes([](RunSpec& s) { s.number = 0; }, &too_large));
   EXPECT_FALSE(decodes([](RunSpec& s) { s.func.clear(); }, &too_large));
   EXPECT_FALSE(decodes([](RunSpec& s) { s.run_timeout_ms = 0; }, &too_large));
+  EXPECT_FALSE(decodes([](RunSpec& s) { s.threads = 0; }, &too_large));
+  EXPECT_FALSE(decodes([](RunSpec& s) { s.threads = kMaxRunThreads + 1; }, &too_large));
 
   Writer w;
   encode_run_spec(w, sample_spec());

@@ -124,6 +124,25 @@ TEST(LocalRunner, RandomMatmulReluProgramsMeasureAndMatchTheDefault) {
   }
 }
 
+// With threads > 1 the child runs parallel loops on a pthread pool: programs with parallel loops still
+// match the default schedule (a pool that split work wrongly would not).
+TEST(LocalRunner, ParallelLoopsRunOnAThreadPoolAndStillMatch) {
+  const Target host = host_target();
+  const Task task = matmul_relu_task();
+  std::vector<MeasureInput> inputs = random_inputs(task, 6, host, 11);
+  int parallel = 0;
+  for (const MeasureInput& in : inputs)
+    parallel += state::print_state(in.state).find("parallel") != std::string::npos ? 1 : 0;
+  ASSERT_GT(parallel, 0) << "no random program has a parallel loop";
+  ProgramBuilder builder(host, quick_builds());
+  std::vector<BuildResult> builds = builder.build(inputs);
+  keep_built(inputs, builds);
+  LocalRunnerOptions o;
+  o.run.threads = 2;
+  LocalRunner runner(host, builder, o);
+  for (const MeasureResult& r : runner.run(inputs, builds)) EXPECT_EQ(r.error, MeasureError::None) << r.error_msg;
+}
+
 TEST(LocalRunner, WrongProgramIsWrongAnswerAndBuildErrorsPassThrough) {
   const Target host = host_target();
   const Task task = matmul_relu_task();

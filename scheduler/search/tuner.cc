@@ -1,0 +1,125 @@
+// The tuning loop: pick a task, propose, build, run, learn, report.
+#include "scheduler/search/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "frontend/ir/error.h"
+
+namespace kiln::search {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A per-task seed that does not depend on the order tasks were listed in (FNV-1a of the key, mixed
+// with the tuning seed), so adding a model to a session does not change another task's candidates.
+uint64_t task_seed(uint64_t seed, const std::string& key) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  return h ^ (seed * 0x9E3779B97F4A7C15ull);
+}
+
+std::vector<SchedulerTask> scheduler_tasks(const std::vector<TuneTask>& tasks) {
+  std::vector<SchedulerTask> out;
+  for (const TuneTask& t : tasks) out.push_back({t.key, t.weight, t.flops, t.kind});
+  return out;
+}
+
+// Features of a measured program; none when it does not lower (the model then learns nothing from it,
+// which is right: such a program never gets a time).
+ProgramFeatures features_or_none(const state::State& s) {
+  try {
+    return state_features(s);
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+}  // namespace
+
+double mean_cost(const measure::MeasureResult& r) {
+  if (r.error != measure::MeasureError::None || r.costs.empty()) return std::numeric_limits<double>::infinity();
+  return std::accumulate(r.costs.begin(), r.costs.end(), 0.0) / static_cast<double>(r.costs.size());
+}
+
+Tuner::Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model, measure::Builder& builder,
+             measure::ProgramRunner& runner)
+    : tasks_(std::move(tasks)),
+      options_(std::move(options)),
+      model_(model),
+      builder_(builder),
+      runner_(runner),
+      scheduler_(scheduler_tasks(tasks_), options_.scheduler) {
+  if (tasks_.empty()) throw Error("tune: no tasks");
+  for (const TuneTask& t : tasks_)
+    searches_.push_back(std::make_unique<TaskSearch>(t.key, t.dag, options_.params, options_.search,
+                                                     task_seed(options_.seed, t.key)));
+  restored_.resize(tasks_.size());
+  restored_trials_.assign(tasks_.size(), 0);
+}
+
+void Tuner::restore(int task, const state::State& s, const measure::MeasureResult& r) {
+  const double cost = mean_cost(r);
+  searches_[task]->add_measured(s, cost);
+  restored_[task].push_back({tasks_[task].key, features_or_none(s), cost});
+  ++restored_trials_[task];
+  ++trials_;
+}
+
+void Tuner::finish_restore() {
+  std::vector<MeasuredSample> all;
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    if (restored_trials_[t] == 0) continue;
+    scheduler_.report(static_cast<int>(t), restored_trials_[t], searches_[t]->best_cost(), false);
+    for (MeasuredSample& s : restored_[t]) all.push_back(std::move(s));
+    restored_[t].clear();
+    restored_trials_[t] = 0;
+  }
+  if (!all.empty()) model_.update(all);
+  curve_.push_back({trials_, scheduler_.objective(), 0});
+}
+
+void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
+  finish_restore();
+  const Clock::time_point start = Clock::now();
+  while (trials_ < options_.trials) {
+    const int t = scheduler_.next_task();
+    if (t < 0) break;
+    TaskSearch& search = *searches_[t];
+    const int n = std::min(options_.measures_per_round, options_.trials - trials_);
+    const std::vector<state::State> states = search.next_batch(model_, n);
+    if (states.empty()) {
+      scheduler_.report(t, 0, search.best_cost(), true);
+      continue;
+    }
+    RoundReport report;
+    report.task = t;
+    for (const state::State& s : states) report.inputs.push_back({tasks_[t].key, tasks_[t].dag, s});
+    const std::vector<measure::BuildResult> builds = builder_.build(report.inputs);
+    report.results = runner_.run(report.inputs, builds);
+
+    std::vector<MeasuredSample> samples;
+    for (size_t i = 0; i < states.size(); ++i) {
+      const double cost = mean_cost(report.results[i]);
+      search.add_measured(states[i], cost);
+      samples.push_back({tasks_[t].key, features_or_none(states[i]), cost});
+    }
+    trials_ += static_cast<int>(states.size());
+    measured_in_tune_ += static_cast<int>(states.size());
+    scheduler_.report(t, static_cast<int>(states.size()), search.best_cost(), search.exhausted());
+    tune_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+    curve_.push_back({trials_, scheduler_.objective(), tune_seconds_});
+    on_round(report);  // before retraining: the records hold the batch as soon as possible
+    model_.update(samples);
+  }
+  tune_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double Tuner::measured_per_second() const {
+  return tune_seconds_ > 0 ? measured_in_tune_ / tune_seconds_ : 0;
+}
+
+}  // namespace kiln::search

@@ -1,0 +1,101 @@
+/// \file The tuning loop: tasks, one search per task, one cost model, a task scheduler, a builder and a
+/// runner, turned into measured programs round after round (Ansor's TaskScheduler.tune).
+///
+/// Each round the task scheduler picks a task, its search proposes a batch, the batch is built and
+/// measured, the results go to the search (never re-measured), the cost model (retrained) and the
+/// caller (who appends them to the records before the next round: what is reported survives a kill).
+/// Programs read back from records are restored the same way without measuring, so a resumed tuner
+/// continues where the killed one stopped. The tuner depends only on the measurement interfaces
+/// (scheduler/measure/), not on how or where programs are built and run.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scheduler/measure/measure.h"
+#include "scheduler/measure/program_runner.h"
+#include "scheduler/search/cost_model.h"
+#include "scheduler/search/evolutionary_search.h"
+#include "scheduler/search/task_scheduler.h"
+
+namespace kiln::search {
+
+/// A task to tune: its DAG and what the scheduler weighs it by.
+struct TuneTask {
+  std::string key;
+  std::shared_ptr<const te::ComputeDAG> dag;
+  double weight = 1;
+  double flops = 0;
+  std::string kind;   ///< anchor op ("Conv"): similarity groups
+  std::string label;  ///< for people: "Conv conv1/Conv"
+};
+
+struct TunerOptions {
+  int trials = 1000;               ///< measured programs in all, restored ones included
+  int measures_per_round = 64;
+  uint64_t seed = 0;
+  sketch::SearchParams params;
+  SearchOptions search;
+  TaskSchedulerOptions scheduler;
+};
+
+/// One measured batch, as the caller sees it after the round.
+struct RoundReport {
+  int task = 0;
+  std::vector<measure::MeasureInput> inputs;
+  std::vector<measure::MeasureResult> results;
+};
+
+/// One point of the tuning curve: after `trials` measurements the objective (Σ weight × best latency,
+/// seconds; infinity while a task has no valid program).
+struct CurvePoint {
+  int trials = 0;
+  double objective = 0;
+  double elapsed_s = 0;
+};
+
+class Tuner {
+ public:
+  /// `tasks` must not be empty. Throws state::ScheduleError when a task has no sketch.
+  Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model, measure::Builder& builder,
+        measure::ProgramRunner& runner);
+
+  /// Adds a program measured earlier (read back from records) to task `task`. Call before tune().
+  void restore(int task, const state::State& s, const measure::MeasureResult& r);
+
+  /// Tunes until `trials` programs are measured (restored ones count), every task is dead, or tuning
+  /// stops early. `on_round` runs after each measured batch, before the next round starts.
+  void tune(const std::function<void(const RoundReport&)>& on_round);
+
+  const std::vector<TuneTask>& tasks() const { return tasks_; }
+  const TaskSearch& search(int task) const { return *searches_[task]; }
+  const TaskScheduler& scheduler() const { return scheduler_; }
+  const std::vector<CurvePoint>& curve() const { return curve_; }
+  /// Programs measured (or restored) so far.
+  int trials() const { return trials_; }
+  /// Measured candidates per second of tune() so far (build and run included).
+  double measured_per_second() const;
+
+ private:
+  void finish_restore();
+  std::vector<TuneTask> tasks_;
+  TunerOptions options_;
+  CostModel& model_;
+  measure::Builder& builder_;
+  measure::ProgramRunner& runner_;
+  std::vector<std::unique_ptr<TaskSearch>> searches_;
+  TaskScheduler scheduler_;
+  std::vector<std::vector<MeasuredSample>> restored_;  // per task, until tune() starts
+  std::vector<int> restored_trials_;
+  std::vector<CurvePoint> curve_;
+  int trials_ = 0;
+  int measured_in_tune_ = 0;
+  double tune_seconds_ = 0;
+};
+
+/// Seconds of a result: the mean of its repeats; infinity for an error or no repeats.
+double mean_cost(const measure::MeasureResult& r);
+
+}  // namespace kiln::search

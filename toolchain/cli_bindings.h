@@ -1,0 +1,28 @@
+/// \file The `--input-shape` and `--dim` options every command that loads a model accepts: models with
+/// symbolic dimensions need them bound before shapes (and so tasks) exist.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "frontend/passes/bind_input_shapes.h"
+#include "toolchain/pipeline.h"
+
+namespace kiln {
+
+struct BindingArgs {
+  std::vector<std::string> input_shapes, dims;
+  void add_to(CLI::App* app) {
+    app->add_option("--input-shape", input_shapes, "Bind an input's shape: name=1x3x224x224 (repeatable)");
+    app->add_option("--dim", dims, "Bind a symbolic dimension: batch=1 (repeatable)");
+  }
+  ShapeBindings parse() const {
+    ShapeBindings b;
+    for (const auto& s : input_shapes) b.input_shapes.insert(parse_input_shape(s));
+    for (const auto& s : dims) b.dims.insert(parse_dim(s));
+    return b;
+  }
+};
+
+}  // namespace kiln

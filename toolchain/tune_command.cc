@@ -1,0 +1,154 @@
+// `kiln tune`: models -> tasks -> (records restored) -> tuner rounds -> records, progress, curve.
+#include "toolchain/tune_command.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "backends/measure/program_builder.h"
+#include "backends/measure/records.h"
+#include "frontend/ir/error.h"
+#include "frontend/partition/partition.h"
+#include "scheduler/search/tuner.h"
+#include "scheduler/tasks/task.h"
+#include "toolchain/pipeline.h"
+#include "toolchain/tune_progress.h"
+#include "toolchain/tuning_curve.h"
+
+namespace kiln {
+namespace {
+
+// Every task of the models, once per workload key; a task several models share weighs their
+// occurrences together.
+std::vector<search::TuneTask> model_tasks(const std::vector<std::string>& models, const ShapeBindings& bindings) {
+  std::vector<search::TuneTask> out;
+  std::map<std::string, size_t> index;
+  for (const std::string& m : models) {
+    PipelineOptions po;
+    po.bindings = bindings;
+    Graph g = load_model(m, po);
+    for (Task& t : extract_tasks(g, partition_graph(g))) {
+      auto [it, fresh] = index.emplace(t.key, out.size());
+      if (!fresh) {
+        out[it->second].weight += t.weight;
+        continue;
+      }
+      std::string label = t.anchor + (t.node_names.empty() ? "" : " " + t.node_names.front());
+      out.push_back({t.key, std::make_shared<const te::ComputeDAG>(std::move(t.dag)), static_cast<double>(t.weight),
+                     t.flops, t.anchor, label});
+    }
+  }
+  if (out.empty()) throw Error("tune: the model(s) have no tasks to tune");
+  return out;
+}
+
+// Restores every record of `path` that belongs to one of the tasks on this target. Returns how many.
+int restore_records(const std::string& path, const Target& target, search::Tuner& tuner) {
+  if (!std::filesystem::exists(path)) return 0;
+  std::map<std::string, int> task_of;
+  for (size_t i = 0; i < tuner.tasks().size(); ++i) task_of[tuner.tasks()[i].key] = static_cast<int>(i);
+  int restored = 0, unreplayable = 0;
+  for (const measure::Record& r : measure::load_records(path)) {
+    auto it = task_of.find(r.task_key);
+    if (it == task_of.end() || r.target != target.name) continue;
+    try {
+      tuner.restore(it->second, measure::replay_record(r, tuner.tasks()[it->second].dag), r.result);
+      ++restored;
+    } catch (const Error&) {
+      ++unreplayable;
+    }
+  }
+  if (unreplayable > 0)
+    std::cerr << fmt::format("kiln: warning: {}: {} record(s) do not replay on their task and were ignored\n", path,
+                             unreplayable);
+  return restored;
+}
+
+}  // namespace
+
+TuneCommand::TuneCommand(CLI::App& app) {
+  cmd_ = app.add_subcommand("tune", "Tune the tasks of one or more models on a target, appending every measured "
+                                    "program to a records file (resumes when the file exists)");
+  cmd_->add_option("models", models_, "ONNX model(s); tasks they share are tuned once")->required();
+  cmd_->add_option("--target", target_, "Target name or .toml path")->required();
+  cmd_->add_option("--records", records_, "Records file (JSON lines, docs/records.md): appended to, resumed from")
+      ->required();
+  cmd_->add_option("--trials", trials_, "Programs to measure in all, records restored from --records included")
+      ->capture_default_str();
+  cmd_->add_option("--seed", seed_, "Seed of the search: the same seed on the same records proposes the same programs")
+      ->capture_default_str();
+  cmd_->add_option("--early-stopping", early_stopping_,
+                   "Stop a task (and the tuning) after this many trials without improvement; <0 never")
+      ->capture_default_str();
+  cmd_->add_option("--threads", threads_, "Threads the measured programs' parallel loops use; 0: all cores (local) "
+                                          "or the target's cores (rpc)")
+      ->capture_default_str();
+  cmd_->add_option("--measures-per-round", per_round_, "Programs measured per round")->capture_default_str();
+  cmd_->add_option("--population", population_, "Evolutionary search population")->capture_default_str();
+  cmd_->add_option("--strategy", strategy_, "Task scheduler: gradient or round-robin")->capture_default_str();
+  cmd_->add_option("--build-timeout", build_timeout_s_, "Build time limit per program, seconds")->capture_default_str();
+  cmd_->add_option("--curve", curve_, "Where the tuning curve (SVG) goes; default: RECORDS.curve.svg");
+  cmd_->add_flag("--plain", plain_, "Plain progress lines even on a terminal");
+  bindings_.add_to(cmd_);
+  runner_.add_to(cmd_, "--input-seed");
+}
+
+int TuneCommand::run() {
+  if (!*cmd_) return -1;
+  if (trials_ <= 0) throw Error("tune: --trials must be positive");
+  if (per_round_ <= 0) throw Error("tune: --measures-per-round must be positive");
+  search::TaskSchedulerOptions::Strategy strategy;
+  if (strategy_ == "gradient") strategy = search::TaskSchedulerOptions::Strategy::Gradient;
+  else if (strategy_ == "round-robin") strategy = search::TaskSchedulerOptions::Strategy::RoundRobin;
+  else throw Error("tune: --strategy must be gradient or round-robin, not '" + strategy_ + "'");
+
+  const Target target = load_target(target_);
+  int threads = threads_;
+  if (threads <= 0)
+    threads = runner_.runner == "local" ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+                                        : std::max(target.cores, 1);
+
+  search::TunerOptions options;
+  options.trials = trials_;
+  options.measures_per_round = per_round_;
+  options.seed = seed_;
+  options.params.cores = threads;
+  options.params.vector_lanes = std::max(target.vector_lanes(4), 1);
+  options.search.population = population_;
+  options.scheduler.strategy = strategy;
+  options.scheduler.early_stopping = early_stopping_;
+
+  measure::BuilderOptions bo;
+  bo.timeout_s = build_timeout_s_;
+  measure::ProgramBuilder builder(target, bo);
+  std::unique_ptr<measure::ProgramRunner> runner = runner_.make(target, builder, threads);
+  search::XGBoostOptions xo;
+  xo.seed = seed_;
+  search::XGBoostModel model(xo);
+  search::Tuner tuner(model_tasks(models_, bindings_.parse()), options, model, builder, *runner);
+
+  const int restored = restore_records(records_, target, tuner);
+  std::cout << fmt::format("kiln tune: {} task(s) on {}, runner {}, {} thread(s); {} trials{}\n", tuner.tasks().size(),
+                           target.name, runner_.runner, threads, trials_,
+                           restored ? fmt::format(", {} restored from {}", restored, records_) : "");
+  TuneProgress progress(std::cout, isatty(STDOUT_FILENO) && !plain_, trials_);
+  tuner.tune([&](const search::RoundReport& round) {
+    for (size_t i = 0; i < round.inputs.size(); ++i)
+      measure::append_record(records_, round.inputs[i].task_key, target, round.inputs[i].state, round.results[i]);
+    progress.update(tuner, &round);
+  });
+  progress.finish(tuner);
+
+  const std::string curve = curve_.empty() ? records_ + ".curve.svg" : curve_;
+  write_tuning_curve(curve, tuner.curve(), fmt::format("kiln tune on {}: {} task(s)", target.name, tuner.tasks().size()));
+  const double objective = tuner.scheduler().objective();
+  std::cout << fmt::format("kiln tune: {} trials, estimated latency {} ms; records {}; curve {}\n", tuner.trials(),
+                           std::isfinite(objective) ? fmt::format("{:.4f}", objective * 1e3) : "-", records_, curve);
+  return 0;
+}
+
+}  // namespace kiln
