@@ -64,6 +64,16 @@ class TaskSearch {
     state::State state;
     double cost_s;
   };
+  /// A program with its printed loop nest (the dedup key).
+  struct Program {
+    state::State state;
+    std::string key;
+  };
+  /// Random programs of this round, one per printed nest (some may have been seen already).
+  std::vector<Program> sample_init_population() const;
+  /// One round: sampling, evolution, eps-greedy pick. Marks the picked programs as proposed.
+  std::vector<state::State> search_round(CostModel& model, int n);
+
   std::string key_;
   std::shared_ptr<const te::ComputeDAG> dag_;
   sketch::SearchParams params_;
