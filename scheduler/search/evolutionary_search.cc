@@ -74,26 +74,67 @@ void parallel_for(size_t n, int threads, const Body& body) {
   if (error) std::rethrow_exception(error);
 }
 
-// The model's scores of a population. Features are extracted (in parallel) only when the model reads
-// them; a program that fails to lower then scores kInvalidScore instead of reaching the model.
-std::vector<double> score_population(const std::vector<State>& pop, CostModel& model, int threads) {
-  std::vector<ProgramFeatures> features(pop.size());
-  std::vector<char> lowered(pop.size(), 1);
-  if (model.wants_features()) {
-    parallel_for(pop.size(), threads, [&](size_t i) {
+// Features of the programs of the current generation, by program identity: copies of a State share
+// their data, and selection copies parents unchanged (1 - mutation_prob of the time, and when a mutation
+// fails), so a program is lowered once however often it is copied. Entries hold their State, so the
+// identity (the address of the shared data) cannot be reused while the entry lives.
+class FeatureCache {
+ public:
+  // The rows of every program of `pop` (nullopt when it does not lower), extracted in parallel for the
+  // programs not seen in the previous call; entries of programs no longer in `pop` are dropped.
+  std::vector<const std::optional<ProgramFeatures>*> rows(const std::vector<State>& pop, int threads) {
+    std::unordered_map<const void*, Entry> next;
+    std::vector<const State*> todo;
+    for (const State& s : pop) {
+      const void* id = identity(s);
+      if (next.count(id)) continue;
+      auto old = entries_.find(id);
+      if (old != entries_.end()) {
+        next.emplace(id, std::move(old->second));
+      } else {
+        next.emplace(id, Entry{s, std::nullopt});
+        todo.push_back(&s);
+      }
+    }
+    parallel_for(todo.size(), threads, [&](size_t i) {
+      Entry& e = next.at(identity(*todo[i]));  // distinct entries per item: no two threads write one
       try {
-        features[i] = state_features(pop[i]);
+        e.features = state_features(e.state);
       } catch (const state::ScheduleError&) {
-        lowered[i] = 0;
+        e.features.reset();
       }
     });
+    entries_ = std::move(next);
+    std::vector<const std::optional<ProgramFeatures>*> out;
+    for (const State& s : pop) out.push_back(&entries_.at(identity(s)).features);
+    return out;
   }
+
+ private:
+  struct Entry {
+    State state;
+    std::optional<ProgramFeatures> features;
+  };
+  static const void* identity(const State& s) { return &s.stages(); }
+  std::unordered_map<const void*, Entry> entries_;
+};
+
+// The model's scores of a population. Features are extracted only when the model reads them; a
+// program that fails to lower then scores kInvalidScore instead of reaching the model.
+std::vector<double> score_population(const std::vector<State>& pop, CostModel& model, FeatureCache& cache,
+                                     int threads) {
   std::vector<ProgramFeatures> valid;
   std::vector<size_t> valid_index;
-  for (size_t i = 0; i < pop.size(); ++i) {
-    if (!lowered[i]) continue;
-    valid.push_back(std::move(features[i]));
-    valid_index.push_back(i);
+  if (model.wants_features()) {
+    const auto rows = cache.rows(pop, threads);
+    for (size_t i = 0; i < pop.size(); ++i) {
+      if (!*rows[i]) continue;
+      valid.push_back(**rows[i]);
+      valid_index.push_back(i);
+    }
+  } else {
+    valid.resize(pop.size());
+    for (size_t i = 0; i < pop.size(); ++i) valid_index.push_back(i);
   }
   std::vector<double> scores(pop.size(), kInvalidScore);
   if (valid.empty()) return scores;
@@ -256,8 +297,9 @@ std::vector<State> TaskSearch::search_round(CostModel& model, int n) {
 
   const size_t capacity = 2 * static_cast<size_t>(n);
   BestPrograms best(capacity);
+  FeatureCache features;
   for (int gen = 0; !pop.empty(); ++gen) {
-    const std::vector<double> scores = score_population(pop, model, threads);
+    const std::vector<double> scores = score_population(pop, model, features, threads);
     offer_population(pop, scores, seen_, best, capacity, threads);
     if (gen >= options_.generations) break;
     // The next generation: parents drawn by score, most of them mutated (Ansor on CPU: no crossover).

@@ -42,7 +42,9 @@ class TaskSearch {
 
   /// Up to `n` programs of this task that were neither measured nor proposed before: the best predicted
   /// by `model` and round(n x eps_greedy) random ones. Fewer (possibly none) when the space seems
-  /// exhausted. Programs returned are remembered as proposed.
+  /// exhausted. Programs returned are remembered as proposed. A round calls model.predict once per
+  /// generation plus once for the initial population; when a round finds nothing new a second one
+  /// (fresh seeds) runs before the task is declared exhausted.
   std::vector<state::State> next_batch(CostModel& model, int n);
 
   /// Records the measured cost of a program (infinity when it failed), whether proposed by this search
