@@ -333,7 +333,7 @@ std::vector<State> TaskSearch::search_round(CostModel& model, int n) {
   };
   const size_t n_best = want - std::min(want_random, random.size());
   for (size_t i = 0; i < ranked.size() && batch.size() < n_best; ++i) take(ranked[i].first, ranked[i].second);
-  for (const Program* p : random) take(p->key, p->state);
+  for (const Program* p : random) take(p->key, p->state);  // the eps share, or more when few are predicted
   for (const auto& [key, s] : ranked) take(key, s);  // too few random ones: more predicted ones
   seen_.insert(picked.begin(), picked.end());
   return batch;
