@@ -42,7 +42,9 @@ class TaskSearch {
 
   /// Up to `n` programs of this task that were neither measured nor proposed before: the best predicted
   /// by `model` and round(n x eps_greedy) random ones. Fewer (possibly none) when the space seems
-  /// exhausted. Programs returned are remembered as proposed.
+  /// exhausted. Programs returned are remembered as proposed. A round calls model.predict once per
+  /// generation plus once for the initial population; when a round finds nothing new a second one
+  /// (fresh seeds) runs before the task is declared exhausted.
   std::vector<state::State> next_batch(CostModel& model, int n);
 
   /// Records the measured cost of a program (infinity when it failed), whether proposed by this search
@@ -64,6 +66,16 @@ class TaskSearch {
     state::State state;
     double cost_s;
   };
+  /// A program with its printed loop nest (the dedup key).
+  struct Program {
+    state::State state;
+    std::string key;
+  };
+  /// Random programs of this round, one per printed nest (some may have been seen already).
+  std::vector<Program> sample_init_population() const;
+  /// One round: sampling, evolution, eps-greedy pick. Marks the picked programs as proposed.
+  std::vector<state::State> search_round(CostModel& model, int n);
+
   std::string key_;
   std::shared_ptr<const te::ComputeDAG> dag_;
   sketch::SearchParams params_;
