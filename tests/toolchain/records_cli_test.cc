@@ -112,8 +112,12 @@ TEST(RecordsCli, DistillKeepsTheBestPerTaskAndTarget) {
   EXPECT_EQ(warnings.str(), "");
   ASSERT_EQ(best.size(), 3u);
   for (const measure::Record& r : best) {
-    if (r.task_key == "00000000000000aa" && r.target == "x86_64-avx2") EXPECT_DOUBLE_EQ(measure::mean_cost(r), 1e-3);
-    if (r.target == "aarch64-neon") EXPECT_DOUBLE_EQ(measure::mean_cost(r), 8e-3);
+    if (r.task_key == "00000000000000aa" && r.target == "x86_64-avx2") {
+      EXPECT_DOUBLE_EQ(measure::mean_cost(r), 1e-3);
+    }
+    if (r.target == "aarch64-neon") {
+      EXPECT_DOUBLE_EQ(measure::mean_cost(r), 8e-3);
+    }
   }
   // Distilling in place replaces the file whole and leaves no temporary beside it.
   const Output again = run("records distill " + dir.path("best.json") + " -o " + dir.path("best.json"), dir);
