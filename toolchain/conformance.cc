@@ -124,7 +124,7 @@ std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, cons
         fs::remove_all(p, ec);
       }
     } cleanup{dir};
-    compile_graph(g, target, "model", dir.string(), make_subgraph_scheduler(o.schedule, target));
+    compile_graph(g, target, "model", dir.string(), make_subgraph_scheduler(o.schedule, target, g));
     return run_package(dir.string(), target, inputs, 1).outputs;
   }
   // "te": the op lowerings' tensor expressions, evaluated directly.

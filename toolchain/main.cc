@@ -15,6 +15,7 @@
 #include "toolchain/schedule_check.h"
 #include "toolchain/cli_bindings.h"
 #include "toolchain/measure_command.h"
+#include "toolchain/records_command.h"
 #include "toolchain/rpc_commands.h"
 #include "toolchain/tune_command.h"
 #include <filesystem>
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   std::string conf_schedule = "default";
   conformance->add_option("--schedule", conf_schedule, "Compiled engine: default, or random (a random program per task)")->capture_default_str();
   conformance->add_option("--seed", conf.schedule.seed, "Seed of --schedule random")->capture_default_str();
+  conformance->add_option("--records", conf.schedule.records_path,
+                          "Compiled engine: schedule each task with its best record in this tuning records file");
 
   std::vector<std::string> dump_after;
   kiln::BindingArgs dump_bindings;
@@ -93,6 +96,8 @@ int main(int argc, char** argv) {
   kiln::ScheduleChoice compile_choice;
   compile->add_option("--schedule", compile_schedule, "default, or random: a random program from each task's sketches")->capture_default_str();
   compile->add_option("--seed", compile_choice.seed, "Seed of --schedule random")->capture_default_str();
+  compile->add_option("--records", compile_choice.records_path,
+                      "Tuning records file: each task gets its best record for the target (others the default schedule)");
   compile->add_option("--dump-after", compile_choice.dump_after, "Print per task after: analysis, sketch, schedule (repeatable)");
 
   kiln::ScheduleCheckOptions check_opts;
@@ -129,6 +134,7 @@ int main(int argc, char** argv) {
   kiln::RpcCommands rpc_commands(app);
   kiln::MeasureCommand measure_command(app);
   kiln::TuneCommand tune_command(app);
+  kiln::RecordsCommand records_command(app);
 
   try {
     app.parse(argc, argv);
@@ -140,6 +146,7 @@ int main(int argc, char** argv) {
     if (int rc = rpc_commands.run(); rc >= 0) return rc;
     if (int rc = measure_command.run(); rc >= 0) return rc;
     if (int rc = tune_command.run(); rc >= 0) return rc;
+    if (int rc = records_command.run(); rc >= 0) return rc;
     if (*inspect) {
       auto summary = kiln::summarize_model(model_path, inspect_bindings.parse(), inspect_tasks);
       std::cout << kiln::format_summary(summary, verbose);
@@ -156,7 +163,7 @@ int main(int argc, char** argv) {
           throw kiln::Error("bad --shard '" + shard + "' (expected K/N, e.g. 0/3)");
         }
       }
-      conf.schedule.kind = kiln::parse_schedule_kind(conf_schedule);
+      conf.schedule.kind = kiln::schedule_kind_of_flags(conf_schedule, conf.schedule.records_path);
       auto r = kiln::run_conformance(case_dir, conf, std::cout);
       if (r.passed < conf.min_passed) {
         std::cerr << "kiln: conformance: " << r.passed << " passed, fewer than --min-passed " << conf.min_passed << "\n";
@@ -184,14 +191,14 @@ int main(int argc, char** argv) {
       kiln::PipelineOptions po;
       po.bindings = compile_bindings.parse();
       kiln::Graph g = kiln::load_model(model_path, po);
-      compile_choice.kind = kiln::parse_schedule_kind(compile_schedule);
+      compile_choice.kind = kiln::schedule_kind_of_flags(compile_schedule, compile_choice.records_path);
       for (const auto& step : compile_choice.dump_after)
         if (step != "analysis" && step != "sketch" && step != "schedule" && step != "all")
           throw kiln::Error("--dump-after '" + step + "': expected analysis, sketch, schedule or all");
       compile_choice.on_dump = [](const std::string& step, const std::string& text) {
         std::cout << "; after " << step << " of " << text;
       };
-      auto info = kiln::compile_graph(g, target, compile_name, compile_out, kiln::make_subgraph_scheduler(compile_choice, target));
+      auto info = kiln::compile_graph(g, target, compile_name, compile_out, kiln::make_subgraph_scheduler(compile_choice, target, g));
       std::cout << "wrote " << compile_out << "/lib" << compile_name << ".a, " << compile_name << ".h, " << compile_name
                 << ".json (target " << target.name << ", workspace " << info.workspace_size << " bytes, lower bound "
                 << info.workspace_lower_bound << ", weights " << info.weights_bytes << " bytes)\n";

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <fstream>
+#include <numeric>
 
 #include "frontend/ir/error.h"
 #include "scheduler/state/step.h"
@@ -16,6 +19,16 @@ namespace {
 const nlohmann::json& at(const nlohmann::json& j, size_t i, const char* what) {
   if (!j.is_array() || i >= j.size()) throw Error(std::string("record: missing ") + what);
   return j[i];
+}
+
+nlohmann::json record_json(const std::string& task_key, const std::string& target, const std::vector<int64_t>& hardware,
+                           const nlohmann::json& steps, const MeasureResult& result) {
+  nlohmann::json j;
+  j["i"] = nlohmann::json::array({nlohmann::json::array({task_key, target, hardware}),
+                                  nlohmann::json::array({nlohmann::json::array(), steps})});
+  j["r"] = nlohmann::json::array({result.costs, static_cast<int>(result.error), result.all_cost_s, result.timestamp});
+  j["v"] = "v0.6";
+  return j;
 }
 
 }  // namespace
@@ -30,12 +43,11 @@ std::string record_line(const std::string& task_key, const Target& target, const
                         const MeasureResult& result) {
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : state.steps()) steps.push_back(s->to_json());
-  nlohmann::json j;
-  j["i"] = nlohmann::json::array({nlohmann::json::array({task_key, target.name, record_hardware(target)}),
-                                  nlohmann::json::array({nlohmann::json::array(), steps})});
-  j["r"] = nlohmann::json::array({result.costs, static_cast<int>(result.error), result.all_cost_s, result.timestamp});
-  j["v"] = "v0.6";
-  return j.dump();
+  return record_json(task_key, target.name, record_hardware(target), steps, result).dump();
+}
+
+std::string record_line(const Record& r) {
+  return record_json(r.task_key, r.target, r.hardware, r.steps, r.result).dump();
 }
 
 void append_record(const std::string& path, const std::string& task_key, const Target& target,
@@ -85,6 +97,46 @@ Record parse_record(const std::string& line) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("record: malformed field (") + e.what() + ")");
   }
+}
+
+std::vector<Record> load_records(const std::string& path, std::ostream& warnings) {
+  std::ifstream in(path);
+  if (!in) throw Error("records " + path + ": cannot read (" + std::strerror(errno) + ")");
+  std::vector<Record> out;
+  int skipped = 0, first_skipped = 0;
+  std::string text;
+  for (int n = 1; std::getline(in, text); ++n) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      out.push_back(parse_record(text));
+    } catch (const Error&) {
+      if (skipped++ == 0) first_skipped = n;
+    }
+  }
+  if (in.bad()) throw Error("records " + path + ": read failed");
+  if (skipped > 0)
+    warnings << "kiln: warning: " << path << ": skipped " << skipped << " malformed record line(s) (first at line "
+             << first_skipped << ")\n";
+  return out;
+}
+
+double mean_cost(const Record& r) {
+  if (r.result.costs.empty()) return 0;
+  return std::accumulate(r.result.costs.begin(), r.result.costs.end(), 0.0) / static_cast<double>(r.result.costs.size());
+}
+
+bool is_valid_record(const Record& r) {
+  return r.result.error == MeasureError::None && !r.result.costs.empty() && std::isfinite(mean_cost(r));
+}
+
+std::map<RecordKey, Record> best_records(const std::vector<Record>& records) {
+  std::map<RecordKey, Record> best;
+  for (const Record& r : records) {
+    if (!is_valid_record(r)) continue;
+    auto [it, inserted] = best.try_emplace(RecordKey{r.task_key, r.target}, r);
+    if (!inserted && mean_cost(r) < mean_cost(it->second)) it->second = r;
+  }
+  return best;
 }
 
 state::State replay_record(const Record& r, std::shared_ptr<const te::ComputeDAG> dag) {

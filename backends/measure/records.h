@@ -3,8 +3,11 @@
 /// rather than in scheduler/ because a record names its target (targets/), which the scheduler does not
 /// depend on.
 #pragma once
+#include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scheduler/measure/measure.h"
@@ -31,6 +34,10 @@ std::vector<int64_t> record_hardware(const Target& target);
 std::string record_line(const std::string& task_key, const Target& target, const state::State& state,
                         const MeasureResult& result);
 
+/// A decoded record as a JSON line again (no newline), with its steps and hardware as they were read:
+/// `kiln records distill` rewrites records without a DAG to replay them on.
+std::string record_line(const Record& r);
+
 /// Appends one record line to `path` (created if missing), then flushes and fsyncs it, so a tuner that
 /// is killed loses at most the line it was writing. Throws kiln::Error naming the path on I/O failure.
 void append_record(const std::string& path, const std::string& task_key, const Target& target,
@@ -38,6 +45,28 @@ void append_record(const std::string& path, const std::string& task_key, const T
 
 /// Decodes one line; throws kiln::Error naming the missing or malformed field.
 Record parse_record(const std::string& line);
+
+/// Every record of a records file, in file order. A tuner killed mid-append leaves a truncated last
+/// line and a log may pick up garbage, so a line that does not decode is skipped rather than fatal; the
+/// file then gets ONE warning on `warnings` ("kiln: warning: PATH: skipped N malformed record line(s)
+/// (first at line L)") so a damaged log is noticed without flooding the terminal. Blank lines are
+/// ignored. Throws kiln::Error naming the path when the file is missing or unreadable.
+std::vector<Record> load_records(const std::string& path, std::ostream& warnings = std::cerr);
+
+/// A record whose time can be trusted: no error, at least one cost, and a finite mean cost.
+bool is_valid_record(const Record& r);
+
+/// The mean of the record's costs in seconds (0 for none).
+double mean_cost(const Record& r);
+
+/// (task key, target name): a schedule is only comparable with schedules of the same workload on the
+/// same target, so this is what "best" is taken over.
+using RecordKey = std::pair<std::string, std::string>;
+
+/// The valid record with the lowest mean cost per (task key, target); on a tie the earlier record
+/// wins, so the result does not depend on anything but the log's order. Keys with no valid record are
+/// absent.
+std::map<RecordKey, Record> best_records(const std::vector<Record>& records);
 
 /// Rebuilds a record's state by replaying its steps on `dag`'s initial state. Throws ScheduleError or
 /// kiln::Error when a step does not read or apply.

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# bench/tune_ops.sh [--trials N] [--ops "NAME ..."] [--out FILE] [--threads T]
+#
+# Single operators, tuned by `kiln tune` (N trials, default 200), against untuned kiln, OpenBLAS sgemm
+# (libopenblas-dev, OPENBLAS_NUM_THREADS=T) and this core's FMA peak (bench/native/fma_peak.c), measured
+# side by side in one run. For each op: `kiln zoo` writes it as ONNX, `kiln compile` builds it untuned,
+# `kiln tune` tunes it (records and tuning curve kept under build/bench/ops/), `kiln compile --records`
+# builds it tuned, `kiln run --repeat` times both (median, inputs from a seed); OpenBLAS runs right after.
+# Ops: matmul1024 (1024^3), matmul512, bert_ffn (128x768x3072), resnet_conv3x3 (1x64x56x56, 64 3x3
+# filters, padding 1), depthwise (1x128x56x56, 3x3, padding 1). Writes a markdown section to --out
+# (default: stdout). Needs build/bin/kiln; x86-64 with AVX-512 for the peak. Not part of ctest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+kiln=${KILN:-$root/build/bin/kiln}
+trials=200
+threads=1
+ops="matmul1024 matmul512 bert_ffn resnet_conv3x3 depthwise"
+out=/dev/stdout
+while [ $# -gt 0 ]; do
+  case $1 in
+    --trials) trials=$2; shift ;;
+    --ops) ops=$2; shift ;;
+    --out) out=$2; shift ;;
+    --threads) threads=$2; shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "tune_ops.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -x "$kiln" ] || { echo "tune_ops.sh: $kiln not found; build kiln first" >&2; exit 2; }
+work=$root/build/bench/ops
+mkdir -p "$work"
+cc -O2 -mavx512f "$root/bench/native/fma_peak.c" -o "$work/fma_peak"
+cc -O2 "$root/bench/native/sgemm_openblas.c" -lopenblas -o "$work/sgemm_openblas"
+
+# zoo arguments, FLOPs and (for matmuls) the sgemm shape of each op.
+declare -A zoo_args flops gemm
+zoo_args[matmul1024]="matmul --m 1024 --n 1024 --k 1024"; flops[matmul1024]=$((2 * 1024 * 1024 * 1024)); gemm[matmul1024]="1024 1024 1024"
+zoo_args[matmul512]="matmul --m 512 --n 512 --k 512"; flops[matmul512]=$((2 * 512 * 512 * 512)); gemm[matmul512]="512 512 512"
+zoo_args[bert_ffn]="matmul --m 128 --n 3072 --k 768"; flops[bert_ffn]=$((2 * 128 * 3072 * 768)); gemm[bert_ffn]="128 3072 768"
+zoo_args[resnet_conv3x3]="conv2d --in-channels 64 --out-channels 64 --kernel 3 --padding 1 --size 56"
+flops[resnet_conv3x3]=$((2 * 64 * 56 * 56 * 64 * 9))
+zoo_args[depthwise]="depthwise --in-channels 128 --kernel 3 --padding 1 --size 56"
+flops[depthwise]=$((2 * 128 * 56 * 56 * 9))
+
+median_ms() { sed -n 's/^median: \([0-9.]*\) ms.*/\1/p'; }
+gflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms == "" || ms <= 0) print "-"; else printf "%.1f", f / (ms * 1e6) }'; }
+pct() { awk -v g="$1" -v p="$2" 'BEGIN { if (g == "-" || p <= 0) print "-"; else printf "%.0f%%", 100 * g / p }'; }
+
+peak=$("$work/fma_peak" | sed -n 's/^peak: \([0-9.]*\).*/\1/p')
+peak_t=$(awk -v p="$peak" -v t="$threads" 'BEGIN { printf "%.1f", p * t }')
+{
+  echo "### Single operators: $trials trials each, $threads thread(s)"
+  echo
+  echo "FMA peak of one core, measured in the same run: $peak GFLOPS (x $threads thread(s) = $peak_t)."
+  echo
+  echo "| op | untuned ms | tuned ms | tuned GFLOPS | % of peak | OpenBLAS GFLOPS | tuned/untuned speedup | tuned vs OpenBLAS |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+} >"$work/ops.md"
+for op in $ops; do
+  m=$work/$op.onnx rec=$work/$op.records.json
+  # shellcheck disable=SC2086
+  "$kiln" zoo ${zoo_args[$op]} -o "$m" >/dev/null
+  rm -f "$rec"
+  "$kiln" compile "$m" --target host -o "$work/$op.untuned" --name op >/dev/null
+  "$kiln" tune "$m" --target host --records "$rec" --trials "$trials" --threads "$threads" --plain \
+    >"$work/$op.tune.log" 2>&1 || { echo "tune_ops.sh: $op: kiln tune failed (see $work/$op.tune.log)" >&2; continue; }
+  "$kiln" compile "$m" --target host --records "$rec" -o "$work/$op.tuned" --name op >/dev/null
+  repeat=$(awk -v f="${flops[$op]}" 'BEGIN { r = int(2e10 / f); print (r < 5 ? 5 : (r > 200 ? 200 : r)) }')
+  u=$("$kiln" run "$work/$op.untuned" --repeat "$repeat" --threads "$threads" --print 0 | median_ms)
+  t=$("$kiln" run "$work/$op.tuned" --repeat "$repeat" --threads "$threads" --print 0 | median_ms)
+  blas="-"
+  if [ -n "${gemm[$op]:-}" ]; then
+    # shellcheck disable=SC2086
+    b=$(OPENBLAS_NUM_THREADS=$threads "$work/sgemm_openblas" ${gemm[$op]} "$repeat" | median_ms)
+    blas=$(gflops "${flops[$op]}" "$b")
+  fi
+  tg=$(gflops "${flops[$op]}" "$t")
+  speedup=$(awk -v u="$u" -v t="$t" 'BEGIN { if (t <= 0) print "-"; else printf "%.2fx", u / t }')
+  vs=$(awk -v a="$tg" -v b="$blas" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.2fx", a / b }')
+  echo "| $op | $u | $t | $tg | $(pct "$tg" "$peak_t") | $blas | $speedup | $vs |" >>"$work/ops.md"
+  echo "  $op: untuned $u ms, tuned $t ms ($tg GFLOPS), OpenBLAS $blas GFLOPS" >&2
+done
+cat "$work/ops.md" >"$out"
