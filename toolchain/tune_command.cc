@@ -137,8 +137,10 @@ int TuneCommand::run() {
                            restored ? fmt::format(", {} restored from {}", restored, records_) : "");
   TuneProgress progress(std::cout, isatty(STDOUT_FILENO) && !plain_, trials_);
   tuner.tune([&](const search::RoundReport& round) {
+    std::vector<std::string> lines;
     for (size_t i = 0; i < round.inputs.size(); ++i)
-      measure::append_record(records_, round.inputs[i].task_key, target, round.inputs[i].state, round.results[i]);
+      lines.push_back(measure::record_line(round.inputs[i].task_key, target, round.inputs[i].state, round.results[i]));
+    measure::append_record_lines(records_, lines);
     progress.update(tuner, &round);
   });
   progress.finish(tuner);

@@ -2,6 +2,7 @@
 #include "backends/measure/records.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,14 +51,18 @@ std::string record_line(const Record& r) {
   return record_json(r.task_key, r.target, r.hardware, r.steps, r.result).dump();
 }
 
-void append_record(const std::string& path, const std::string& task_key, const Target& target,
-                   const state::State& state, const MeasureResult& result) {
-  const std::string line = record_line(task_key, target, state, result) + "\n";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+void append_record_lines(const std::string& path, const std::vector<std::string>& lines) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("records " + path + ": cannot open: " + std::strerror(errno));
+  std::string text;
+  struct stat st {};
+  char last = '\n';
+  if (::fstat(fd, &st) == 0 && st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
+    text = "\n";
+  for (const std::string& l : lines) text += l + "\n";
   size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const std::string why = std::strerror(errno);
@@ -69,6 +74,11 @@ void append_record(const std::string& path, const std::string& task_key, const T
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
   if (!synced) throw Error("records " + path + ": fsync failed: " + std::strerror(errno));
+}
+
+void append_record(const std::string& path, const std::string& task_key, const Target& target,
+                   const state::State& state, const MeasureResult& result) {
+  append_record_lines(path, {record_line(task_key, target, state, result)});
 }
 
 Record parse_record(const std::string& line) {

@@ -38,8 +38,14 @@ std::string record_line(const std::string& task_key, const Target& target, const
 /// `kiln records distill` rewrites records without a DAG to replay them on.
 std::string record_line(const Record& r);
 
-/// Appends one record line to `path` (created if missing), then flushes and fsyncs it, so a tuner that
-/// is killed loses at most the line it was writing. Throws kiln::Error naming the path on I/O failure.
+/// Appends record lines (record_line's, no newlines) to `path` (created if missing) in one write, then
+/// fsyncs, so a tuner killed at any moment loses at most the batch it was writing. A file whose last
+/// line was cut short by such a kill gets a newline first, so the cut line stays one malformed line
+/// (skipped by load_records) instead of swallowing the first new record. Throws kiln::Error naming the
+/// path on I/O failure.
+void append_record_lines(const std::string& path, const std::vector<std::string>& lines);
+
+/// append_record_lines with one record.
 void append_record(const std::string& path, const std::string& task_key, const Target& target,
                    const state::State& state, const MeasureResult& result);
 
