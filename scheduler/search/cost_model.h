@@ -36,6 +36,10 @@ class CostModel {
   virtual bool wants_features() const = 0;
 };
 
+/// The score of a program without feature rows (it did not lower, or has no store): below any prediction,
+/// so the search never prefers it, yet finite, so sums and sorts of scores stay well defined.
+inline constexpr double kNoFeaturesScore = -1e30;
+
 /// Uniform random scores from a seeded generator: the search without a model (and its tests).
 std::unique_ptr<CostModel> make_random_model(uint64_t seed);
 
@@ -48,6 +52,12 @@ struct XGBoostOptions {
 
 /// The XGBoost model (libxgboost's C API, a custom pack-sum objective). Throws kiln::Error if XGBoost
 /// reports an error.
+///
+/// Keeps every sample; each update() that leaves it with at least warmup_samples retrains a booster from
+/// scratch on all of them. Labels are normalised throughput per task; a sample weighs its label with a
+/// small floor, so failed programs (label 0) still teach the model a little. Until the first training (or
+/// load) it predicts seeded random scores and wants_features() is false. A program with no rows scores
+/// kNoFeaturesScore. Predictions are deterministic for a given seed, samples and thread count.
 class XGBoostModel : public CostModel {
  public:
   explicit XGBoostModel(XGBoostOptions options = {});
@@ -58,10 +68,12 @@ class XGBoostModel : public CostModel {
   std::vector<double> predict(const std::vector<ProgramFeatures>& programs) override;
   size_t num_samples() const override;
   bool wants_features() const override;
-  /// Writes the trained booster (XGBoost's JSON model format); kiln::Error naming the path on failure.
+  /// Writes the trained booster (XGBoost's JSON model format, whatever the file is called); kiln::Error
+  /// naming the path on failure or when nothing is trained yet.
   void save(const std::string& path) const;
-  /// Reads a booster written by save(). Samples are not part of the file: a resumed tuner re-adds them
-  /// from its records.
+  /// Reads a booster written by save(); it predicts at once (wants_features() becomes true). Samples are
+  /// not part of the file: a resumed tuner re-adds them from its records. kiln::Error naming the path when
+  /// the file is missing or not a model.
   void load(const std::string& path);
 
  private:
