@@ -346,7 +346,7 @@ TEST(RandomCostModel, ScoresAreSeededAndIgnoreFeatures) {
 // The size the tuner reaches after ~30 rounds of 64 programs: run by hand to see how long a retraining
 // takes (--gtest_also_run_disabled_tests --gtest_filter='*UpdateTime*').
 TEST(XGBoostCostModel, DISABLED_UpdateTimeFor2000ProgramsOf10Rows) {
-  SyntheticTask task{"big", 1e-3, 10, true};
+  SyntheticTask task{"big", 1e-3, 10};
   std::mt19937_64 rng(1);
   std::vector<Program> programs = random_programs(task, 2000, rng);
   XGBoostOptions options;  // defaults: all cores, 300 rounds at most
