@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <optional>
 #include <utility>
 
 #include "scheduler/lower/lower_state.h"

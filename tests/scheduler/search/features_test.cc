@@ -341,6 +341,28 @@ TEST(Features, FusedLoopIsMixedAndItsDivisionsAreBounded) {
   EXPECT_FEATURE(r, "B0.stride", 1);
 }
 
+// for i in 0..8: { for k in 0..3: S[i] = S[i] + A[i + k] ; D[i] = B[i] + B[i + 1] }
+// (a sliding window, and one buffer read at two offsets).
+TEST(Features, OverlappingAccessesCountEachElementOnce) {
+  auto a = make_buffer("A", DType::Float32, 10), b = make_buffer("B", DType::Float32, 9);
+  auto s = make_buffer("S", DType::Float32, 8), d = make_buffer("D", DType::Float32, 8);
+  te::Expr i = te::var("i"), k = te::var("k");
+  auto body = lower::for_loop(
+      i, 8, ForKind::Serial,
+      lower::block({lower::for_loop(k, 3, ForKind::Serial, lower::store(s, i, lower::load(s, i) + lower::load(a, i + k))),
+                    lower::store(d, i, lower::load(b, i) + lower::load(b, i + te::int_imm(1)))}));
+  const search::ProgramFeatures rows = search::extract_features(func_of(body));
+  ASSERT_EQ(rows.size(), 2u);
+  // A: k walks 3 elements and i shifts the window by 1: elements 0..9, 10 of them = 40 bytes (not
+  // 8 * 3). Lines: 24 * 4 / 64 = 1.5 (stride 1); S: 24 / 3 (k does not move it) * 4/64 -> 1 line.
+  EXPECT_FEATURE(rows[0], "B0.read", 1);
+  EXPECT_FEATURE(rows[0], "B0.unique_bytes", 40);
+  EXPECT_FEATURE(rows[0], "B0.lines", 1.5);
+  // B: B[i] (0..7) and B[i + 1] (1..8) together touch 9 elements = 36 bytes.
+  EXPECT_FEATURE(rows[1], "B1.read", 1);
+  EXPECT_FEATURE(rows[1], "B1.unique_bytes", 36);
+}
+
 // A matmul 64x32 by 32x48 tiled by hand: C.split(i0, [8]), C.split(i1, [4]), reorder to
 // (i0.0, i1.0, r0, i0.1, i1.1), parallel i0.0, vectorize i1.1, auto_unroll_max_step 64 on i0.0.
 TEST(Features, TiledMatmulState) {
