@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <optional>
 #include <utility>
 
 #include "scheduler/lower/lower_state.h"
+#include "scheduler/search/access_region.h"
 
 namespace kiln::search {
 namespace {
@@ -175,12 +175,10 @@ double float_flops(const std::array<double, kNumOpSlots>& c) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Flat indices as linear forms over loop variables. Whatever is not linear (the divisions and
-// remainders a fused loop leaves, data-dependent loads) stays an atom bounded by interval arithmetic.
+// The walk: one row per Store, in program order.
 
+// What a loop around the current statement keeps besides its variable and extent (in LoopNest).
 struct LoopFrame {
-  const ExprNode* var;
-  int64_t extent;
   ForKind kind;
   // One entry per (store, buffer) inside this loop so far: what reuse distances are measured in.
   struct Touch {
@@ -190,247 +188,6 @@ struct LoopFrame {
   };
   std::vector<Touch> touches;
 };
-
-struct Interval {
-  int64_t lo, hi;
-};
-
-// Values of loop variables when a region is measured: loops at `level` and deeper run over their
-// extent, outer ones are pinned at 0. `probe` (if set) pins one variable at `probe_value` and every
-// other at 0: that evaluates an index at a point.
-struct VarValues {
-  const std::vector<LoopFrame>* loops;
-  size_t level = 0;
-  const ExprNode* probe = nullptr;
-  int64_t probe_value = 0;
-
-  std::optional<Interval> of(const ExprNode* v) const {
-    if (probe) return v == probe ? Interval{probe_value, probe_value} : Interval{0, 0};
-    for (size_t k = loops->size(); k-- > 0;)
-      if ((*loops)[k].var == v) return k >= level ? Interval{0, (*loops)[k].extent - 1} : Interval{0, 0};
-    return std::nullopt;  // not a loop variable: nothing bounds it
-  }
-};
-
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-
-std::optional<Interval> bound(const Expr& e, const VarValues& vv) {
-  auto arg = [&](size_t k) { return bound(e->args[k], vv); };
-  auto const_rhs = [&]() -> int64_t { return e->args[1]->op == ExprOp::IntImm ? e->args[1]->int_value : 0; };
-  switch (e->op) {
-    case ExprOp::IntImm: return Interval{e->int_value, e->int_value};
-    case ExprOp::Var: return vv.of(e.get());
-    case ExprOp::Cast:
-      if (is_float(e->dtype) || is_float(e->args[0]->dtype)) return std::nullopt;
-      return arg(0);
-    case ExprOp::Neg: {
-      auto a = arg(0);
-      if (!a) return std::nullopt;
-      return Interval{-a->hi, -a->lo};
-    }
-    case ExprOp::Add:
-    case ExprOp::Sub:
-    case ExprOp::Mul:
-    case ExprOp::Min:
-    case ExprOp::Max: {
-      auto a = arg(0), b = arg(1);
-      if (!a || !b) return std::nullopt;
-      if (e->op == ExprOp::Add) return Interval{a->lo + b->lo, a->hi + b->hi};
-      if (e->op == ExprOp::Sub) return Interval{a->lo - b->hi, a->hi - b->lo};
-      if (e->op == ExprOp::Min) return Interval{std::min(a->lo, b->lo), std::min(a->hi, b->hi)};
-      if (e->op == ExprOp::Max) return Interval{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
-      const int64_t p[4] = {a->lo * b->lo, a->lo * b->hi, a->hi * b->lo, a->hi * b->hi};
-      return Interval{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
-    }
-    case ExprOp::Div:
-    case ExprOp::FloorDiv: {
-      const int64_t c = const_rhs();
-      auto a = arg(0);
-      if (c <= 0 || !a) return std::nullopt;
-      if (e->op == ExprOp::Div) return Interval{a->lo / c, a->hi / c};
-      return Interval{floor_div(a->lo, c), floor_div(a->hi, c)};
-    }
-    case ExprOp::Mod:
-    case ExprOp::FloorMod: {
-      const int64_t c = const_rhs();
-      auto a = arg(0);
-      if (c <= 0 || !a) return std::nullopt;
-      if (a->lo >= 0 && a->lo / c == a->hi / c) return Interval{a->lo % c, a->hi % c};
-      if (a->lo >= 0 || e->op == ExprOp::FloorMod) return Interval{0, c - 1};
-      return Interval{-(c - 1), c - 1};
-    }
-    case ExprOp::Select: {
-      auto a = arg(1), b = arg(2);
-      if (!a || !b) return std::nullopt;
-      return Interval{std::min(a->lo, b->lo), std::max(a->hi, b->hi)};
-    }
-    default: return std::nullopt;
-  }
-}
-
-void collect_vars(const Expr& e, std::vector<const ExprNode*>& out) {
-  if (e->op == ExprOp::Var) {
-    if (std::find(out.begin(), out.end(), e.get()) == out.end()) out.push_back(e.get());
-    return;
-  }
-  for (const Expr& a : e->args) collect_vars(a, out);
-}
-
-// constant + sum(coef * var) + sum(coef * atom).
-struct LinearIndex {
-  struct Term {
-    const ExprNode* var;
-    int64_t coef;
-  };
-  struct Atom {
-    Expr expr;
-    int64_t coef;
-    std::vector<const ExprNode*> vars;
-  };
-  int64_t constant = 0;
-  std::vector<Term> terms;
-  std::vector<Atom> atoms;
-
-  bool is_constant() const { return terms.empty() && atoms.empty(); }
-  void scale(int64_t k) {
-    constant *= k;
-    for (Term& t : terms) t.coef *= k;
-    for (Atom& a : atoms) a.coef *= k;
-  }
-  void add(LinearIndex o, int64_t sign) {
-    constant += sign * o.constant;
-    for (const Term& t : o.terms) {
-      auto it = std::find_if(terms.begin(), terms.end(), [&](const Term& x) { return x.var == t.var; });
-      if (it == terms.end()) terms.push_back({t.var, sign * t.coef});
-      else it->coef += sign * t.coef;
-    }
-    for (Atom& a : o.atoms) {
-      a.coef *= sign;
-      atoms.push_back(std::move(a));
-    }
-  }
-};
-
-LinearIndex linearize(const Expr& e) {
-  LinearIndex l;
-  switch (e->op) {
-    case ExprOp::IntImm: l.constant = e->int_value; return l;
-    case ExprOp::Var: l.terms.push_back({e.get(), 1}); return l;
-    case ExprOp::Add:
-    case ExprOp::Sub:
-      l = linearize(e->args[0]);
-      l.add(linearize(e->args[1]), e->op == ExprOp::Add ? 1 : -1);
-      return l;
-    case ExprOp::Neg:
-      l = linearize(e->args[0]);
-      l.scale(-1);
-      return l;
-    case ExprOp::Mul: {
-      LinearIndex a = linearize(e->args[0]), b = linearize(e->args[1]);
-      if (a.is_constant()) {
-        b.scale(a.constant);
-        return b;
-      }
-      if (b.is_constant()) {
-        a.scale(b.constant);
-        return a;
-      }
-      break;
-    }
-    case ExprOp::Cast:
-      if (!is_float(e->dtype) && !is_float(e->args[0]->dtype)) return linearize(e->args[0]);
-      break;
-    default: break;
-  }
-  LinearIndex::Atom atom{e, 1, {}};
-  collect_vars(e, atom.vars);
-  l.atoms.push_back(std::move(atom));
-  return l;
-}
-
-// One access of a buffer by one index.
-struct Access {
-  LinearIndex index;
-  std::vector<const ExprNode*> vars;  // every variable the index mentions
-
-  bool mentions(const ExprNode* v) const { return std::find(vars.begin(), vars.end(), v) != vars.end(); }
-};
-
-Access make_access(const Expr& index) {
-  Access a{linearize(index), {}};
-  collect_vars(index, a.vars);
-  return a;
-}
-
-// The elements an access touches while the loops from `level` inward run: count, bounding range, and
-// the length of the contiguous run starting at its lowest element. Each linear term (and each atom,
-// by its interval) is a strided dimension; dimensions are laid out from the smallest stride up, and a
-// stride below the span laid out so far overlaps it (a sliding window) rather than multiplying it.
-struct Region {
-  double count;
-  int64_t lo, hi;
-  double contiguous;
-};
-
-Region region_of(const Access& a, const std::vector<LoopFrame>& loops, size_t level, int64_t buffer_size) {
-  const Region whole{static_cast<double>(buffer_size), 0, buffer_size - 1, 1.0};
-  const VarValues vv{&loops, level};
-  std::vector<std::pair<double, double>> dims;  // (stride, extent)
-  int64_t lo = a.index.constant, hi = lo;
-  auto add_dim = [&](int64_t coef, int64_t ilo, int64_t ihi) {
-    lo += std::min(coef * ilo, coef * ihi);
-    hi += std::max(coef * ilo, coef * ihi);
-    if (coef != 0 && ihi > ilo) dims.emplace_back(static_cast<double>(std::abs(coef)), static_cast<double>(ihi - ilo + 1));
-  };
-  for (const LinearIndex::Term& t : a.index.terms) {
-    auto r = vv.of(t.var);
-    if (!r) return whole;
-    add_dim(t.coef, r->lo, r->hi);
-  }
-  for (const LinearIndex::Atom& at : a.index.atoms) {
-    auto r = bound(at.expr, vv);
-    if (!r) return whole;
-    add_dim(at.coef, r->lo, r->hi);
-  }
-  std::sort(dims.begin(), dims.end());
-  double count = 1, span = 1, contiguous = 1;
-  bool dense = true;
-  for (const auto& [stride, extent] : dims) {
-    const double new_span = stride * (extent - 1) + span;
-    if (stride >= span) count *= extent;
-    else count = std::min(count * extent, std::ceil(count * new_span / span));
-    dense = dense && stride <= span;
-    span = new_span;
-    if (dense) contiguous = span;
-  }
-  return {std::min(count, static_cast<double>(buffer_size)), lo, hi, contiguous};
-}
-
-// How far one step of loop variable `v` moves an access (at the start of the iteration space); 0 when
-// the access does not depend on it.
-double step_of(const Access& a, const ExprNode* v, int64_t extent, const std::vector<LoopFrame>& loops) {
-  if (!a.mentions(v)) return 0;
-  auto at = [&](int64_t x) -> std::optional<double> {
-    VarValues vv{&loops, 0, v, x};
-    double sum = 0;
-    for (const LinearIndex::Term& t : a.index.terms)
-      if (t.var == v) sum += static_cast<double>(t.coef * x);
-    for (const LinearIndex::Atom& atom : a.index.atoms) {
-      auto r = bound(atom.expr, vv);
-      if (!r) return std::nullopt;
-      sum += static_cast<double>(atom.coef * r->lo);
-    }
-    return sum;
-  };
-  auto x0 = at(0), x1 = at(1);
-  if (!x0 || !x1) return 2;  // an index this analysis cannot evaluate: Ansor's guess
-  if (*x1 != *x0 || extent <= 2) return std::abs(*x1 - *x0);
-  auto xe = at(extent - 1);  // a variable that moves only every few steps (a fused loop's quotient)
-  return xe ? std::max(1.0, std::ceil(std::abs(*xe - *x0) / static_cast<double>(extent - 1))) : 2.0;
-}
-
-// ---------------------------------------------------------------------------------------------------
-// The walk: one row per Store, in program order.
 
 struct BufferUse {
   const TensorNode* buffer;
@@ -470,11 +227,19 @@ class StoreFeatureWalker {
     if (!s) return;
     switch (s->kind) {
       case StmtKind::For: {
-        loops_.push_back({s->var.get(), s->extent, s->for_kind, {}});
+        if (s->extent == 1) {  // a loop of one iteration is its variable at 0 (Ansor's IR is simplified so)
+          nest_.unit_vars.push_back(s->var.get());
+          visit(s->body[0]);
+          nest_.unit_vars.pop_back();
+          return;
+        }
+        nest_.loops.push_back({s->var.get(), s->extent});
+        loops_.push_back({s->for_kind, {}});
         outer_prod_ *= static_cast<double>(s->extent);
         visit(s->body[0]);
         outer_prod_ /= static_cast<double>(s->extent);
         loops_.pop_back();
+        nest_.loops.pop_back();
         return;
       }
       case StmtKind::Allocate: {
@@ -522,10 +287,10 @@ class StoreFeatureWalker {
 
   // All accesses of a buffer together, with the loops from `level` inward running.
   Region union_region(const BufferUse& u, size_t level) const {
-    Region r = region_of(u.accesses[0], loops_, level, u.size);
+    Region r = region_of(u.accesses[0], nest_, level, u.size);
     double total = r.count;
     for (size_t k = 1; k < u.accesses.size(); ++k) {
-      Region o = region_of(u.accesses[k], loops_, level, u.size);
+      Region o = region_of(u.accesses[k], nest_, level, u.size);
       total += o.count;
       r.lo = std::min(r.lo, o.lo);
       r.hi = std::max(r.hi, o.hi);
@@ -546,8 +311,8 @@ class StoreFeatureWalker {
     double dis_iter = 1, dis_bytes = -1;
     for (size_t i = loops_.size(); i-- > 0;) {
       const LoopFrame& f = loops_[i];
-      const double extent = static_cast<double>(f.extent);
-      if (mentions(u, f.var)) {
+      const double extent = static_cast<double>(nest_.loops[i].extent);
+      if (mentions(u, nest_.loops[i].var)) {
         dis_iter *= extent;
         dis_bytes = 0;
         for (const LoopFrame::Touch& t : f.touches) dis_bytes += t.elements * t.elem_bytes;
@@ -589,7 +354,7 @@ class StoreFeatureWalker {
   LoopPosition position_of(size_t i, const Access& store, const std::vector<const ExprNode*>& value_vars,
                            size_t scope_begin) const {
     if (i < scope_begin) return LoopPosition::OuterSpatial;
-    const ExprNode* v = loops_[i].var;
+    const ExprNode* v = nest_.loops[i].var;
     for (const LinearIndex::Atom& a : store.index.atoms)
       if (std::find(a.vars.begin(), a.vars.end(), v) != a.vars.end()) return LoopPosition::Mixed;
     auto coef_of = [&](const ExprNode* x) -> int64_t {
@@ -601,7 +366,7 @@ class StoreFeatureWalker {
     if (const int64_t c = coef_of(v); c != 0) {
       int64_t lo = c, hi = c;
       for (size_t k = scope_begin; k < loops_.size(); ++k)
-        if (const int64_t ck = coef_of(loops_[k].var); ck != 0) {
+        if (const int64_t ck = coef_of(nest_.loops[k].var); ck != 0) {
           lo = std::min(lo, ck);
           hi = std::max(hi, ck);
         }
@@ -610,7 +375,7 @@ class StoreFeatureWalker {
     if (!reads(v)) return LoopPosition::OuterSpatial;
     size_t first = loops_.size(), last = 0;
     for (size_t k = scope_begin; k < loops_.size(); ++k)
-      if (coef_of(loops_[k].var) == 0 && reads(loops_[k].var)) {
+      if (coef_of(nest_.loops[k].var) == 0 && reads(nest_.loops[k].var)) {
         first = std::min(first, k);
         last = k;
       }
@@ -643,8 +408,8 @@ class StoreFeatureWalker {
       for (size_t i = 0; i < depth; ++i) {
         if (loops_[i].kind != kAnnotationKinds[a]) continue;
         ++num;
-        prod *= static_cast<double>(loops_[i].extent);
-        len = static_cast<double>(loops_[i].extent);
+        prod *= static_cast<double>(nest_.loops[i].extent);
+        len = static_cast<double>(nest_.loops[i].extent);
         pos = position_of(i, uses[0].accesses[0], value_vars, alloc ? alloc->loops_outside : 0);
       }
       w.put(num);
@@ -668,7 +433,7 @@ class StoreFeatureWalker {
         bytes += r.count * uses[u].elem_bytes;
         if (i == 0) outermost[u] = r;
       }
-      flops *= static_cast<double>(loops_[i].extent);
+      flops *= static_cast<double>(nest_.loops[i].extent);
       flops_at.push_back(flops);
       bytes_at.push_back(bytes);
     }
@@ -760,11 +525,11 @@ class StoreFeatureWalker {
       size_t i = loops_.size();
       while (i-- > 0) {
         for (const Access& a : u.accesses) {
-          const double st = step_of(a, loops_[i].var, loops_[i].extent, loops_);
+          const double st = step_of(a, nest_.loops[i].var, nest_.loops[i].extent, nest_);
           if (st != 0) stride = stride == 0 ? st : std::min(stride, st);
         }
         if (stride != 0) break;
-        reduce_ratio *= static_cast<double>(loops_[i].extent);
+        reduce_ratio *= static_cast<double>(nest_.loops[i].extent);
       }
       v.lines = std::max(1.0, outer_prod_ / reduce_ratio * std::min(1.0, stride * u.elem_bytes / line_));
       v.stride = i + 1 == loops_.size() ? stride : 0;
@@ -777,7 +542,8 @@ class StoreFeatureWalker {
 
   const double line_;
   const UnrollSteps* unroll_;
-  std::vector<LoopFrame> loops_;
+  LoopNest nest_;                  // the loops around the current statement
+  std::vector<LoopFrame> loops_;  // and what each keeps, in the same order
   std::vector<AllocFrame> allocs_;
   double outer_prod_ = 1;
   ProgramFeatures rows_;

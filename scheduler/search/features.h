@@ -5,6 +5,17 @@
 /// how they are reused, so a model trained on some programs generalizes to others of any shape. The 164
 /// values of Ansor's layout keep their order; Ansor leaves the multiply-add count and the position of
 /// vectorized/unrolled/parallel loops at zero, kiln fills them. Every value is log2(1 + x) scaled.
+///
+/// Row layout (feature_names() spells it out): 16 operation counts (float, int: multiply-add, add/sub,
+/// mul, div/mod, compare/min/max, math function, conversion; bool ops; selects), each times the
+/// iterations of the loops around the store; for vectorized, unrolled and parallel loops their number,
+/// extent product, innermost extent and an 8-way one-hot position of the innermost one; 8 GPU values
+/// (zero on CPU targets); the 5 buffers crossing the most cache lines x 18 access and reuse values; a
+/// 10-point arithmetic-intensity curve; the stored buffer's allocation; the loops' product, count and
+/// the auto-unroll pragma. A multiply feeding an add/sub counts as one multiply-add, not as both.
+/// Loops of one iteration are not loops (they are folded away before code generation).
+///
+/// Thread-safe: no shared mutable state; the search calls these from all cores at once.
 #pragma once
 #include <string>
 #include <vector>
@@ -23,11 +34,14 @@ using ProgramFeatures = std::vector<std::vector<float>>;
 /// The name of each value of a row, in order ("float_mad", "B0.bytes", ...).
 const std::vector<std::string>& feature_names();
 
-/// The rows of a lowered function. `cache_line_bytes` sizes the cache-line reuse features.
+/// The rows of a lowered function. `cache_line_bytes` sizes the cache-line reuse features. The loop
+/// IR keeps no trace of the auto-unroll pragma's value (only the loops it unrolled), so that value is 0
+/// here; state_features fills it.
 ProgramFeatures extract_features(const lower::LoweredFunc& f, int cache_line_bytes = 64);
 
-/// Lowers `s` (lower::lower_state_func) and extracts its rows. Throws state::ScheduleError when the state
-/// does not lower.
+/// Lowers `s` (lower::lower_state_func) and extracts its rows, with the auto-unroll pragma's value
+/// taken from the state: each stage's innermost pragma, or that of the loop it is computed under.
+/// Throws state::ScheduleError when the state does not lower.
 ProgramFeatures state_features(const state::State& s, int cache_line_bytes = 64);
 
 }  // namespace kiln::search

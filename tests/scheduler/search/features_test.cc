@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include "scheduler/lower/lower_state.h"
 #include "scheduler/sketch/random_program.h"
@@ -134,6 +136,32 @@ TEST(Features, ElementwiseMultiplyAddVectorizedAndParallel) {
   EXPECT_FEATURE(r, "outer_prod", 128);
   EXPECT_FEATURE(r, "num_loops", 2);
   EXPECT_FEATURE(r, "auto_unroll_max_step", 0);
+}
+
+// A loop of one iteration is not a loop: the same nest wrapped in `for u in 0..1` (with u in the
+// indices) gives the same row, two loops, not three.
+TEST(Features, LoopsOfOneIterationAreIgnored) {
+  auto a = make_buffer("A", DType::Float32, 64), c = make_buffer("C", DType::Float32, 64);
+  te::Expr u = te::var("u"), i = te::var("i"), j = te::var("j");
+  auto nest = [&](te::Expr offset) {
+    te::Expr idx = offset ? offset * 64 + (i * 8 + j) : i * 8 + j;
+    return lower::for_loop(i, 8, ForKind::Serial, lower::for_loop(j, 8, ForKind::Vectorized,
+                                                                  lower::store(c, idx, lower::load(a, idx))));
+  };
+  const search::ProgramFeatures plain = search::extract_features(func_of(nest(nullptr)));
+  const search::ProgramFeatures wrapped =
+      search::extract_features(func_of(lower::for_loop(u, 1, ForKind::Parallel, nest(u))));
+  ASSERT_EQ(wrapped.size(), 1u);
+  EXPECT_FEATURE(wrapped[0], "num_loops", 2);
+  EXPECT_FEATURE(wrapped[0], "parallel_pos.none", 1);
+  EXPECT_FEATURE(wrapped[0], "B0.unique_bytes", 256);
+  // The index u*64 + ... costs one more int multiply-add per execution; everything else is equal.
+  EXPECT_FEATURE(wrapped[0], "int_mad", 128);
+  std::vector<float> w = wrapped[0], p = plain[0];
+  const size_t int_mad = 7;
+  ASSERT_EQ(feature_names()[int_mad], "int_mad");
+  w[int_mad] = p[int_mad] = 0;
+  EXPECT_EQ(w, p);
 }
 
 // for i in 0..4:
@@ -313,6 +341,28 @@ TEST(Features, FusedLoopIsMixedAndItsDivisionsAreBounded) {
   EXPECT_FEATURE(r, "B0.stride", 1);
 }
 
+// for i in 0..8: { for k in 0..3: S[i] = S[i] + A[i + k] ; D[i] = B[i] + B[i + 1] }
+// (a sliding window, and one buffer read at two offsets).
+TEST(Features, OverlappingAccessesCountEachElementOnce) {
+  auto a = make_buffer("A", DType::Float32, 10), b = make_buffer("B", DType::Float32, 9);
+  auto s = make_buffer("S", DType::Float32, 8), d = make_buffer("D", DType::Float32, 8);
+  te::Expr i = te::var("i"), k = te::var("k");
+  auto body = lower::for_loop(
+      i, 8, ForKind::Serial,
+      lower::block({lower::for_loop(k, 3, ForKind::Serial, lower::store(s, i, lower::load(s, i) + lower::load(a, i + k))),
+                    lower::store(d, i, lower::load(b, i) + lower::load(b, i + te::int_imm(1)))}));
+  const search::ProgramFeatures rows = search::extract_features(func_of(body));
+  ASSERT_EQ(rows.size(), 2u);
+  // A: k walks 3 elements and i shifts the window by 1: elements 0..9, 10 of them = 40 bytes (not
+  // 8 * 3). Lines: 24 * 4 / 64 = 1.5 (stride 1); S: 24 / 3 (k does not move it) * 4/64 -> 1 line.
+  EXPECT_FEATURE(rows[0], "B0.read", 1);
+  EXPECT_FEATURE(rows[0], "B0.unique_bytes", 40);
+  EXPECT_FEATURE(rows[0], "B0.lines", 1.5);
+  // B: B[i] (0..7) and B[i + 1] (1..8) together touch 9 elements = 36 bytes.
+  EXPECT_FEATURE(rows[1], "B1.read", 1);
+  EXPECT_FEATURE(rows[1], "B1.unique_bytes", 36);
+}
+
 // A matmul 64x32 by 32x48 tiled by hand: C.split(i0, [8]), C.split(i1, [4]), reorder to
 // (i0.0, i1.0, r0, i0.1, i1.1), parallel i0.0, vectorize i1.1, auto_unroll_max_step 64 on i0.0.
 TEST(Features, TiledMatmulState) {
@@ -366,6 +416,24 @@ TEST(Features, TiledMatmulState) {
   EXPECT_FEATURE(search::extract_features(f)[1], "unroll_len", 8);
 }
 
+// The search extracts on all cores at once: threads sharing one program get the serial answer.
+TEST(Features, ConcurrentExtractionMatchesSerial) {
+  using namespace state::testing;
+  state::State s(matmul_dag(64, 32, 48));
+  s.apply(split(2, 0, {8}));
+  s.apply(annotate(2, 0, state::IteratorAnnotation::Parallel));
+  const lower::LoweredFunc f = lower::lower_state_func(s, "mm");
+  const search::ProgramFeatures want = search::extract_features(f);
+  std::vector<search::ProgramFeatures> got(8);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 50; ++k) got[t] = k % 2 ? search::extract_features(f) : search::state_features(s);
+    });
+  for (std::thread& t : threads) t.join();
+  for (const auto& g : got) EXPECT_EQ(g, want);
+}
+
 std::vector<state::State> sampled_programs(const std::vector<te::TensorRef>& outs, int n, uint64_t seed) {
   state::State initial(std::make_shared<te::ComputeDAG>(te::make_dag(outs)));
   std::vector<state::State> sketches = sketch::generate_sketches(initial, sketch::SearchParams{});
@@ -373,6 +441,17 @@ std::vector<state::State> sampled_programs(const std::vector<te::TensorRef>& out
   std::vector<state::State> out;
   for (int k = 0; k < n; ++k) out.push_back(sketch::sample_program(sketches, sketch::SearchParams{}, rng));
   return out;
+}
+
+// KILN_DUMP_FEATURES=1 prints each sampled program with the non-zero raw values of its rows.
+void dump(const lower::LoweredFunc& f, const search::ProgramFeatures& rows) {
+  std::cout << lower::print_func(f);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::cout << "row " << r << ":";
+    for (size_t k = 0; k < rows[r].size(); ++k)
+      if (rows[r][k] != 0) std::cout << " " << feature_names()[k] << "=" << std::exp2(rows[r][k]) - 1;
+    std::cout << "\n";
+  }
 }
 
 // Rows = stores for sampled programs, every value finite; prints the time per program (lowering
@@ -395,6 +474,7 @@ void check_and_time(const std::string& what, const std::vector<state::State>& pr
       for (float v : row) ASSERT_TRUE(std::isfinite(v)) << lower::print_func(f);
     }
     EXPECT_EQ(search::state_features(s).size(), rows.size());
+    if (std::getenv("KILN_DUMP_FEATURES")) dump(f, search::state_features(s));
   }
   const double n = static_cast<double>(programs.size());
   std::cout << "[ features ] " << what << ": lowering " << lower_s / n * 1e6 << " us, extraction " << extract_s / n * 1e6
