@@ -58,8 +58,11 @@ void append_record_lines(const std::string& path, const std::vector<std::string>
   struct stat st {};
   char last = '\n';
   if (::fstat(fd, &st) == 0 && st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
-    text = "\n";
-  for (const std::string& l : lines) text += l + "\n";
+    text.push_back('\n');
+  for (const std::string& l : lines) {
+    text.append(l);
+    text.push_back('\n');
+  }
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
