@@ -195,6 +195,7 @@ std::string targets_dir() {
 }
 
 Target load_target(const std::string& name_or_path) {
+  if (name_or_path == "host") return host_target();
   if (name_or_path.empty()) throw Error("empty target name (see `kiln targets`)");
   bool is_path = name_or_path.find('/') != std::string::npos ||
                  (name_or_path.size() > 5 && name_or_path.ends_with(".toml"));

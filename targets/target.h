@@ -58,6 +58,7 @@ std::string targets_dir();
 /// '/' or ending in ".toml" is a path. Throws kiln::Error with a one-line message naming the file and
 /// the field at fault: unknown name, unreadable file, TOML syntax, missing field, wrong type, bad value
 /// (e.g. an unsupported vector width) or an unknown key (most likely a typo, so never ignored).
+/// "host" is host_target().
 Target load_target(const std::string& name_or_path);
 
 /// Every target in targets_dir(), sorted by name. A malformed file throws like load_target.

@@ -16,7 +16,7 @@ namespace kiln {
 namespace fs = std::filesystem;
 
 CompileTarget resolve_target(const std::string& name) {
-  Target t = name == "host" ? host_target() : load_target(name);
+  Target t = load_target(name);
   CompileTarget c;
   c.name = t.name;
   c.machine = {t.triple, t.cpu, t.features};

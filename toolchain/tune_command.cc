@@ -136,6 +136,7 @@ int TuneCommand::run() {
                            target.name, runner_.runner, threads, trials_,
                            restored ? fmt::format(", {} restored from {}", restored, records_) : "");
   TuneProgress progress(std::cout, isatty(STDOUT_FILENO) && !plain_, trials_);
+  progress.update(tuner, nullptr);
   tuner.tune([&](const search::RoundReport& round) {
     std::vector<std::string> lines;
     for (size_t i = 0; i < round.inputs.size(); ++i)
