@@ -69,10 +69,15 @@ void TuneProgress::update(const search::Tuner& tuner, const search::RoundReport*
   }
   const search::TuneTask& t = tuner.tasks()[round->task];
   int failed = 0;
-  for (const measure::MeasureResult& r : round->results) failed += r.error != measure::MeasureError::None;
+  std::string first_error;  // one example, so a round where everything fails says why
+  for (const measure::MeasureResult& r : round->results) {
+    if (r.error == measure::MeasureError::None) continue;
+    if (failed++ == 0) first_error = fmt::format(" (first: {}: {})", measure::measure_error_name(r.error), r.error_msg);
+  }
+  if (first_error.size() > 160) first_error = first_error.substr(0, 157) + "...";
   const double best = tuner.search(round->task).best_cost();
-  out_ << fmt::format("task {} ({}): {} measured, {} failed, best {} ms ({} GFLOPS) | {}", round->task, t.label,
-                      round->results.size(), failed, ms_text(best), gflops_text(t.flops, best), line)
+  out_ << fmt::format("task {} ({}): {} measured, {} failed{}, best {} ms ({} GFLOPS) | {}", round->task, t.label,
+                      round->results.size(), failed, first_error, ms_text(best), gflops_text(t.flops, best), line)
        << std::flush;
 }
 

@@ -38,6 +38,8 @@ rpc::RunSpec reference_spec(const BuildResult& build, const RunnerOptions& o) {
   s.repeat = 1;
   s.min_repeat_ms = 0;
   s.cache_flush = false;
+  // The default schedule can be far slower than the candidates the runner's timeout is meant for.
+  s.run_timeout_ms = std::max<uint32_t>(s.run_timeout_ms, 120000);
   return s;
 }
 
@@ -150,6 +152,7 @@ std::vector<MeasureResult> DeviceRunner::run(const std::vector<MeasureInput>& in
       }
     }
     jobs.push_back({builds[i].so_path, run_spec_for(builds[i], options_)});
+    jobs.back().spec.slow_call_ms = static_cast<uint32_t>(std::clamp(inputs[i].slow_call_s * 1000, 0.0, 4e9));
     job_of.push_back(i);
   }
   const std::vector<DeviceJobResult> ran = run_jobs(jobs);

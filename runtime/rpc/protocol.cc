@@ -171,6 +171,7 @@ void encode_run_spec(Writer& w, const RunSpec& s) {
   w.u8(s.cache_flush ? 1 : 0);
   w.u32(s.run_timeout_ms);
   w.u16(s.threads);
+  w.u32(s.slow_call_ms);
   w.u16(static_cast<uint16_t>(s.buffers.size()));
   for (const auto& b : s.buffers) {
     w.u64(b.bytes);
@@ -190,6 +191,7 @@ bool decode_run_spec(Reader& r, RunSpec* s, std::string* why, bool* too_large) {
   s->cache_flush = r.u8() != 0;
   s->run_timeout_ms = r.u32();
   s->threads = r.u16();
+  s->slow_call_ms = r.u32();
   uint16_t n = r.u16();
   if (!r.ok()) return *why = "run: truncated header", false;
   if (s->threads == 0 || s->threads > kMaxRunThreads)

@@ -18,7 +18,7 @@ namespace kiln::rpc {
 /// apart from a peer before anything is allocated for it.
 inline constexpr uint8_t kMagic[4] = {'K', 'R', 'P', 'C'};
 /// Bumped whenever a message layout changes; peers of different versions refuse each other.
-inline constexpr uint16_t kProtocolVersion = 2;  // 2: RunSpec.threads
+inline constexpr uint16_t kProtocolVersion = 2;  // 2: RunSpec.threads and slow_call_ms
 
 /// Limits. Every length read off the wire is checked against one of these before memory is reserved,
 /// so a hostile or broken peer can cost the server at most these amounts per session.
@@ -165,6 +165,8 @@ struct RunSpec {
   uint32_t run_timeout_ms = 10000;
   /// Threads the kernel's parallel loops use (a kiln_pthread pool); 1 runs them on the calling thread.
   uint16_t threads = 1;
+  /// When > 0: a first (untimed) call slower than this many ms is the measurement, without repeats.
+  uint32_t slow_call_ms = 0;
 };
 
 /// What came back from one run: per-repeat seconds per call, the output buffers (index -> bytes) and a

@@ -100,10 +100,15 @@ RunOutcome run_here(const std::string& so_path, const RunSpec& spec) {
     parallel = &hook;
   }
 
+  const double first_start = now_seconds();
   fn(args.data(), parallel);  // untimed: page faults, lazy binding, cold instruction cache
+  const double first_call = now_seconds() - first_start;
+  // A candidate far slower than the best known one is not worth its repeats: its first call is its time.
+  const bool too_slow = spec.slow_call_ms > 0 && first_call * 1000.0 > spec.slow_call_ms;
+  if (too_slow) out.costs.push_back(first_call);
   uint64_t number = spec.number;
   double target = spec.min_repeat_ms / 1000.0;
-  for (uint32_t r = 0; r < spec.repeat; ++r) {
+  for (uint32_t r = 0; r < spec.repeat && !too_slow; ++r) {
     for (;;) {
       if (spec.cache_flush)
         for (size_t i = 0; i < args.size(); ++i) flush_from_caches(args[i], spec.buffers[i].bytes);

@@ -16,7 +16,8 @@ namespace kiln::rpc {
 /// until a repeat lasts min_repeat_ms), flushing the buffers from the caches before each repeat when
 /// asked. The kernel is called as `void func(void** buffers, void* parallel)` with parallel = NULL when
 /// spec.threads is 1, else a kiln_pthread pool of that many threads (runtime/kiln_parallel_pthread.h).
-/// A crash, signal, dlopen or dlsym failure gives kRuntimeDevice; a child still running after
+/// When spec.slow_call_ms > 0 and the untimed call took longer, that call's time is the only cost (a
+/// tuner's hopeless candidates then cost one call instead of all repeats). A crash, signal, dlopen or dlsym failure gives kRuntimeDevice; a child still running after
 /// spec.run_timeout_ms is killed and gives kRunTimeout. Never throws.
 RunOutcome run_in_child(const std::string& so_path, const RunSpec& spec);
 

@@ -48,6 +48,9 @@ struct MeasureInput {
   std::string task_key;
   std::shared_ptr<const te::ComputeDAG> dag;
   state::State state;
+  /// When > 0: a candidate whose first call takes longer than this many seconds is timed by that call
+  /// alone (the tuner sets it to a multiple of the task's best, so hopeless candidates cost one call).
+  double slow_call_s = 0;
 };
 
 /// What a buffer of the built function is for: a runner fills inputs with random data, compares

@@ -72,6 +72,7 @@ RunSpec sample_spec() {
   s.cache_flush = true;
   s.run_timeout_ms = 2000;
   s.threads = 4;
+  s.slow_call_ms = 250;
   s.buffers = {{64, DType::kF32, true, false}, {32, DType::kI64, true, true}, {16, DType::kU8, false, true}};
   return s;
 }
@@ -89,6 +90,7 @@ TEST(RpcProtocol, RunSpecRoundTrip) {
   EXPECT_EQ(got.seed, 99u);
   EXPECT_TRUE(got.cache_flush);
   EXPECT_EQ(got.threads, 4);
+  EXPECT_EQ(got.slow_call_ms, 250u);
   ASSERT_EQ(got.buffers.size(), 3u);
   EXPECT_EQ(got.buffers[1].dtype, DType::kI64);
   EXPECT_TRUE(got.buffers[1].input && got.buffers[1].output);

@@ -1,0 +1,176 @@
+// The tuning loop with a fake builder and runner (no compiler, no clock): it spends exactly its trial
+// budget, reports every measured program once, never measures a program twice, splits trials between
+// tasks, continues from restored programs as if never stopped, and a seed reproduces its candidates.
+#include "scheduler/search/tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include "tests/scheduler/state/state_test_util.h"
+
+namespace kiln {
+namespace {
+
+using search::RoundReport;
+using search::Tuner;
+using search::TuneTask;
+
+class FakeBuilder : public measure::Builder {
+ public:
+  std::vector<measure::BuildResult> build(const std::vector<measure::MeasureInput>& inputs) override {
+    return std::vector<measure::BuildResult>(inputs.size());
+  }
+};
+
+// A program's "time" is a hash of its loop nest: deterministic, different between programs, and one
+// program in eight fails, as real candidates sometimes do.
+class FakeRunner : public measure::ProgramRunner {
+ public:
+  std::vector<measure::MeasureResult> run(const std::vector<measure::MeasureInput>& inputs,
+                                          const std::vector<measure::BuildResult>&) override {
+    std::vector<measure::MeasureResult> out;
+    for (const measure::MeasureInput& in : inputs) {
+      const size_t h = std::hash<std::string>()(state::print_state(in.state));
+      measure::MeasureResult r;
+      if (h % 8 == 0) {
+        r.error = measure::MeasureError::RuntimeDevice;
+      } else {
+        r.costs = {1e-3 * (1 + static_cast<double>(h % 1000) / 1000)};
+      }
+      out.push_back(r);
+    }
+    return out;
+  }
+};
+
+std::vector<TuneTask> two_tasks() {
+  return {{"matmul", state::testing::matmul_dag(), 2, 2.0 * 64 * 32 * 48, "MatMul", "MatMul a"},
+          {"conv", state::testing::conv_dag(), 1, 1e6, "Conv", "Conv b"}};
+}
+
+search::TunerOptions small_options(int trials) {
+  search::TunerOptions o;
+  o.trials = trials;
+  o.measures_per_round = 8;
+  o.seed = 3;
+  o.search.population = 48;
+  o.search.generations = 2;
+  o.search.init_min_population = 16;
+  return o;
+}
+
+// Runs a tuner and returns the printed programs it measured, in order.
+struct TuneRun {
+  std::vector<std::string> programs;
+  std::vector<int> task_of;
+  int rounds = 0;
+};
+
+TuneRun tune(Tuner& tuner) {
+  TuneRun run;
+  tuner.tune([&](const RoundReport& r) {
+    ++run.rounds;
+    EXPECT_EQ(r.inputs.size(), r.results.size());
+    for (const measure::MeasureInput& in : r.inputs) {
+      run.programs.push_back(state::print_state(in.state));
+      run.task_of.push_back(r.task);
+    }
+  });
+  return run;
+}
+
+TEST(Tuner, SpendsTheBudgetOnBothTasksAndNeverMeasuresTwice) {
+  FakeBuilder builder;
+  FakeRunner runner;
+  auto model = search::make_random_model(1);
+  Tuner tuner(two_tasks(), small_options(40), *model, builder, runner);
+  const TuneRun run = tune(tuner);
+  EXPECT_EQ(tuner.trials(), 40);
+  EXPECT_EQ(run.programs.size(), 40u);
+  EXPECT_EQ(std::set<std::string>(run.programs.begin(), run.programs.end()).size(), 40u);
+  EXPECT_EQ(run.task_of[0], 0);  // warm-up in order
+  EXPECT_EQ(run.task_of[8], 1);
+  EXPECT_EQ(tuner.scheduler().progress(0).trials + tuner.scheduler().progress(1).trials, 40);
+  // The curve starts before any measurement and ends at the budget with a finite estimate.
+  ASSERT_GE(tuner.curve().size(), 2u);
+  EXPECT_EQ(tuner.curve().front().trials, 0);
+  EXPECT_EQ(tuner.curve().back().trials, 40);
+  EXPECT_TRUE(std::isfinite(tuner.curve().back().objective));
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_TRUE(std::isfinite(tuner.search(t).best_cost()));
+    EXPECT_TRUE(tuner.search(t).best_state().has_value());
+  }
+}
+
+TEST(Tuner, SameSeedSameCandidatesAndAnotherSeedOthers) {
+  FakeBuilder builder;
+  FakeRunner runner;
+  auto m1 = search::make_random_model(1), m2 = search::make_random_model(1), m3 = search::make_random_model(1);
+  Tuner a(two_tasks(), small_options(24), *m1, builder, runner);
+  Tuner b(two_tasks(), small_options(24), *m2, builder, runner);
+  search::TunerOptions other = small_options(24);
+  other.seed = 4;
+  Tuner c(two_tasks(), other, *m3, builder, runner);
+  const TuneRun ra = tune(a), rb = tune(b), rc = tune(c);
+  EXPECT_EQ(ra.programs, rb.programs);
+  EXPECT_NE(ra.programs, rc.programs);
+}
+
+// What `kiln tune` does on resume: the measured programs come back through restore(), count towards
+// the budget, are never proposed again, and warm-up skips tasks that already have programs.
+TEST(Tuner, RestoredProgramsCountAndAreNotMeasuredAgain) {
+  FakeBuilder builder;
+  FakeRunner runner;
+  auto m1 = search::make_random_model(1);
+  Tuner first(two_tasks(), small_options(16), *m1, builder, runner);
+  std::vector<std::pair<int, measure::MeasureInput>> measured;
+  std::vector<measure::MeasureResult> results;
+  first.tune([&](const RoundReport& r) {
+    for (size_t i = 0; i < r.inputs.size(); ++i) {
+      measured.push_back({r.task, r.inputs[i]});
+      results.push_back(r.results[i]);
+    }
+  });
+  ASSERT_EQ(measured.size(), 16u);
+
+  auto m2 = search::make_random_model(1);
+  Tuner resumed(two_tasks(), small_options(40), *m2, builder, runner);
+  for (size_t i = 0; i < measured.size(); ++i)
+    resumed.restore(measured[i].first, measured[i].second.state, results[i]);
+  EXPECT_EQ(resumed.trials(), 16);
+  const TuneRun run = tune(resumed);
+  EXPECT_EQ(resumed.trials(), 40);
+  EXPECT_EQ(run.programs.size(), 24u);
+  std::set<std::string> before;
+  for (const auto& [task, in] : measured) before.insert(state::print_state(in.state));
+  for (const std::string& p : run.programs) EXPECT_EQ(before.count(p), 0u) << "measured again:\n" << p;
+  EXPECT_EQ(resumed.search(0).best_cost(), std::min(resumed.search(0).best_cost(), first.search(0).best_cost()));
+}
+
+TEST(Tuner, RunnerFailuresAreMeasurementsWithoutATime) {
+  FakeBuilder builder;
+  class Failing : public measure::ProgramRunner {
+   public:
+    std::vector<measure::MeasureResult> run(const std::vector<measure::MeasureInput>& in,
+                                            const std::vector<measure::BuildResult>&) override {
+      std::vector<measure::MeasureResult> out(in.size());
+      for (auto& r : out) r.error = measure::MeasureError::WrongAnswer;
+      return out;
+    }
+  } runner;
+  auto model = search::make_random_model(1);
+  Tuner tuner({two_tasks()[0]}, small_options(16), *model, builder, runner);
+  const TuneRun run = tune(tuner);
+  // The task has no valid program after its warm-up round: the scheduler gives up on it.
+  EXPECT_EQ(run.programs.size(), 8u);
+  EXPECT_TRUE(tuner.scheduler().progress(0).dead);
+  EXPECT_FALSE(std::isfinite(tuner.search(0).best_cost()));
+}
+
+}  // namespace
+}  // namespace kiln
