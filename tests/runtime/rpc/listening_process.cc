@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "runtime/rpc/net.h"
+#include "runtime/rpc/rpc_client.h"
 
 namespace kiln::rpc::test {
 
@@ -51,6 +54,20 @@ void Process::kill() {
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+}
+
+bool wait_for_servers(uint16_t tracker, const std::string& key, uint32_t n) {
+  for (int i = 0; i < 300; ++i) {
+    auto t = TrackerClient::connect("127.0.0.1", tracker);
+    if (t.ok()) {
+      auto s = t->status();
+      if (s.ok())
+        for (const KeyStatus& k : s.value())
+          if (k.key == key && k.total >= n) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
 }
 
 }  // namespace kiln::rpc::test

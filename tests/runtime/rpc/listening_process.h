@@ -27,4 +27,7 @@ class Process {
   uint16_t port_ = 0;
 };
 
+/// Waits (up to 30 s) until the tracker on 127.0.0.1:`tracker` lists at least `n` servers of `key`.
+bool wait_for_servers(uint16_t tracker, const std::string& key, uint32_t n);
+
 }  // namespace kiln::rpc::test

@@ -190,21 +190,6 @@ std::vector<std::string> server_argv(uint16_t tracker, const std::string& key) {
           "--key", key};
 }
 
-// Waits until the tracker lists `n` servers of `key`.
-bool wait_for_servers(uint16_t tracker, const std::string& key, uint32_t n) {
-  for (int i = 0; i < 300; ++i) {
-    auto t = rpc::TrackerClient::connect("127.0.0.1", tracker);
-    if (t.ok()) {
-      auto s = t->status();
-      if (s.ok())
-        for (const rpc::KeyStatus& k : s.value())
-          if (k.key == key && k.total >= n) return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
-
 bool have_program(const std::string& name) {
   return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
 }
@@ -243,7 +228,7 @@ TEST(RPCRunner, BatchAcrossTwoX86ServersAndAnAArch64ServerUnderQemu) {
   Proc tracker({KILN_BINARY, "tracker", "--host", "127.0.0.1"});
   ASSERT_NE(tracker.port(), 0);
   Proc x1(server_argv(tracker.port(), "x86")), x2(server_argv(tracker.port(), "x86"));
-  ASSERT_TRUE(wait_for_servers(tracker.port(), "x86", 2));
+  ASSERT_TRUE(rpc::test::wait_for_servers(tracker.port(), "x86", 2));
 
   const Target host = host_target();
   const Task task = matmul_relu_task();
@@ -267,7 +252,7 @@ TEST(RPCRunner, BatchAcrossTwoX86ServersAndAnAArch64ServerUnderQemu) {
   }
   Proc arm({"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", cross_server, "--host", "127.0.0.1", "--tracker",
             "127.0.0.1:" + std::to_string(tracker.port()), "--key", "aarch64"});
-  ASSERT_TRUE(wait_for_servers(tracker.port(), "aarch64", 1));
+  ASSERT_TRUE(rpc::test::wait_for_servers(tracker.port(), "aarch64", 1));
   const Target a72 = load_target("aarch64-cortex-a72");
   std::vector<MeasureInput> arm_inputs = random_inputs(task, 3, a72, 12);
   ProgramBuilder arm_builder(a72, quick_builds());
@@ -284,7 +269,7 @@ TEST(RPCRunner, ServerKilledMidBatchCostsOnlyItsCandidates) {
   Proc tracker({KILN_BINARY, "tracker", "--host", "127.0.0.1"});
   ASSERT_NE(tracker.port(), 0);
   Proc doomed(server_argv(tracker.port(), "x86")), survivor(server_argv(tracker.port(), "x86"));
-  ASSERT_TRUE(wait_for_servers(tracker.port(), "x86", 2));
+  ASSERT_TRUE(rpc::test::wait_for_servers(tracker.port(), "x86", 2));
 
   const Target host = host_target();
   const Task task = matmul_relu_task();

@@ -1,0 +1,228 @@
+// `kiln tune` end to end: it spends its trials, appends parseable records, draws the curve, resumes
+// from its records without measuring a program twice, survives SIGKILL at random moments losing at
+// most the batch in flight, reproduces its candidates from a seed, feeds `kiln compile --records`,
+// rejects bad arguments with one line, and tunes mnist-8 through the RPC runner against an AArch64
+// server under QEMU.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "backends/measure/records.h"
+#include "tests/frontend/test_models.h"
+#include "tests/runtime/rpc/listening_process.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+struct Output {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Output run(const std::string& args, const TempDir& dir) {
+  const std::string cmd = std::string("timeout 600 ") + KILN_BINARY + " " + args + " >" + dir.path("out.txt") +
+                          " 2>" + dir.path("err.txt");
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir.path("out.txt")), slurp(dir.path("err.txt"))};
+}
+
+// MatMul 32x24 x 24x40 + Relu: one small task, quick to build and run.
+std::string write_model(const TempDir& dir) {
+  ModelBuilder b("mm", 17);
+  b.input("a", DType::Float32, Shape{32, 24});
+  Tensor w(DType::Float32, Shape{24, 40});
+  for (int64_t i = 0; i < 24 * 40; ++i) w.set_double(i, static_cast<double>(i % 7) / 7 - 0.5);
+  b.initializer("w", w);
+  b.node("MatMul", {"a", "w"}, {"c"});
+  b.node("Relu", {"c"}, {"y"});
+  b.output("y", DType::Float32, Shape{32, 40});
+  b.save(dir.path("mm.onnx"));
+  return dir.path("mm.onnx");
+}
+
+struct RecordsFile {
+  std::vector<std::string> programs;  // step lists as JSON text, in file order
+  int valid = 0;
+  int malformed = 0;
+};
+
+RecordsFile read_records(const std::string& path) {
+  RecordsFile f;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    try {
+      const measure::Record r = measure::parse_record(line);
+      f.programs.push_back(r.task_key + r.steps.dump());
+      f.valid += measure::is_valid_record(r);
+    } catch (const Error&) {
+      ++f.malformed;
+    }
+  }
+  return f;
+}
+
+std::string tune_args(const std::string& model, const std::string& records, int trials) {
+  return "tune " + model + " --target host --records " + records + " --trials " + std::to_string(trials) +
+         " --measures-per-round 4 --population 64 --threads 1 --repeat 1 --plain";
+}
+
+TEST(TuneCli, TunesAppendsRecordsDrawsTheCurveResumesAndFeedsCompile) {
+  TempDir dir;
+  const std::string model = write_model(dir), records = dir.path("r.json");
+  Output o = run(tune_args(model, records, 12), dir);
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  RecordsFile f = read_records(records);
+  EXPECT_EQ(f.programs.size(), 12u);
+  EXPECT_EQ(f.malformed, 0);
+  EXPECT_GT(f.valid, 0);
+  EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), 12u) << "a program measured twice";
+  EXPECT_NE(slurp(records + ".curve.svg").find("<polyline"), std::string::npos);
+  EXPECT_NE(o.out.find("estimated latency"), std::string::npos) << o.out;
+
+  // The same command again: everything restored, nothing left to measure.
+  o = run(tune_args(model, records, 12), dir);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("12 restored"), std::string::npos) << o.out;
+  EXPECT_EQ(read_records(records).programs.size(), 12u);
+
+  // A larger budget continues with new programs only.
+  o = run(tune_args(model, records, 20), dir);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  f = read_records(records);
+  EXPECT_EQ(f.programs.size(), 20u);
+  EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), 20u);
+
+  o = run("compile " + model + " --target host --records " + records + " -o " + dir.path("pkg"), dir);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.err.find("no tuning record for task"), std::string::npos) << o.err;
+}
+
+TEST(TuneCli, SameSeedProposesTheSameProgramsAndAnotherSeedOthers) {
+  TempDir dir;
+  const std::string model = write_model(dir);
+  ASSERT_EQ(run(tune_args(model, dir.path("a.json"), 8) + " --seed 5", dir).exit_code, 0);
+  ASSERT_EQ(run(tune_args(model, dir.path("b.json"), 8) + " --seed 5", dir).exit_code, 0);
+  ASSERT_EQ(run(tune_args(model, dir.path("c.json"), 8) + " --seed 6", dir).exit_code, 0);
+  const auto a = read_records(dir.path("a.json")).programs, b = read_records(dir.path("b.json")).programs,
+             c = read_records(dir.path("c.json")).programs;
+  ASSERT_EQ(a.size(), 8u);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+// SIGKILL at random moments (seeded from the clock, printed so a failure can be replayed): every
+// complete line stays a record, a cut line is skipped, the restarted tuner loses at most the batch in
+// flight, never measures a program twice and ends with exactly the budget.
+TEST(TuneCli, KilledAtRandomMomentsAndRestartedEndsWithTheBudgetAndNoRepeats) {
+  TempDir dir;
+  const std::string model = write_model(dir), records = dir.path("r.json");
+  const unsigned seed = static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("kill schedule seed " + std::to_string(seed));
+  const int budget = 48;
+  // Each candidate runs for at least 60 ms, so the tuner is still busy when the kills come.
+  const std::string slow = " --min-repeat-ms 60";
+  size_t before = 0;
+  for (int kill = 0; kill < 3; ++kill) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string args = tune_args(model, records, budget) + slow + " >/dev/null 2>&1";
+      execl("/bin/sh", "sh", "-c", ("exec " + std::string(KILN_BINARY) + " " + args).c_str(), nullptr);
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 2000)(rng)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const RecordsFile f = read_records(records);
+    EXPECT_LE(f.malformed, kill + 1) << "only a line cut by a kill may be malformed";
+    EXPECT_GE(f.programs.size(), before) << "records were lost";
+    before = f.programs.size();
+  }
+  EXPECT_LT(before, static_cast<size_t>(budget)) << "the kills came too late to interrupt anything";
+  const Output o = run(tune_args(model, records, budget) + slow, dir);
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  const RecordsFile f = read_records(records);
+  EXPECT_EQ(f.programs.size(), static_cast<size_t>(budget));
+  EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), f.programs.size())
+      << "a program was measured twice";
+  if (f.malformed > 0) {
+    EXPECT_NE(o.err.find("skipped"), std::string::npos) << o.err;
+  }
+}
+
+TEST(TuneCli, BadArgumentsGetOneLineAndExitCode2) {
+  TempDir dir;
+  const std::string model = write_model(dir), records = dir.path("r.json");
+  struct Case {
+    std::string args, needle;
+  } cases[] = {
+      {tune_args(model, records, 4) + " --strategy fastest", "--strategy"},
+      {tune_args(model, records, 0), "--trials"},
+      {tune_args(dir.path("missing.onnx"), records, 4), "missing.onnx"},
+      {"tune " + model + " --target nosuch --records " + records, "nosuch"},
+      {tune_args(model, records, 4) + " --runner rpc://nohost", "rpc://nohost"},
+  };
+  for (const Case& c : cases) {
+    const Output o = run(c.args, dir);
+    EXPECT_EQ(o.exit_code, 2) << c.args << "\n" << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_NE(o.err.find(c.needle), std::string::npos) << o.err;
+  }
+  EXPECT_FALSE(fs::exists(records)) << "a failed start must not create records";
+}
+
+bool have_program(const std::string& name) {
+  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// The RPC path end to end: a tracker, an AArch64 kiln-rpc-server under QEMU, and `kiln tune` leasing it.
+TEST(TuneCli, Mnist8TunesThroughRpcAgainstAnAArch64ServerUnderQemu) {
+  const std::string mnist = std::string(KILN_SOURCE_DIR) + "/../shared/models/mnist-8/model.onnx";
+  const std::string cross_server = fs::path(KILN_BINARY).parent_path().string() + "/aarch64/kiln-rpc-server";
+  if (!fs::exists(mnist)) GTEST_SKIP() << mnist << " is missing";
+  if (access(cross_server.c_str(), X_OK) != 0 || !have_program("qemu-aarch64") ||
+      !have_program("aarch64-linux-gnu-gcc"))
+    GTEST_SKIP() << "needs " << cross_server << ", qemu-aarch64 and aarch64-linux-gnu-gcc";
+  rpc::test::Process tracker({KILN_BINARY, "tracker", "--host", "127.0.0.1"});
+  ASSERT_NE(tracker.port(), 0);
+  rpc::test::Process arm({"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", cross_server, "--host", "127.0.0.1",
+                          "--tracker", "127.0.0.1:" + std::to_string(tracker.port()), "--key", "a72"});
+  ASSERT_TRUE(rpc::test::wait_for_servers(tracker.port(), "a72", 1));
+  TempDir dir;
+  const std::string records = dir.path("mnist.json");
+  const Output o = run("tune " + mnist + " --target aarch64-cortex-a72 --records " + records +
+                           " --runner rpc://127.0.0.1:" + std::to_string(tracker.port()) +
+                           "/a72 --trials 12 --measures-per-round 2 --population 32 --repeat 1 --timeout 60 --plain",
+                       dir);
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  const RecordsFile f = read_records(records);
+  EXPECT_EQ(f.programs.size(), 12u);
+  EXPECT_GT(f.valid, 0) << slurp(records);
+  EXPECT_NE(o.out.find("aarch64-cortex-a72"), std::string::npos) << o.out;
+}
+
+}  // namespace
+}  // namespace kiln
