@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # bench/compare_ort.sh [--no-zoo] [--quick] [--models "NAME:RUNS ..."] [--zoo "NAME:RUNS ..."] [--out FILE]
+#                      [--records-dir DIR]
 # (--quick: a fifth of the runs, at least 3; a smoke test, not a measurement.)
+# --records-dir: models with tuning records DIR/NAME.json (bench/tune_models.sh writes them) are also
+# compiled with `--records` and timed tuned; the table then has untuned, tuned and ORT side by side
+# and kiln/ORT is tuned kiln's.
 #
 # Untuned kiln (the default schedule) against ONNX Runtime (npm onnxruntime-node 1.30.0, CPU), with 1
 # and 2 threads, side by side: for each model, `kiln compile --target host`, then per thread count
@@ -22,6 +26,7 @@ models_dir=${MODELS_DIR:-$root/../shared/models}
 out=$root/bench/RESULTS.md
 zoo=1
 quick=0
+records_dir=""
 # model:repeat. Repeats are chosen so each measurement takes a few seconds with the default schedule.
 # (Untuned, 1 thread, on a 2-core EPYC: squeezenet ~110 ms, yolox_nano ~110 ms, ultraface ~30 ms,
 # mobilenetv3 ~3 ms; zoo resnet50 ~1.7 s, resnet3d18 ~25 s, bert_base ~0.8 s, dcgan ~0.4 s.)
@@ -34,7 +39,8 @@ while [ $# -gt 0 ]; do
     --models) models=$2; shift ;;
     --zoo) zoo_models=$2; shift ;;
     --out) out=$2; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --records-dir) records_dir=$(cd "$2" && pwd); shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "compare_ort.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -50,12 +56,19 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # rows accumulate "| model | T | kiln | ort | ratio | check |" lines; ratios feed the geometric means.
 declare -A logratio_sum logratio_n
-row() {  # row TABLE MODEL T KILN_MS ORT_MS CHECK RUNS
+row() {  # row TABLE MODEL T KILN_MS ORT_MS CHECK RUNS [UNTUNED_MS]
   local ratio
   ratio=$(awk -v k="$4" -v o="$5" 'BEGIN { if (k == "" || o == "" || o <= 0) print "n/a"; else printf "%.2f", k / o }')
   if [ "$ratio" != "n/a" ]; then
     logratio_sum[$1:$3]=$(awk -v s="${logratio_sum[$1:$3]:-0}" -v k="$4" -v o="$5" 'BEGIN { printf "%.9f", s + log(k / o) }')
     logratio_n[$1:$3]=$(( ${logratio_n[$1:$3]:-0} + 1 ))
+  fi
+  if [ -n "$records_dir" ]; then
+    local speedup
+    speedup=$(awk -v u="${8:-}" -v k="$4" 'BEGIN { if (u == "" || k == "" || k <= 0) print "n/a"; else printf "%.2fx", u / k }')
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "${7:-}" "${8:-fail}" "${4:-fail}" "${5:-fail}" \
+      "$ratio" "$speedup" "$6" >>"$work/$1.md"
+    return
   fi
   printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "${7:-}" "${4:-fail}" "${5:-fail}" "$ratio" "$6" >>"$work/$1.md"
 }
@@ -81,6 +94,16 @@ measure() {
   fi
   t1=$(date +%s.%N)
   echo "$name $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" >>"$work/compile_s.txt"
+  # Tuned: the same model compiled with its records; the untuned package is then only timed.
+  local tuned=""
+  if [ -n "$records_dir" ] && [ -f "$records_dir/$name.json" ]; then
+    tuned=$work/pkg/$name.tuned
+    if ! "$kiln" compile "$model" --target host -o "$tuned" --name model --records "$records_dir/$name.json" \
+        "${shape_args[@]}" >"$work/$name.compile-tuned.log" 2>&1; then
+      echo "  $name: kiln compile --records failed: $(tail -n 3 "$work/$name.compile-tuned.log" | tr '\n' ' ')" >&2
+      tuned=""
+    fi
+  fi
   # --input name=file for every input_N.pb, by the model's input order (the package's metadata).
   local -a input_args=()
   local i=0 in_name
@@ -89,8 +112,15 @@ measure() {
     i=$(( i + 1 ))
   done < <(python3 -c 'import json,sys; [print(i["name"]) for i in json.load(open(sys.argv[1]))["inputs"]]' "$pkg/model.json")
   for t in 1 2; do
-    local kout=$work/out/$name.t$t kms oms check
-    kms=$("$kiln" run "$pkg" "${input_args[@]}" --repeat "$repeat" --threads "$t" --print 0 --output-dir "$kout" \
+    local kout=$work/out/$name.t$t kms oms check ums=""
+    local timed=$pkg
+    if [ -n "$tuned" ]; then
+      ums=$("$kiln" run "$pkg" "${input_args[@]}" --repeat "$repeat" --threads "$t" --print 0 \
+              2>/dev/null | sed -n 's/^median: \([0-9.]*\) ms.*/\1/p') || true
+      [ -n "$ums" ] && ums=$(printf '%.3f' "$ums")
+      timed=$tuned
+    fi
+    kms=$("$kiln" run "$timed" "${input_args[@]}" --repeat "$repeat" --threads "$t" --print 0 --output-dir "$kout" \
             2>"$work/$name.t$t.kiln.err" | sed -n 's/^median: \([0-9.]*\) ms.*/\1/p') || true
     local olog
     olog=$(node "$time_ort" "$model" "$inputs" "$t" "$repeat" --check "$kout" 2>&1) || true
@@ -101,8 +131,8 @@ measure() {
     else check="ORT failed: $(tail -n 1 <<<"$olog" | head -c 120 | tr '|' ' ')"; fi
     [ -n "$oms" ] && oms=$(printf '%.3f' "$oms")
     [ -n "$kms" ] && kms=$(printf '%.3f' "$kms")
-    row "$table" "$name" "$t" "$kms" "$oms" "$check" "$repeat"
-    printf '  %-32s T=%s  kiln %10s ms  ORT %10s ms  %s\n' "$name" "$t" "${kms:-fail}" "${oms:-fail}" "$check" >&2
+    row "$table" "$name" "$t" "$kms" "$oms" "$check" "$repeat" "$ums"
+    printf '  %-32s T=%s  kiln %10s ms (untuned %s)  ORT %10s ms  %s\n' "$name" "$t" "${kms:-fail}" "${ums:--}" "${oms:-fail}" "$check" >&2
   done
 }
 
@@ -136,13 +166,23 @@ rev=$(git -C "$root" rev-parse --short HEAD)
 git -C "$root" diff --quiet HEAD 2>/dev/null || rev="$rev (with uncommitted changes)"
 cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 header() {
+  if [ -n "$records_dir" ]; then
+    echo "| model | threads | runs | kiln untuned ms | kiln tuned ms | ORT ms | tuned kiln/ORT | tuned speedup | outputs vs ORT (max abs diff) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    return
+  fi
   echo "| model | threads | runs | kiln ms | ORT ms | kiln/ORT | outputs vs ORT (max abs diff) |"
   echo "|---|---:|---:|---:|---:|---:|---|"
 }
 {
   echo "# kiln vs ONNX Runtime: latency"
   echo
-  echo "Untuned kiln (default schedule, \`kiln compile --target host\`) against ONNX Runtime 1.30.0 (npm"
+  if [ -n "$records_dir" ]; then
+    echo "Tuned kiln (\`kiln compile --target host --records DIR/NAME.json\`, records from \`bench/tune_models.sh\`)"
+    echo "and untuned kiln (default schedule) against ONNX Runtime 1.30.0 (npm"
+  else
+    echo "Untuned kiln (default schedule, \`kiln compile --target host\`) against ONNX Runtime 1.30.0 (npm"
+  fi
   echo "onnxruntime-node, CPU execution provider, all graph optimizations), batch 1: median latency over"
   echo "\"runs\" timed runs, kiln and ORT back to back for each model and thread count (interleaved, same"
   echo "machine state). kiln/ORT < 1 means kiln is faster."

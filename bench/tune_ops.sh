@@ -81,4 +81,13 @@ for op in $ops; do
   echo "| $op | $u | $t | $tg | $(pct "$tg" "$peak_t") | $blas | $speedup | $vs |" >>"$work/ops.md"
   echo "  $op: untuned $u ms, tuned $t ms ($tg GFLOPS), OpenBLAS $blas GFLOPS" >&2
 done
+# Search efficiency: best-so-far against trials and candidates per second, from the records.
+effs=()
+for op in $ops; do [ -f "$work/$op.records.json" ] && effs+=("${flops[$op]}=$work/$op.records.json"); done
+{
+  echo
+  echo "#### Search efficiency (best so far vs trials; GF = GFLOPS; measured/s includes building)"
+  echo
+  python3 "$root/bench/search_efficiency.py" "${effs[@]}"
+} >>"$work/ops.md"
 cat "$work/ops.md" >"$out"

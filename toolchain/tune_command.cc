@@ -79,6 +79,7 @@ TuneCommand::TuneCommand(CLI::App& app) {
       ->required();
   cmd_->add_option("--trials", trials_, "Programs to measure in all, records restored from --records included")
       ->capture_default_str();
+  cmd_->add_option("--trials-per-task", trials_per_task_, "Instead of --trials: this many times the number of tasks");
   cmd_->add_option("--seed", seed_, "Seed of the search: the same seed on the same records proposes the same programs")
       ->capture_default_str();
   cmd_->add_option("--early-stopping", early_stopping_,
@@ -94,12 +95,15 @@ TuneCommand::TuneCommand(CLI::App& app) {
   cmd_->add_option("--curve", curve_, "Where the tuning curve (SVG) goes; default: RECORDS.curve.svg");
   cmd_->add_flag("--plain", plain_, "Plain progress lines even on a terminal");
   bindings_.add_to(cmd_);
+  // As TVM's tuning runners: one repeat of at least 100 ms (many calls of a fast program).
+  runner_.repeat = 1;
+  runner_.min_repeat_ms = 100;
   runner_.add_to(cmd_, "--input-seed");
 }
 
 int TuneCommand::run() {
   if (!*cmd_) return -1;
-  if (trials_ <= 0) throw Error("tune: --trials must be positive");
+  if (trials_ <= 0 || trials_per_task_ < 0) throw Error("tune: --trials and --trials-per-task must be positive");
   if (per_round_ <= 0) throw Error("tune: --measures-per-round must be positive");
   search::TaskSchedulerOptions::Strategy strategy;
   if (strategy_ == "gradient") strategy = search::TaskSchedulerOptions::Strategy::Gradient;
@@ -129,7 +133,9 @@ int TuneCommand::run() {
   search::XGBoostOptions xo;
   xo.seed = seed_;
   search::XGBoostModel model(xo);
-  search::Tuner tuner(model_tasks(models_, bindings_.parse()), options, model, builder, *runner);
+  std::vector<search::TuneTask> tasks = model_tasks(models_, bindings_.parse());
+  if (trials_per_task_ > 0) options.trials = trials_ = trials_per_task_ * static_cast<int>(tasks.size());
+  search::Tuner tuner(std::move(tasks), options, model, builder, *runner);
 
   const int restored = restore_records(records_, target, tuner);
   std::cout << fmt::format("kiln tune: {} task(s) on {}, runner {}, {} thread(s); {} trials{}\n", tuner.tasks().size(),

@@ -2,6 +2,7 @@
 #include "backends/measure/device_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <fmt/format.h>
 #include <set>
@@ -120,6 +121,7 @@ void DeviceRunner::ensure_references(const std::vector<MeasureInput>& inputs, co
     // A failed reference run is not cached: the device may have gone away, a later batch retries.
     if (r.error != rpc::RunError::kNone) continue;
     Reference ref;
+    ref.cost_s = r.costs.empty() ? 0 : r.costs.front();
     for (size_t k = 0; k < b.buffers.size(); ++k)
       if (b.buffers[k].role == BufferRole::Output) ref.outputs.push_back(k < r.outputs.size() ? r.outputs[k] : std::vector<uint8_t>{});
     references_[defaults[job_of[j]].task_key] = std::move(ref);
@@ -152,7 +154,14 @@ std::vector<MeasureResult> DeviceRunner::run(const std::vector<MeasureInput>& in
       }
     }
     jobs.push_back({builds[i].so_path, run_spec_for(builds[i], options_)});
-    jobs.back().spec.slow_call_ms = static_cast<uint32_t>(std::clamp(inputs[i].slow_call_s * 1000, 0.0, 4e9));
+    double slow = inputs[i].slow_call_s;
+    if (slow > 0 && options_.check_outputs && references_.at(inputs[i].task_key).cost_s > 0)
+      slow = std::min(slow, std::max(5 * references_.at(inputs[i].task_key).cost_s, 0.05));
+    jobs.back().spec.slow_call_ms = static_cast<uint32_t>(std::clamp(slow * 1000, 0.0, 4e9));
+    // A first call that takes many times the cutoff is not worth waiting for: it times out early.
+    if (slow > 0 && std::isfinite(slow))
+      jobs.back().spec.run_timeout_ms = std::min<uint32_t>(
+          jobs.back().spec.run_timeout_ms, static_cast<uint32_t>(std::clamp(slow * 4000 + 1000, 0.0, 4e9)));
     job_of.push_back(i);
   }
   const std::vector<DeviceJobResult> ran = run_jobs(jobs);

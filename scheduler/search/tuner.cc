@@ -98,7 +98,8 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
     RoundReport report;
     report.task = t;
     // Candidates 20x slower than the task's best (and slower than 50 ms) are timed by one call.
-    const double slow = std::isfinite(search.best_cost()) ? std::max(20 * search.best_cost(), 0.05) : 0;
+    const double slow = std::isfinite(search.best_cost()) ? std::max(20 * search.best_cost(), 0.05)
+                                                          : std::numeric_limits<double>::infinity();
     for (const state::State& s : states) report.inputs.push_back({tasks_[t].key, tasks_[t].dag, s, slow});
     const std::vector<measure::BuildResult> builds = builder_.build(report.inputs);
     report.results = runner_.run(report.inputs, builds);

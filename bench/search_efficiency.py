@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""bench/search_efficiency.py FLOPS=RECORDS.json... : best-so-far against trials, from tuning records.
+
+For each records file (one task each, as bench/tune_ops.sh writes them), prints a markdown row: the
+best valid latency (and GFLOPS, given the op's FLOPs) after 8, 16, 32, 64, 128 and all trials, the
+share of failed candidates, and measured candidates per second (trials / span of the records'
+timestamps, which includes building). Reads records only, so it can be re-run on old results.
+"""
+import json
+import sys
+
+CHECKPOINTS = [8, 16, 32, 64, 128]
+
+
+def load(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            try:
+                r = json.loads(line)["r"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            costs, error, _, stamp = r
+            ok = error == 0 and costs
+            rows.append((sum(costs) / len(costs) if ok else None, stamp))
+    return rows
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__.strip().splitlines()[0], file=sys.stderr)
+        return 2
+    head = " | ".join(f"best after {c}" for c in CHECKPOINTS)
+    print(f"| op | trials | {head} | best after all | failed | measured/s |")
+    print("|---|---:|" + "---:|" * (len(CHECKPOINTS) + 3))
+    for arg in sys.argv[1:]:
+        flops, path = arg.split("=", 1)
+        flops = float(flops)
+        rows = load(path)
+        best, bests = None, []
+        for cost, _ in rows:
+            if cost is not None and (best is None or cost < best):
+                best = cost
+            bests.append(best)
+
+        def cell(n):
+            if n > len(bests) or bests[n - 1] is None:
+                return "-"
+            b = bests[n - 1]
+            return f"{b * 1e3:.3f} ms ({flops / b / 1e9:.0f} GF)"
+
+        failed = sum(1 for c, _ in rows if c is None)
+        span = rows[-1][1] - rows[0][1] if len(rows) > 1 else 0
+        rate = f"{(len(rows) - 1) / span:.2f}" if span > 0 else "-"
+        name = path.rsplit("/", 1)[-1].replace(".records.json", "")
+        cells = " | ".join(cell(c) for c in CHECKPOINTS)
+        print(f"| {name} | {len(rows)} | {cells} | {cell(len(rows))} | {failed} | {rate} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
