@@ -121,7 +121,6 @@ void DeviceRunner::ensure_references(const std::vector<MeasureInput>& inputs, co
     // A failed reference run is not cached: the device may have gone away, a later batch retries.
     if (r.error != rpc::RunError::kNone) continue;
     Reference ref;
-    ref.cost_s = r.costs.empty() ? 0 : r.costs.front();
     for (size_t k = 0; k < b.buffers.size(); ++k)
       if (b.buffers[k].role == BufferRole::Output) ref.outputs.push_back(k < r.outputs.size() ? r.outputs[k] : std::vector<uint8_t>{});
     references_[defaults[job_of[j]].task_key] = std::move(ref);
@@ -154,9 +153,7 @@ std::vector<MeasureResult> DeviceRunner::run(const std::vector<MeasureInput>& in
       }
     }
     jobs.push_back({builds[i].so_path, run_spec_for(builds[i], options_)});
-    double slow = inputs[i].slow_call_s;
-    if (slow > 0 && options_.check_outputs && references_.at(inputs[i].task_key).cost_s > 0)
-      slow = std::min(slow, std::max(5 * references_.at(inputs[i].task_key).cost_s, 0.05));
+    const double slow = inputs[i].slow_call_s;
     jobs.back().spec.slow_call_ms = static_cast<uint32_t>(std::clamp(slow * 1000, 0.0, 4e9));
     // A first call that takes many times the cutoff is not worth waiting for: it times out early.
     if (slow > 0 && std::isfinite(slow))

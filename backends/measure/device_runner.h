@@ -48,7 +48,6 @@ class DeviceRunner : public ProgramRunner {
   struct Reference {
     std::string error;  // why there is no reference ("" when outputs are valid)
     std::vector<std::vector<uint8_t>> outputs;  // the output buffers, in parameter order
-    double cost_s = 0;  // one call of the default schedule (0 when unknown)
   };
   // Builds and runs the default schedule of every task in `inputs` not yet in the cache.
   void ensure_references(const std::vector<MeasureInput>& inputs, const std::vector<BuildResult>& builds);

@@ -48,10 +48,10 @@ struct MeasureInput {
   std::string task_key;
   std::shared_ptr<const te::ComputeDAG> dag;
   state::State state;
-  /// When > 0: a candidate whose first call takes longer than this many seconds (or than 5x the
-  /// default schedule's call, when the runner knows it; at least 50 ms) is timed by that call alone.
-  /// The tuner sets it to 20x the task's best (infinity before it has one), so hopeless candidates cost
-  /// one call instead of all repeats; one still running after 4x the cutoff + 1 s is a RunTimeout.
+  /// When > 0: a candidate whose first call takes longer than this many seconds is timed by that call
+  /// alone, and one still running after 4x this + 1 s is a RunTimeout. The tuner sets it to 20x the
+  /// best time known for the task (at least 50 ms), so hopeless candidates cost one call instead of all
+  /// repeats (random programs of one task can differ 400x).
   double slow_call_s = 0;
 };
 

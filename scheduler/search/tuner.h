@@ -80,6 +80,9 @@ class Tuner {
 
  private:
   void finish_restore();
+  // Runs a built batch a few candidates at a time, cutting off candidates far slower than the best.
+  std::vector<measure::MeasureResult> run_in_chunks(std::vector<measure::MeasureInput>& inputs,
+                                                    const std::vector<measure::BuildResult>& builds, double best);
   std::vector<TuneTask> tasks_;
   TunerOptions options_;
   CostModel& model_;

@@ -152,6 +152,32 @@ TEST(Tuner, RestoredProgramsCountAndAreNotMeasuredAgain) {
   EXPECT_EQ(resumed.search(0).best_cost(), std::min(resumed.search(0).best_cost(), first.search(0).best_cost()));
 }
 
+// The runner gets each batch 8 at a time; once a time is known, candidates carry a cutoff of 20x the
+// best so far (at least 50 ms), so hopeless programs cost one call.
+TEST(Tuner, CandidatesCarryACutoffFromTheBestTimeSoFar) {
+  FakeBuilder builder;
+  class Recording : public FakeRunner {
+   public:
+    std::vector<std::pair<size_t, double>> calls;  // batch size, first input's cutoff
+    std::vector<measure::MeasureResult> run(const std::vector<measure::MeasureInput>& in,
+                                            const std::vector<measure::BuildResult>& b) override {
+      calls.push_back({in.size(), in.front().slow_call_s});
+      auto out = FakeRunner::run(in, b);
+      for (auto& r : out) r.error = measure::MeasureError::None, r.costs = {0.01};  // 10 ms each
+      return out;
+    }
+  } runner;
+  auto model = search::make_random_model(1);
+  search::TunerOptions o = small_options(16);
+  o.measures_per_round = 16;
+  Tuner tuner({two_tasks()[0]}, o, *model, builder, runner);
+  tune(tuner);
+  ASSERT_EQ(runner.calls.size(), 2u);
+  EXPECT_EQ(runner.calls[0].first, 8u);
+  EXPECT_EQ(runner.calls[0].second, 0);       // nothing known yet: no cutoff
+  EXPECT_DOUBLE_EQ(runner.calls[1].second, 0.2);  // 20 x 10 ms
+}
+
 TEST(Tuner, RunnerFailuresAreMeasurementsWithoutATime) {
   FakeBuilder builder;
   class Failing : public measure::ProgramRunner {
