@@ -123,11 +123,11 @@ std::vector<measure::MeasureResult> Tuner::run_in_chunks(std::vector<measure::Me
                                                         double best) {
   // Random programs of one task can differ 400x in time (a 1024^3 matmul: 25 ms to over 10 s a call),
   // so candidates 20x slower than the best known (and than 50 ms) are timed by one call and cut off
-  // soon after. Running in chunks lets the first round of a task learn its best as it goes.
-  constexpr size_t kChunk = 8;
+  // soon after. Running in chunks lets the first round of a task learn its best as it goes (in chunks
+  // of 2 until a time is known, so at most two candidates run without a cutoff).
   std::vector<measure::MeasureResult> results;
-  for (size_t from = 0; from < inputs.size(); from += kChunk) {
-    const size_t to = std::min(inputs.size(), from + kChunk);
+  for (size_t from = 0, to = 0; from < inputs.size(); from = to) {
+    to = std::min(inputs.size(), from + (std::isfinite(best) ? 8 : 2));
     const double slow = std::isfinite(best) ? std::max(20 * best, 0.05) : 0;
     std::vector<measure::MeasureInput> chunk(inputs.begin() + from, inputs.begin() + to);
     for (measure::MeasureInput& in : chunk) in.slow_call_s = slow;

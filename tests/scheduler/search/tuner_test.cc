@@ -152,8 +152,8 @@ TEST(Tuner, RestoredProgramsCountAndAreNotMeasuredAgain) {
   EXPECT_EQ(resumed.search(0).best_cost(), std::min(resumed.search(0).best_cost(), first.search(0).best_cost()));
 }
 
-// The runner gets each batch 8 at a time; once a time is known, candidates carry a cutoff of 20x the
-// best so far (at least 50 ms), so hopeless programs cost one call.
+// The runner gets each batch 2 at a time until a time is known, then 8 at a time; candidates then
+// carry a cutoff of 20x the best so far (at least 50 ms), so hopeless programs cost one call.
 TEST(Tuner, CandidatesCarryACutoffFromTheBestTimeSoFar) {
   FakeBuilder builder;
   class Recording : public FakeRunner {
@@ -172,8 +172,9 @@ TEST(Tuner, CandidatesCarryACutoffFromTheBestTimeSoFar) {
   o.measures_per_round = 16;
   Tuner tuner({two_tasks()[0]}, o, *model, builder, runner);
   tune(tuner);
-  ASSERT_EQ(runner.calls.size(), 2u);
-  EXPECT_EQ(runner.calls[0].first, 8u);
+  ASSERT_EQ(runner.calls.size(), 3u);  // 2 + 8 + 6
+  EXPECT_EQ(runner.calls[0].first, 2u);
+  EXPECT_EQ(runner.calls[1].first, 8u);
   EXPECT_EQ(runner.calls[0].second, 0);       // nothing known yet: no cutoff
   EXPECT_DOUBLE_EQ(runner.calls[1].second, 0.2);  // 20 x 10 ms
 }
