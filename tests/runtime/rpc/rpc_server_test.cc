@@ -123,6 +123,43 @@ TEST_F(RpcServerTest, NumberGrowsUntilMinRepeatMs) {
   for (double c : r.costs) EXPECT_LT(c, 0.01);
 }
 
+// slow_call_ms: a first call slower than the cutoff is the only cost; without a cutoff, every repeat.
+TEST_F(RpcServerTest, SlowFirstCallIsTheOnlyCostPastTheCutoff) {
+  uint32_t m;
+  Session s = connect_with_kernels(&m);
+  RunRequest req = unary_request(m, "slow20ms", 1);
+  req.slow_call_ms = 5;
+  RunResult r = s.run(req);
+  ASSERT_EQ(r.error, RunError::kNone) << r.message;
+  ASSERT_EQ(r.costs.size(), 1u);
+  EXPECT_GE(r.costs[0], 0.02);
+  req.slow_call_ms = 0;
+  r = s.run(req);
+  ASSERT_EQ(r.error, RunError::kNone) << r.message;
+  EXPECT_EQ(r.costs.size(), 3u);
+}
+
+// threads > 1: the kernel gets a parallel_for hook backed by a pthread pool, and its work is right.
+TEST_F(RpcServerTest, ThreadsGiveTheKernelAParallelHook) {
+  uint32_t m;
+  Session s = connect_with_kernels(&m);
+  RunRequest req = unary_request(m, "scale2_parallel", 7);
+  RunResult serial = s.run(req);
+  ASSERT_EQ(serial.error, RunError::kNone) << serial.message;
+  req.threads = 2;
+  RunResult pooled = s.run(req);
+  ASSERT_EQ(pooled.error, RunError::kNone) << pooled.message;
+  std::vector<uint8_t> want = expected_scale2(7);
+  float flag = 0;
+  std::memcpy(&flag, pooled.outputs[1].data(), 4);
+  EXPECT_EQ(flag, 1.0f);
+  std::memcpy(&flag, serial.outputs[1].data(), 4);
+  EXPECT_EQ(flag, 0.0f);
+  // Apart from the flag in element 0, both computed 2x.
+  EXPECT_TRUE(std::equal(want.begin() + 4, want.end(), pooled.outputs[1].begin() + 4));
+  EXPECT_TRUE(std::equal(want.begin() + 4, want.end(), serial.outputs[1].begin() + 4));
+}
+
 TEST_F(RpcServerTest, SegfaultIsRuntimeDeviceAndTheSessionGoesOn) {
   uint32_t m;
   Session s = connect_with_kernels(&m);
