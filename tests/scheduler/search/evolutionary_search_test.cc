@@ -233,7 +233,7 @@ double share_vectorized_16(const std::vector<State>& batch) {
 TEST(EvolutionarySearch, TheModelSteersTheSearch) {
   const auto& names = search::feature_names();
   auto it = std::find(names.begin(), names.end(), "vec_len");
-  if (it == names.end()) GTEST_SKIP() << "no vec_len feature: needs scheduler/search/features.cc";
+  ASSERT_NE(it, names.end()) << "no vec_len feature";
   SearchOptions o = small_options();
   o.population = 96;
   o.generations = 3;
