@@ -38,7 +38,9 @@ for name in $models; do
     mapfile -t shape_args < <(node "$root/bench/ort/input_shapes.mjs" "$model" "$models_dir/$name/test_data_set_0")
   fi
   t0=$(date +%s)
+  # Rounds no larger than the per-task budget, so every task gets its warm-up round.
   "$kiln" tune "$model" --target host --records "$dir/$name.json" --trials-per-task "$per_task" \
+    --measures-per-round $(( per_task < 64 ? per_task : 64 )) \
     --threads "$threads" --plain "${shape_args[@]}" >"$dir/$name.tune.log" 2>&1 ||
     { echo "  $name: kiln tune failed (see $dir/$name.tune.log)" >&2; continue; }
   echo "  $name: $(( $(date +%s) - t0 )) s; $(tail -n 1 "$dir/$name.tune.log")" >&2

@@ -1,9 +1,6 @@
 // `kiln records distill` and `kiln records show`: load_records -> best_records -> a file or a table.
 #include "toolchain/records_command.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -18,34 +15,6 @@
 
 namespace kiln {
 namespace {
-
-// Writes `text` to `path` so that a reader sees either the old file or the whole new one, never a part:
-// into a temporary file beside it, fsynced, then renamed over it. (Distilling a log into itself is
-// therefore safe too.)
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("records " + path + ": cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error("records " + path + ": write failed: " + why);
-    }
-    done += static_cast<size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw Error("records " + path + ": cannot replace it: " + why);
-  }
-}
 
 // Unix seconds as UTC "2024-06-10 06:13:20"; "-" for a record without a time.
 std::string utc_time(double unix_s) {
@@ -129,9 +98,9 @@ int RecordsCommand::run() {
   if (*distill_) {
     const std::vector<measure::Record> records = measure::load_records(distill_in_);
     const std::map<measure::RecordKey, measure::Record> best = measure::best_records(records);
-    std::string text;
-    for (const auto& [k, r] : best) text += measure::record_line(r) + "\n";
-    write_file_atomically(distill_out_, text);
+    std::vector<std::string> lines;
+    for (const auto& [k, r] : best) lines.push_back(measure::record_line(r));
+    measure::write_record_lines(distill_out_, lines);
     std::cout << fmt::format("wrote {}: {} records (the best per task and target of {} read)\n", distill_out_,
                              best.size(), records.size());
     return 0;

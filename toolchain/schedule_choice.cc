@@ -86,6 +86,7 @@ struct TaskScheduler {
       note(key, fmt::format("kiln: note: no tuning record for task {} ({}): default schedule", key, label));
       return std::nullopt;
     }
+    if (it->second.default_schedule) return std::nullopt;  // measured faster than every tuned program
     try {
       return measure::replay_record(it->second, dag);
     } catch (const Error& e) {

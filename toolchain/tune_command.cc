@@ -56,7 +56,9 @@ int restore_records(const std::string& path, const Target& target, search::Tuner
     auto it = task_of.find(r.task_key);
     if (it == task_of.end() || r.target != target.name) continue;
     try {
-      tuner.restore(it->second, measure::replay_record(r, tuner.tasks()[it->second].dag), r.result);
+      const auto& dag = tuner.tasks()[it->second].dag;
+      tuner.restore(it->second, r.default_schedule ? state::State(dag) : measure::replay_record(r, dag), r.result,
+                    r.default_schedule);
       ++restored;
     } catch (const Error&) {
       ++unreplayable;
@@ -146,7 +148,8 @@ int TuneCommand::run() {
   tuner.tune([&](const search::RoundReport& round) {
     std::vector<std::string> lines;
     for (size_t i = 0; i < round.inputs.size(); ++i)
-      lines.push_back(measure::record_line(round.inputs[i].task_key, target, round.inputs[i].state, round.results[i]));
+      lines.push_back(measure::record_line(round.inputs[i].task_key, target, round.inputs[i].state, round.results[i],
+                                           round.inputs[i].default_schedule));
     measure::append_record_lines(records_, lines);
     progress.update(tuner, &round);
   });

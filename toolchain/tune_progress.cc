@@ -34,7 +34,7 @@ std::string TuneProgress::table(const search::Tuner& tuner) {
   for (size_t i = 0; i < tuner.tasks().size(); ++i) {
     const search::TuneTask& t = tuner.tasks()[i];
     const search::TaskProgress& p = tuner.scheduler().progress(static_cast<int>(i));
-    const double best = tuner.search(static_cast<int>(i)).best_cost();
+    const double best = tuner.best_cost(static_cast<int>(i));
     std::string label = t.label.size() > 40 ? t.label.substr(0, 37) + "..." : t.label;
     s += fmt::format("{:>3}  {:<40} {:>6g} {:>7} {:>11} {:>9}  {}\n", i, label, t.weight, p.trials, ms_text(best),
                      gflops_text(t.flops, best), p.dead ? "done: " + p.why_dead : "");
@@ -75,7 +75,7 @@ void TuneProgress::update(const search::Tuner& tuner, const search::RoundReport*
     if (failed++ == 0) first_error = fmt::format(" (first: {}: {})", measure::measure_error_name(r.error), r.error_msg);
   }
   if (first_error.size() > 160) first_error = first_error.substr(0, 157) + "...";
-  const double best = tuner.search(round->task).best_cost();
+  const double best = tuner.best_cost(round->task);
   out_ << fmt::format("task {} ({}): {} measured, {} failed{}, best {} ms ({} GFLOPS) | {}", round->task, t.label,
                       round->results.size(), failed, first_error, ms_text(best), gflops_text(t.flops, best), line)
        << std::flush;

@@ -26,6 +26,7 @@
 #include "backends/llvm/codegen.h"
 #include "backends/llvm/emit_object.h"
 #include "frontend/ir/error.h"
+#include "scheduler/lower/lower_dag.h"
 #include "scheduler/lower/lower_state.h"
 
 extern char** environ;
@@ -34,6 +35,30 @@ namespace kiln::measure {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The default schedule as a standalone function with lower_state_func's parameter order
+// (placeholders, distinct outputs, then everything else), which buffer_specs expects. The body refers
+// to buffers, not positions, so reordering the parameters is safe.
+lower::LoweredFunc default_schedule_func(const te::ComputeDAG& dag, const std::string& name, const Target& target) {
+  lower::ScheduleParams params;
+  params.vector_bits = target.vector_bits;
+  lower::LoweredFunc f = lower::lower_dag(dag, name, params);
+  std::vector<lower::BufferRef> ordered;
+  auto take = [&](const te::TensorRef& t) {
+    for (lower::BufferRef& b : f.params)
+      if (b && b->name == t->name) {
+        ordered.push_back(std::move(b));
+        b = nullptr;
+        return;
+      }
+  };
+  for (const te::TensorRef& t : dag.placeholders) take(t);
+  for (const te::TensorRef& t : dag.outputs) take(t);
+  for (lower::BufferRef& b : f.params)
+    if (b) ordered.push_back(std::move(b));
+  f.params = std::move(ordered);
+  return f;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -177,7 +202,8 @@ BuildResult build_candidate(const MeasureInput& input, const Target& target, con
       if (t->stage && t->stage->is_extern())
         return fail(MeasureError::CompileHost, "runtime kernel " + t->stage->extern_node->op_type +
                                                    " cannot be measured as a standalone function");
-    func = lower::lower_state_func(input.state, func_name);
+    func = input.default_schedule ? default_schedule_func(input.state.dag(), func_name, target)
+                                  : lower::lower_state_func(input.state, func_name);
     r.buffers = buffer_specs(func, input.state.dag());
   } catch (const std::exception& e) {
     return fail(MeasureError::Instantiation, std::string("lower: ") + e.what());

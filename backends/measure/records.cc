@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -23,12 +24,13 @@ const nlohmann::json& at(const nlohmann::json& j, size_t i, const char* what) {
 }
 
 nlohmann::json record_json(const std::string& task_key, const std::string& target, const std::vector<int64_t>& hardware,
-                           const nlohmann::json& steps, const MeasureResult& result) {
+                           const nlohmann::json& steps, const MeasureResult& result, bool default_schedule) {
   nlohmann::json j;
   j["i"] = nlohmann::json::array({nlohmann::json::array({task_key, target, hardware}),
                                   nlohmann::json::array({nlohmann::json::array(), steps})});
   j["r"] = nlohmann::json::array({result.costs, static_cast<int>(result.error), result.all_cost_s, result.timestamp});
   j["v"] = "v0.6";
+  if (default_schedule) j["kiln_default"] = true;
   return j;
 }
 
@@ -41,42 +43,68 @@ std::vector<int64_t> record_hardware(const Target& target) {
 }
 
 std::string record_line(const std::string& task_key, const Target& target, const state::State& state,
-                        const MeasureResult& result) {
+                        const MeasureResult& result, bool default_schedule) {
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : state.steps()) steps.push_back(s->to_json());
-  return record_json(task_key, target.name, record_hardware(target), steps, result).dump();
+  return record_json(task_key, target.name, record_hardware(target), steps, result, default_schedule).dump();
 }
 
 std::string record_line(const Record& r) {
-  return record_json(r.task_key, r.target, r.hardware, r.steps, r.result).dump();
+  return record_json(r.task_key, r.target, r.hardware, r.steps, r.result, r.default_schedule).dump();
 }
 
-void append_record_lines(const std::string& path, const std::vector<std::string>& lines) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("records " + path + ": cannot open: " + std::strerror(errno));
-  std::string text;
-  struct stat st {};
-  char last = '\n';
-  if (::fstat(fd, &st) == 0 && st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
-    text.push_back('\n');
-  for (const std::string& l : lines) {
-    text.append(l);
-    text.push_back('\n');
-  }
+namespace {
+
+// Writes all of `text` to `fd`; "" or why not.
+std::string write_fully(int fd, const std::string& text) {
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      throw Error("records " + path + ": write failed: " + why);
-    }
+    if (n <= 0) return std::strerror(errno);
     done += static_cast<size_t>(n);
   }
-  const bool synced = ::fsync(fd) == 0;
+  return "";
+}
+
+std::string joined_lines(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& l : lines) {
+    text.append(l);
+    text.push_back('\n');
+  }
+  return text;
+}
+
+}  // namespace
+
+void append_record_lines(const std::string& path, const std::vector<std::string>& lines) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("records " + path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  char last = '\n';
+  const bool cut_short =
+      ::fstat(fd, &st) == 0 && st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n';
+  const std::string why = write_fully(fd, (cut_short ? "\n" : "") + joined_lines(lines));
+  const bool synced = why.empty() && ::fsync(fd) == 0;
+  const std::string sync_why = synced ? "" : std::strerror(errno);
   ::close(fd);
-  if (!synced) throw Error("records " + path + ": fsync failed: " + std::strerror(errno));
+  if (!why.empty()) throw Error("records " + path + ": write failed: " + why);
+  if (!synced) throw Error("records " + path + ": fsync failed: " + sync_why);
+}
+
+void write_record_lines(const std::string& path, const std::vector<std::string>& lines) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("records " + path + ": cannot create " + tmp + ": " + std::strerror(errno));
+  const std::string why = write_fully(fd, joined_lines(lines));
+  const bool synced = why.empty() && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!why.empty() || !synced || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = why.empty() ? std::strerror(errno) : why;
+    ::unlink(tmp.c_str());
+    throw Error("records " + path + ": cannot replace it: " + reason);
+  }
 }
 
 void append_record(const std::string& path, const std::string& task_key, const Target& target,
@@ -106,6 +134,7 @@ Record parse_record(const std::string& line) {
     r.result.error = measure_error_from_int(at(res, 1, "r[1] (error)").get<int>());
     r.result.all_cost_s = at(res, 2, "r[2] (all cost)").get<double>();
     r.result.timestamp = at(res, 3, "r[3] (timestamp)").get<double>();
+    r.default_schedule = j.contains("kiln_default") && j["kiln_default"].is_boolean() && j["kiln_default"].get<bool>();
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("record: malformed field (") + e.what() + ")");

@@ -24,6 +24,9 @@ struct Record {
   std::vector<int64_t> hardware;
   nlohmann::json steps = nlohmann::json::array();
   MeasureResult result;
+  /// The time of kiln's default schedule (no steps; key "kiln_default" in the line, which TVM's
+  /// readers ignore): compile --records uses a tuned record only when it beats this.
+  bool default_schedule = false;
 };
 
 /// The hardware numbers of a record, in TVM's order (cores, vector bytes, cache line bytes, then the
@@ -32,7 +35,7 @@ std::vector<int64_t> record_hardware(const Target& target);
 
 /// One record as a JSON line (no newline).
 std::string record_line(const std::string& task_key, const Target& target, const state::State& state,
-                        const MeasureResult& result);
+                        const MeasureResult& result, bool default_schedule = false);
 
 /// A decoded record as a JSON line again (no newline), with its steps and hardware as they were read:
 /// `kiln records distill` rewrites records without a DAG to replay them on.
@@ -44,6 +47,11 @@ std::string record_line(const Record& r);
 /// (skipped by load_records) instead of swallowing the first new record. Throws kiln::Error naming the
 /// path on I/O failure.
 void append_record_lines(const std::string& path, const std::vector<std::string>& lines);
+
+/// Replaces `path` with exactly these lines, so that a reader sees either the old file or the whole new
+/// one: written to a temporary file beside it, fsynced, then renamed over it (`kiln records distill`,
+/// which may distill a log into itself). Throws kiln::Error naming the path.
+void write_record_lines(const std::string& path, const std::vector<std::string>& lines);
 
 /// append_record_lines with one record.
 void append_record(const std::string& path, const std::string& task_key, const Target& target,

@@ -53,6 +53,9 @@ struct MeasureInput {
   /// best time known for the task (at least 50 ms), so hopeless candidates cost one call instead of all
   /// repeats (random programs of one task can differ 400x).
   double slow_call_s = 0;
+  /// Measure kiln's default schedule of the DAG (lower_dag) instead of `state` (which is then the
+  /// initial state): the baseline a tuned program must beat to be used (docs/tuning.md).
+  bool default_schedule = false;
 };
 
 /// What a buffer of the built function is for: a runner fills inputs with random data, compares

@@ -59,12 +59,21 @@ Tuner::Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model
                                                      task_seed(options_.seed, t.key)));
   restored_.resize(tasks_.size());
   restored_trials_.assign(tasks_.size(), 0);
+  default_cost_.assign(tasks_.size(), std::numeric_limits<double>::infinity());
+  default_measured_.assign(tasks_.size(), false);
 }
 
-void Tuner::restore(int task, const state::State& s, const measure::MeasureResult& r) {
+double Tuner::best_cost(int task) const { return std::min(searches_[task]->best_cost(), default_cost_[task]); }
+
+void Tuner::restore(int task, const state::State& s, const measure::MeasureResult& r, bool default_schedule) {
   const double cost = mean_cost(r);
-  searches_[task]->add_measured(s, cost);
-  restored_[task].push_back({tasks_[task].key, features_or_none(s), cost});
+  if (default_schedule) {
+    default_cost_[task] = std::min(default_cost_[task], cost);
+    default_measured_[task] = true;
+  } else {
+    searches_[task]->add_measured(s, cost);
+    restored_[task].push_back({tasks_[task].key, features_or_none(s), cost});
+  }
   ++restored_trials_[task];
   ++trials_;
 }
@@ -73,7 +82,7 @@ void Tuner::finish_restore() {
   std::vector<MeasuredSample> all;
   for (size_t t = 0; t < tasks_.size(); ++t) {
     if (restored_trials_[t] == 0) continue;
-    scheduler_.report(static_cast<int>(t), restored_trials_[t], searches_[t]->best_cost(), false);
+    scheduler_.report(static_cast<int>(t), restored_trials_[t], best_cost(static_cast<int>(t)), false);
     for (MeasuredSample& s : restored_[t]) all.push_back(std::move(s));
     restored_[t].clear();
     restored_trials_[t] = 0;
@@ -90,26 +99,35 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
     if (t < 0) break;
     TaskSearch& search = *searches_[t];
     const int n = std::min(options_.measures_per_round, options_.trials - trials_);
-    const std::vector<state::State> states = search.next_batch(model_, n);
-    if (states.empty()) {
-      scheduler_.report(t, 0, search.best_cost(), true);
-      continue;
-    }
     RoundReport report;
     report.task = t;
+    // The default schedule goes first: its time sets the cutoff for hopeless candidates at once.
+    const bool with_default = !default_measured_[t];
+    if (with_default) report.inputs.push_back({tasks_[t].key, tasks_[t].dag, state::State(tasks_[t].dag), 0, true});
+    const std::vector<state::State> states = search.next_batch(model_, n - (with_default ? 1 : 0));
+    if (states.empty() && !with_default) {
+      scheduler_.report(t, 0, best_cost(t), true);
+      continue;
+    }
     for (const state::State& s : states) report.inputs.push_back({tasks_[t].key, tasks_[t].dag, s});
     const std::vector<measure::BuildResult> builds = builder_.build(report.inputs);
-    report.results = run_in_chunks(report.inputs, builds, search.best_cost());
+    report.results = run_in_chunks(report.inputs, builds, best_cost(t));
 
     std::vector<MeasuredSample> samples;
-    for (size_t i = 0; i < states.size(); ++i) {
+    for (size_t i = 0; i < report.inputs.size(); ++i) {
       const double cost = mean_cost(report.results[i]);
-      search.add_measured(states[i], cost);
-      samples.push_back({tasks_[t].key, features_or_none(states[i]), cost});
+      if (report.inputs[i].default_schedule) {
+        default_cost_[t] = std::min(default_cost_[t], cost);
+        default_measured_[t] = true;
+        continue;
+      }
+      search.add_measured(report.inputs[i].state, cost);
+      samples.push_back({tasks_[t].key, features_or_none(report.inputs[i].state), cost});
     }
-    trials_ += static_cast<int>(states.size());
-    measured_in_tune_ += static_cast<int>(states.size());
-    scheduler_.report(t, static_cast<int>(states.size()), search.best_cost(), search.exhausted());
+    const int measured = static_cast<int>(report.inputs.size());
+    trials_ += measured;
+    measured_in_tune_ += measured;
+    scheduler_.report(t, measured, best_cost(t), search.exhausted());
     tune_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
     curve_.push_back({trials_, scheduler_.objective(), tune_seconds_});
     on_round(report);  // before retraining: the records hold the batch as soon as possible

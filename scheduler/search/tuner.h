@@ -1,7 +1,10 @@
 /// \file The tuning loop: tasks, one search per task, one cost model, a task scheduler, a builder and a
 /// runner, turned into measured programs round after round (Ansor's TaskScheduler.tune).
 ///
-/// Each round the task scheduler picks a task, its search proposes a batch, the batch is built and
+/// Each task's first round also measures kiln's default schedule (MeasureInput::default_schedule): a
+/// task's best is the faster of it and the best searched program, so the estimate and the compiled
+/// package never get worse than untuned. Each round the task scheduler picks a task, its search
+/// proposes a batch, the batch is built and
 /// measured, the results go to the search (never re-measured), the cost model (retrained) and the
 /// caller (who appends them to the records before the next round: what is reported survives a kill).
 /// Programs read back from records are restored the same way without measuring, so a resumed tuner
@@ -62,8 +65,9 @@ class Tuner {
   Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model, measure::Builder& builder,
         measure::ProgramRunner& runner);
 
-  /// Adds a program measured earlier (read back from records) to task `task`. Call before tune().
-  void restore(int task, const state::State& s, const measure::MeasureResult& r);
+  /// Adds a program measured earlier (read back from records) to task `task`; `default_schedule`: the
+  /// record is the default schedule's time (`s` is then ignored). Call before tune().
+  void restore(int task, const state::State& s, const measure::MeasureResult& r, bool default_schedule = false);
 
   /// Tunes until `trials` programs are measured (restored ones count), every task is dead, or tuning
   /// stops early. `on_round` runs after each measured batch, before the next round starts.
@@ -71,6 +75,10 @@ class Tuner {
 
   const std::vector<TuneTask>& tasks() const { return tasks_; }
   const TaskSearch& search(int task) const { return *searches_[task]; }
+  /// Seconds of the task's default schedule (infinity until measured, or when it failed).
+  double default_cost(int task) const { return default_cost_[task]; }
+  /// The faster of the default schedule and the best searched program.
+  double best_cost(int task) const;
   const TaskScheduler& scheduler() const { return scheduler_; }
   const std::vector<CurvePoint>& curve() const { return curve_; }
   /// Programs measured (or restored) so far.
@@ -92,6 +100,8 @@ class Tuner {
   TaskScheduler scheduler_;
   std::vector<std::vector<MeasuredSample>> restored_;  // per task, until tune() starts
   std::vector<int> restored_trials_;
+  std::vector<double> default_cost_;
+  std::vector<bool> default_measured_;
   std::vector<CurvePoint> curve_;
   int trials_ = 0;
   int measured_in_tune_ = 0;

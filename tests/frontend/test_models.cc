@@ -29,6 +29,20 @@ CliResult run_kiln(const std::string& args, const TempDir& dir) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+CliOutput run_kiln_output(const std::string& args, const TempDir& dir, int timeout_s) {
+  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + KILN_BINARY + " " + args + " >" +
+                          dir.path("out.txt") + " 2>" + dir.path("err.txt");
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir.path("out.txt")), read_file(dir.path("err.txt"))};
+}
+
 ModelBuilder relu_model() {
   ModelBuilder b("relu", 13);
   b.input("x", DType::Float32, Shape{1, 4});

@@ -26,6 +26,16 @@ struct CliResult {
 /// Runs `kiln ARGS` (stdout discarded, at most 60 s), keeping stderr in `dir`.
 CliResult run_kiln(const std::string& args, const TempDir& dir);
 
+/// What the kiln binary did, with both streams.
+struct CliOutput {
+  int exit_code = -1;
+  std::string out, err;
+};
+/// Runs `kiln ARGS` (at most `timeout_s` seconds), keeping stdout and stderr (in files in `dir`).
+CliOutput run_kiln_output(const std::string& args, const TempDir& dir, int timeout_s = 300);
+/// The whole file ("" when it cannot be read).
+std::string read_file(const std::string& path);
+
 /// x[1,4] float -> Relu -> y: the smallest useful model, for tests to mutate.
 ModelBuilder relu_model();
 

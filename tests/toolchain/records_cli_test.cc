@@ -29,27 +29,10 @@ namespace {
 
 const std::string kMnistDir = std::string(KILN_SOURCE_DIR) + "/../shared/models/mnist-8";
 
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using Output = testing::CliOutput;
 
 Output run(const std::string& args, const testing::TempDir& dir) {
-  const std::string cmd = std::string("timeout 300 ") + KILN_BINARY + " " + args + " >" + dir.path("out.txt") + " 2>" +
-                          dir.path("err.txt");
-  const int status = std::system(cmd.c_str());
-  Output o;
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.out = slurp(dir.path("out.txt"));
-  o.err = slurp(dir.path("err.txt"));
-  return o;
+  return testing::run_kiln_output("" + args, dir, 300);
 }
 
 int count_lines(const std::string& s, const std::string& needle) {

@@ -27,23 +27,10 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Output = testing::CliOutput;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Output run(const std::string& args, const TempDir& dir) {
-  const std::string cmd = std::string("timeout 600 ") + KILN_BINARY + " " + args + " >" + dir.path("out.txt") +
-                          " 2>" + dir.path("err.txt");
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir.path("out.txt")), slurp(dir.path("err.txt"))};
+Output run(const std::string& args, const testing::TempDir& dir) {
+  return testing::run_kiln_output("" + args, dir, 600);
 }
 
 // MatMul 32x24 x 24x40 + Relu: one small task, quick to build and run.
@@ -97,7 +84,7 @@ TEST(TuneCli, TunesAppendsRecordsDrawsTheCurveResumesAndFeedsCompile) {
   EXPECT_EQ(f.malformed, 0);
   EXPECT_GT(f.valid, 0);
   EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), 12u) << "a program measured twice";
-  EXPECT_NE(slurp(records + ".curve.svg").find("<polyline"), std::string::npos);
+  EXPECT_NE(testing::read_file(records + ".curve.svg").find("<polyline"), std::string::npos);
   EXPECT_NE(o.out.find("estimated latency"), std::string::npos) << o.out;
 
   // The same command again: everything restored, nothing left to measure.
@@ -220,7 +207,7 @@ TEST(TuneCli, Mnist8TunesThroughRpcAgainstAnAArch64ServerUnderQemu) {
   ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
   const RecordsFile f = read_records(records);
   EXPECT_EQ(f.programs.size(), 12u);
-  EXPECT_GT(f.valid, 0) << slurp(records);
+  EXPECT_GT(f.valid, 0) << testing::read_file(records);
   EXPECT_NE(o.out.find("aarch64-cortex-a72"), std::string::npos) << o.out;
 }
 

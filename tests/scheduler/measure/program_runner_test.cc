@@ -124,6 +124,22 @@ TEST(LocalRunner, RandomMatmulReluProgramsMeasureAndMatchTheDefault) {
   }
 }
 
+// The default-schedule candidate (the tuner's baseline) builds from the DAG alone, with the parameter
+// order of any other candidate, and computes what the naive reference computes.
+TEST(LocalRunner, DefaultScheduleCandidateMeasuresAndMatches) {
+  const Target host = host_target();
+  const Task task = matmul_relu_task();
+  auto dag = std::make_shared<const te::ComputeDAG>(task.dag);
+  std::vector<MeasureInput> inputs = {{task.key, dag, state::State(dag), 0, true}};
+  ProgramBuilder builder(host, quick_builds());
+  const std::vector<BuildResult> builds = builder.build(inputs);
+  ASSERT_EQ(builds[0].error, MeasureError::None) << builds[0].error_msg;
+  LocalRunner runner(host, builder);
+  const MeasureResult r = runner.run(inputs, builds)[0];
+  EXPECT_EQ(r.error, MeasureError::None) << r.error_msg;
+  EXPECT_FALSE(r.costs.empty());
+}
+
 // With threads > 1 the child runs parallel loops on a pthread pool: programs with parallel loops still
 // match the default schedule (a pool that split work wrongly would not).
 TEST(LocalRunner, ParallelLoopsRunOnAThreadPoolAndStillMatch) {

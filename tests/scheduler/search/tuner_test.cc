@@ -141,7 +141,7 @@ TEST(Tuner, RestoredProgramsCountAndAreNotMeasuredAgain) {
   auto m2 = search::make_random_model(1);
   Tuner resumed(two_tasks(), small_options(40), *m2, builder, runner);
   for (size_t i = 0; i < measured.size(); ++i)
-    resumed.restore(measured[i].first, measured[i].second.state, results[i]);
+    resumed.restore(measured[i].first, measured[i].second.state, results[i], measured[i].second.default_schedule);
   EXPECT_EQ(resumed.trials(), 16);
   const TuneRun run = tune(resumed);
   EXPECT_EQ(resumed.trials(), 40);
