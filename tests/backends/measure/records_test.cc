@@ -117,3 +117,24 @@ TEST(BestRecords, DistilledLinesReadBackTheSame) {
 
 }  // namespace
 }  // namespace kiln::measure
+
+namespace kiln::measure {
+namespace {
+
+// A default-schedule record keeps its flag through a line, and competes for "best" like any record:
+// compile --records then keeps the default schedule for that task.
+TEST(BestRecords, DefaultScheduleRecordsRoundTripAndCanBeTheBest) {
+  Record d = make_record("00000000000000aa", "t", {1e-3});
+  d.steps = nlohmann::json::array();
+  d.default_schedule = true;
+  const Record back = parse_record(record_line(d));
+  EXPECT_TRUE(back.default_schedule);
+  EXPECT_NE(record_line(d).find("\"kiln_default\":true"), std::string::npos);
+  EXPECT_FALSE(parse_record(record_line(make_record("00000000000000aa", "t", {1e-3}))).default_schedule);
+  const auto best = best_records({make_record("00000000000000aa", "t", {2e-3}), d});
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_TRUE(best.begin()->second.default_schedule);
+}
+
+}  // namespace
+}  // namespace kiln::measure
