@@ -127,9 +127,10 @@ TEST(TuneCli, KilledAtRandomMomentsAndRestartedEndsWithTheBudgetAndNoRepeats) {
   const unsigned seed = static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count());
   std::mt19937 rng(seed);
   SCOPED_TRACE("kill schedule seed " + std::to_string(seed));
-  const int budget = 48;
-  // Each candidate runs for at least 60 ms, so the tuner is still busy when the kills come.
-  const std::string slow = " --min-repeat-ms 60";
+  const int budget = 64;
+  // Each candidate runs for at least 100 ms (64 of them: over 6 s of work), so the tuner is still busy
+  // when the kills come (at most 3 x 2 s).
+  const std::string slow = " --min-repeat-ms 100";
   size_t before = 0;
   for (int kill = 0; kill < 3; ++kill) {
     const pid_t pid = fork();
