@@ -55,8 +55,8 @@ peak_t=$(awk -v p="$peak" -v t="$threads" 'BEGIN { printf "%.1f", p * t }')
   echo "FMA peak of one core, measured in the same run: $peak GFLOPS (x $threads thread(s) = $peak_t)."
   echo
   echo "Untuned: the default schedule. Searched: the fastest program the search found (its record's time, as"
-  echo "measured while tuning). Tuned package: \\`kiln compile --records\\`, which uses the searched program only"
-  echo "where it beat the default schedule (also measured while tuning). Times: \\`kiln run --repeat\\` medians."
+  echo 'measured while tuning). Tuned package: `kiln compile --records`, which uses the searched program only'
+  echo 'where it beat the default schedule (also measured while tuning). Times: `kiln run --repeat` medians.'
   echo
   echo "| op | untuned ms | searched best ms | searched GFLOPS | % of peak | tuned package ms | tuned/untuned speedup | OpenBLAS GFLOPS | measured/s |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
