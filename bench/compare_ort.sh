@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$kiln" ] || { echo "compare_ort.sh: $kiln not found; build kiln first" >&2; exit 2; }
 "$root/scripts/install-ort.sh"
-work=$root/build/bench
+work=$root/build/bench/compare  # not build/bench itself: tuning records and op results live beside it
 rm -rf "$work"
 mkdir -p "$work"
 time_ort="$root/bench/ort/time_model.mjs"
