@@ -43,6 +43,14 @@ CliOutput run_kiln_output(const std::string& args, const TempDir& dir, int timeo
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir.path("out.txt")), read_file(dir.path("err.txt"))};
 }
 
+Tensor random_weights(const Shape& shape, uint32_t seed) {
+  Tensor t(DType::Float32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(-1, 1);
+  for (int64_t i = 0; i < num_elements(shape); ++i) t.set_double(i, d(rng));
+  return t;
+}
+
 ModelBuilder relu_model() {
   ModelBuilder b("relu", 13);
   b.input("x", DType::Float32, Shape{1, 4});

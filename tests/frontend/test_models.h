@@ -36,6 +36,9 @@ CliOutput run_kiln_output(const std::string& args, const TempDir& dir, int timeo
 /// The whole file ("" when it cannot be read).
 std::string read_file(const std::string& path);
 
+/// A float32 tensor of `shape` with values uniform in [-1, 1) from `seed`: weights for test models.
+Tensor random_weights(const Shape& shape, uint32_t seed);
+
 /// x[1,4] float -> Relu -> y: the smallest useful model, for tests to mutate.
 ModelBuilder relu_model();
 

@@ -28,14 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Tensor random_weights(const Shape& shape, uint32_t seed) {
-  Tensor t(DType::Float32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  for (int64_t i = 0; i < num_elements(shape); ++i) t.set_double(i, d(rng));
-  return t;
-}
-
 // The one task of a model whose anchor is `anchor`.
 Task task_of(ModelBuilder& mb, const std::string& anchor) {
   testing::TempDir dir;
@@ -49,7 +41,7 @@ Task task_of(ModelBuilder& mb, const std::string& anchor) {
 Task matmul_relu_task() {
   ModelBuilder b("matmul", 17);
   b.input("a", DType::Float32, Shape{48, 40});
-  b.initializer("w", random_weights({40, 56}, 3));
+  b.initializer("w", testing::random_weights({40, 56}, 3));
   b.node("MatMul", {"a", "w"}, {"c"});
   b.node("Relu", {"c"}, {"y"});
   b.output("y", DType::Float32, Shape{48, 56});
@@ -59,8 +51,8 @@ Task matmul_relu_task() {
 Task conv_task() {
   ModelBuilder b("conv", 17);
   b.input("x", DType::Float32, Shape{1, 4, 10, 10});
-  b.initializer("w", random_weights({8, 4, 3, 3}, 1));
-  b.initializer("b", random_weights({8}, 2));
+  b.initializer("w", testing::random_weights({8, 4, 3, 3}, 1));
+  b.initializer("b", testing::random_weights({8}, 2));
   b.node("Conv", {"x", "w", "b"}, {"c"})
       .attr("strides", std::vector<int64_t>{1, 1})
       .attr("pads", std::vector<int64_t>{1, 1, 1, 1});

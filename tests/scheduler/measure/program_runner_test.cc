@@ -34,18 +34,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Tensor random_weights(const Shape& shape, uint32_t seed) {
-  Tensor t(DType::Float32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  for (int64_t i = 0; i < num_elements(shape); ++i) t.set_double(i, d(rng));
-  return t;
-}
-
 Task matmul_relu_task() {
   ModelBuilder b("matmul", 17);
   b.input("a", DType::Float32, Shape{48, 40});
-  b.initializer("w", random_weights({40, 56}, 3));
+  b.initializer("w", testing::random_weights({40, 56}, 3));
   b.node("MatMul", {"a", "w"}, {"c"});
   b.node("Relu", {"c"}, {"y"});
   b.output("y", DType::Float32, Shape{48, 56});

@@ -20,14 +20,6 @@ int programs_per_task() {
   return env ? std::atoi(env) : 20;
 }
 
-Tensor random_weights(const Shape& shape, uint32_t seed) {
-  Tensor t(DType::Float32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  for (int64_t i = 0; i < num_elements(shape); ++i) t.set_double(i, d(rng));
-  return t;
-}
-
 void expect_all_correct(ModelBuilder& mb, uint64_t seed = 1) {
   testing::TempDir dir;
   mb.save(dir.path("m.onnx"));
@@ -52,8 +44,8 @@ ModelBuilder conv(const Shape& x, int64_t out_ch, int64_t k, int64_t stride, int
   ModelBuilder b("conv", 17);
   b.input("x", DType::Float32, x);
   const int64_t h = (x[2] + 2 * pad - k) / stride + 1, w = (x[3] + 2 * pad - k) / stride + 1;
-  b.initializer("w", random_weights({out_ch, x[1] / group, k, k}, 1));
-  b.initializer("b", random_weights({out_ch}, 2));
+  b.initializer("w", testing::random_weights({out_ch, x[1] / group, k, k}, 1));
+  b.initializer("b", testing::random_weights({out_ch}, 2));
   b.node("Conv", {"x", "w", "b"}, {relu ? "c" : "y"})
       .attr("strides", std::vector<int64_t>{stride, stride})
       .attr("pads", std::vector<int64_t>{pad, pad, pad, pad})
@@ -66,7 +58,7 @@ ModelBuilder conv(const Shape& x, int64_t out_ch, int64_t k, int64_t stride, int
 TEST(RandomPrograms, MatmulWithPrimeExtents) {
   ModelBuilder b("matmul", 17);
   b.input("a", DType::Float32, Shape{37, 29});
-  b.initializer("w", random_weights({29, 41}, 3));
+  b.initializer("w", testing::random_weights({29, 41}, 3));
   b.node("MatMul", {"a", "w"}, {"c"});
   b.node("Relu", {"c"}, {"y"});
   b.output("y", DType::Float32, Shape{37, 41});
@@ -105,8 +97,8 @@ TEST(RandomPrograms, Softmax) {
 TEST(RandomPrograms, LayerNorm) {
   ModelBuilder b("layernorm", 17);
   b.input("x", DType::Float32, Shape{6, 48});
-  b.initializer("g", random_weights({48}, 4));
-  b.initializer("b", random_weights({48}, 5));
+  b.initializer("g", testing::random_weights({48}, 4));
+  b.initializer("b", testing::random_weights({48}, 5));
   b.node("LayerNormalization", {"x", "g", "b"}, {"y"}).attr("axis", int64_t{-1});
   b.output("y", DType::Float32, Shape{6, 48});
   expect_all_correct(b);
