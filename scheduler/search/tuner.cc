@@ -126,14 +126,11 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
     }
     const int measured = static_cast<int>(report.inputs.size());
     trials_ += measured;
-    measured_in_tune_ += measured;
     scheduler_.report(t, measured, best_cost(t), search.exhausted());
-    tune_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
-    curve_.push_back({trials_, scheduler_.objective(), tune_seconds_});
+    curve_.push_back({trials_, scheduler_.objective(), std::chrono::duration<double>(Clock::now() - start).count()});
     on_round(report);  // before retraining: the records hold the batch as soon as possible
     model_.update(samples);
   }
-  tune_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 std::vector<measure::MeasureResult> Tuner::run_in_chunks(std::vector<measure::MeasureInput>& inputs,
@@ -157,10 +154,6 @@ std::vector<measure::MeasureResult> Tuner::run_in_chunks(std::vector<measure::Me
     for (size_t i = from; i < to; ++i) inputs[i].slow_call_s = slow;
   }
   return results;
-}
-
-double Tuner::measured_per_second() const {
-  return tune_seconds_ > 0 ? measured_in_tune_ / tune_seconds_ : 0;
 }
 
 }  // namespace kiln::search

@@ -83,8 +83,6 @@ class Tuner {
   const std::vector<CurvePoint>& curve() const { return curve_; }
   /// Programs measured (or restored) so far.
   int trials() const { return trials_; }
-  /// Measured candidates per second of tune() so far (build and run included).
-  double measured_per_second() const;
 
  private:
   void finish_restore();
@@ -104,8 +102,6 @@ class Tuner {
   std::vector<bool> default_measured_;
   std::vector<CurvePoint> curve_;
   int trials_ = 0;
-  int measured_in_tune_ = 0;
-  double tune_seconds_ = 0;
 };
 
 /// Seconds of a result: the mean of its repeats; infinity for an error or no repeats.
