@@ -20,6 +20,7 @@
 #include "scheduler/state/steps/split_step.h"
 #include "scheduler/tasks/task.h"
 #include "tests/backends/measure/built_program_check.h"
+#include "tests/backends/measure/measure_tasks.h"
 #include "tests/frontend/test_models.h"
 #include "toolchain/pipeline.h"
 
@@ -29,24 +30,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // The one task of a model whose anchor is `anchor`.
-Task task_of(ModelBuilder& mb, const std::string& anchor) {
-  testing::TempDir dir;
-  mb.save(dir.path("m.onnx"));
-  Graph g = load_model(dir.path("m.onnx"), PipelineOptions{});
-  for (Task& t : extract_tasks(g, partition_graph(g)))
-    if (t.anchor == anchor) return t;
-  throw Error("test: no " + anchor + " task");
-}
-
-Task matmul_relu_task() {
-  ModelBuilder b("matmul", 17);
-  b.input("a", DType::Float32, Shape{48, 40});
-  b.initializer("w", testing::random_weights({40, 56}, 3));
-  b.node("MatMul", {"a", "w"}, {"c"});
-  b.node("Relu", {"c"}, {"y"});
-  b.output("y", DType::Float32, Shape{48, 56});
-  return task_of(b, "MatMul");
-}
+using testing::matmul_relu_task;
+using testing::task_of;
 
 Task conv_task() {
   ModelBuilder b("conv", 17);

@@ -26,6 +26,7 @@
 #include "scheduler/sketch/random_program.h"
 #include "scheduler/sketch/sketch_rule.h"
 #include "scheduler/tasks/task.h"
+#include "tests/backends/measure/measure_tasks.h"
 #include "tests/frontend/test_models.h"
 #include "toolchain/pipeline.h"
 
@@ -34,20 +35,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Task matmul_relu_task() {
-  ModelBuilder b("matmul", 17);
-  b.input("a", DType::Float32, Shape{48, 40});
-  b.initializer("w", testing::random_weights({40, 56}, 3));
-  b.node("MatMul", {"a", "w"}, {"c"});
-  b.node("Relu", {"c"}, {"y"});
-  b.output("y", DType::Float32, Shape{48, 56});
-  testing::TempDir dir;
-  b.save(dir.path("m.onnx"));
-  Graph g = load_model(dir.path("m.onnx"), PipelineOptions{});
-  for (Task& t : extract_tasks(g, partition_graph(g)))
-    if (t.anchor == "MatMul") return t;
-  throw Error("test: no MatMul task");
-}
+using testing::matmul_relu_task;
 
 std::vector<MeasureInput> random_inputs(const Task& task, int n, const Target& target, uint64_t seed) {
   auto dag = std::make_shared<const te::ComputeDAG>(task.dag);
