@@ -128,7 +128,7 @@ int main(int argc, char** argv) {{
   kiln_pthread_pool_destroy(pool);
 #endif
   qsort(times, (size_t)repeat, sizeof(double), cmp);
-  printf("median: %.6f ms\n", repeat > 0 ? times[repeat / 2] : 0.0);
+  printf("median: %.6f ms\nmin: %.6f ms\n", repeat > 0 ? times[repeat / 2] : 0.0, repeat > 0 ? times[0] : 0.0);
   for (int i = 0; i < NO; ++i) {{
     FILE* f = fopen(argv[2 + NI + i], "wb");
     if (!f || fwrite(args[NI + i], 1, (size_t)sizes[NI + i], f) != (size_t)sizes[NI + i]) {{ fprintf(stderr, "cannot write\n"); return 2; }}
@@ -220,6 +220,7 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
   PackageRun r;
   std::string log = slurp(work / "run.log");
   if (auto p = log.find("median: "); p != std::string::npos) r.median_ms = std::stod(log.substr(p + 8));
+  if (auto p = log.find("min: "); p != std::string::npos) r.min_ms = std::stod(log.substr(p + 5));
   PackageSignature sig = read_package_signature(dir);
   for (size_t i = 0; i < sig.outputs.size(); ++i) {
     const DType dt = sig.outputs[i].dtype;

@@ -29,6 +29,7 @@ package::PackageInfo compile_graph(const Graph& g, const CompileTarget& target, 
 struct PackageRun {
   std::vector<Tensor> outputs;  // in the package's output order
   double median_ms = 0;
+  double min_ms = 0;  // the fastest run: the least disturbed by other work on a shared machine
 };
 
 /// The inputs and outputs a package declares (from its <name>.json), and the target it was built for.

@@ -66,7 +66,7 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
   std::vector<std::string> names;
   for (const auto& io : sig.outputs) names.push_back(io.name);
   print_outputs(names, r.outputs, o, out);
-  out << fmt::format("median: {:.3f} ms over {} run(s)\n", r.median_ms, std::max(1, o.repeat));
+  out << fmt::format("median: {:.3f} ms over {} run(s), min {:.3f} ms\n", r.median_ms, std::max(1, o.repeat), r.min_ms);
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ for (let r = 0; r < repeat; ++r) {
   times.push(performance.now() - t0);
 }
 times.sort((a, b) => a - b);
-console.log(`median: ${times[Math.floor(repeat / 2)].toFixed(6)} ms over ${repeat} run(s)`);
+console.log(`median: ${times[Math.floor(repeat / 2)].toFixed(6)} ms over ${repeat} run(s), min ${times[0].toFixed(6)} ms`);
 
 if (opts.check) {
   let bad = 0, total = 0, maxAbs = 0, worst = '';

@@ -46,7 +46,13 @@ ForKind kind_of(IteratorAnnotation a) {
 class StateLowering {
  public:
   StateLowering(const state::State& s, const std::map<const te::TensorNode*, BufferRef>& buffers, std::vector<BufferRef>& temps)
-      : s_(s), given_(buffers), temps_(temps), inliner_(s), vars_(state::make_node_vars(s)), bounds_(state::infer_bounds(s, vars_)) {}
+      : s_(s), given_(buffers), temps_(temps), inliner_(s), vars_(state::make_node_vars(s)), bounds_(state::infer_bounds(s, vars_)) {
+    for (size_t i = 0; i < bounds_.stages.size(); ++i)
+      for (const state::Iterator& it : bounds_.stages[i].iters) {
+        const int64_t e = bounds_.stages[i].nodes[static_cast<size_t>(it.node)].extent;
+        if (e > 0) every_loop_[vars_[i][static_cast<size_t>(it.node)].get()] = e;
+      }
+  }
 
   Stmt run() {
     const auto& stages = bounds_.stages;
@@ -165,8 +171,11 @@ class StateLowering {
       auto& guards = spatial ? spatial_guards : reduce_guards;
       auto iv = state::index_interval(nv[ru], all_ranged);
       if (!iv || !iv->base.empty() || iv->hi >= reg.extent) guards.push_back(nv[ru] < te::int_imm(reg.extent));
-      if (reg.may_leave_domain) {
-        const int64_t domain = st.root_domain[ru];
+      // A region that moves with the enclosing loops may stay inside the domain all the same (tiles that
+      // divide it): no guard then, as a guard in a vector loop costs masked loads and stores.
+      const int64_t domain = st.root_domain[ru];
+      auto range = reg.may_leave_domain ? state::index_interval(value, every_loop_) : std::nullopt;
+      if (reg.may_leave_domain && !(range && range->base.empty() && range->lo >= 0 && range->hi < domain)) {
         guards.push_back(value >= te::int_imm(0));
         guards.push_back(value < te::int_imm(domain));
       }
@@ -296,6 +305,7 @@ class StateLowering {
   state::Inliner inliner_;
   std::vector<std::vector<Expr>> vars_;
   state::Bounds bounds_;
+  state::RangeMap every_loop_;  // every loop variable of every stage, with its extent
   std::map<const te::TensorNode*, Access> access_;
 };
 

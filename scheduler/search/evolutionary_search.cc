@@ -14,6 +14,7 @@
 #include "scheduler/sketch/init_rules.h"
 #include "scheduler/sketch/mutation_rules.h"
 #include "scheduler/sketch/random_program.h"
+#include "scheduler/sketch/seed_programs.h"
 #include "scheduler/sketch/sketch_rule.h"
 
 namespace kiln::search {
@@ -239,6 +240,10 @@ TaskSearch::TaskSearch(std::string task_key, std::shared_ptr<const te::ComputeDA
     : key_(std::move(task_key)), dag_(std::move(dag)), params_(params), options_(options), seed_(seed) {
   sketches_ = sketch::generate_sketches(State(dag_), params_);
   if (sketches_.empty()) throw state::ScheduleError(fmt::format("search: task {} has no sketch", key_));
+  for (State& s : sketch::register_tile_seeds(sketches_, params_)) {
+    std::string key = state::print_state(s);
+    seeds_.push_back({std::move(s), std::move(key)});
+  }
 }
 
 std::optional<State> TaskSearch::best_state() const {
@@ -288,6 +293,7 @@ std::vector<State> TaskSearch::search_round(CostModel& model, int n) {
   // Generation 0: the random programs and the fastest measured ones.
   std::vector<State> pop;
   for (const Program& p : init) pop.push_back(p.state);
+  for (const Program& p : seeds_) pop.push_back(p.state);
   std::vector<const Measured*> fastest;
   for (const Measured& m : measured_)
     if (std::isfinite(m.cost_s)) fastest.push_back(&m);
@@ -329,9 +335,13 @@ std::vector<State> TaskSearch::search_round(CostModel& model, int n) {
   std::set<std::string> picked;
   std::vector<State> batch;
   auto take = [&](const std::string& key, const State& s) {
-    if (batch.size() < want && picked.insert(key).second) batch.push_back(s);
+    if (batch.size() < want && !seen_.count(key) && picked.insert(key).second) batch.push_back(s);
   };
-  const size_t n_best = want - std::min(want_random, random.size());
+  // Seeds not measured yet go first, a share of the batch per round.
+  const size_t want_seeds = std::max<size_t>(1, static_cast<size_t>(std::lround(static_cast<double>(n) * options_.seed_share)));
+  for (const Program& p : seeds_)
+    if (batch.size() < want_seeds) take(p.key, p.state);
+  const size_t n_best = want - std::min(want - batch.size(), std::min(want_random, random.size()));
   for (size_t i = 0; i < ranked.size() && batch.size() < n_best; ++i) take(ranked[i].first, ranked[i].second);
   for (const Program* p : random) take(p->key, p->state);  // the eps share, or more when few are predicted
   for (const auto& [key, s] : ranked) take(key, s);  // too few random ones: more predicted ones

@@ -5,7 +5,8 @@
 /// few generations (mutations and crossover-free selection by predicted score, as Ansor on CPU), and
 /// returns the best predicted programs not measured before, with a few random ones mixed in
 /// (eps-greedy) so a wrong model cannot hide part of the space forever. Programs are deduplicated by
-/// their printed loop nest (state::print_state). All randomness comes from the task's seeded generator
+/// their printed loop nest (state::print_state). Unlike Ansor, the population also holds a few
+/// register-tile seeds (sketch/seed_programs.h), and each batch measures some of them until all are. All randomness comes from the task's seeded generator
 /// and per-item seeds derived from it, so a seed reproduces the same candidates whatever the threads.
 #pragma once
 #include <cstdint>
@@ -32,6 +33,9 @@ struct SearchOptions {
   int init_min_population = 50;      ///< sample_init_min_population: random programs per round
   double measured_seed_ratio = 0.2;  ///< sample_init_use_measured_ratio: best measured states as seeds
   int threads = 0;                   ///< sampling, mutation and feature extraction; 0 = all cores
+  /// kiln, not Ansor: the share of each batch given to register-tile seeds not measured yet
+  /// (sketch/seed_programs.h), at least one while any is left.
+  double seed_share = 0.25;
 };
 
 class TaskSearch {
@@ -83,6 +87,7 @@ class TaskSearch {
   uint64_t seed_;
   uint64_t round_ = 0;
   std::vector<state::State> sketches_;
+  std::vector<Program> seeds_;  // register-tile seeds, most default-like first
   std::vector<Measured> measured_;
   std::set<std::string> seen_;  // printed loop nests measured or proposed
   double best_cost_ = std::numeric_limits<double>::infinity();

@@ -103,6 +103,29 @@ TEST(LowerState, ComputeAtShrinksTheProducer) {
   EXPECT_LT(max_error(s), 1e-4) << printed;
 }
 
+// C computed at D's j.0 with D tiled i by 8 and j by 16.
+State tile_at_consumer(int64_t m, int64_t n) {
+  State s(matmul_relu(m, n, 9));
+  s.apply(std::make_shared<SplitStep>(3, 0, m, std::vector<std::optional<int64_t>>{8}));
+  s.apply(std::make_shared<SplitStep>(3, 2, n, std::vector<std::optional<int64_t>>{16}));
+  s.apply(std::make_shared<ReorderStep>(3, std::vector<int>{0, 2, 1, 3}));
+  s.apply(std::make_shared<ComputeAtStep>(2, 3, 1));
+  s.apply(std::make_shared<AnnotationStep>(2, 1, IteratorAnnotation::Vectorize));
+  return s;
+}
+
+TEST(LowerState, TilesThatDivideTheDomainAreNotGuarded) {
+  // A moving tile that cannot leave the domain needs no bounds check (which in a vector loop would
+  // mean masked loads and stores); one that overshoots keeps it.
+  State exact = tile_at_consumer(16, 32), ragged = tile_at_consumer(20, 24);
+  const std::string exact_ir = lower::print_func(lower::lower_state_func(exact, "exact"));
+  const std::string ragged_ir = lower::print_func(lower::lower_state_func(ragged, "ragged"));
+  EXPECT_EQ(exact_ir.find("if ("), std::string::npos) << exact_ir;
+  EXPECT_NE(ragged_ir.find("if ("), std::string::npos) << ragged_ir;
+  EXPECT_LT(max_error(exact), 1e-4) << exact_ir;
+  EXPECT_LT(max_error(ragged), 1e-4) << ragged_ir;
+}
+
 TEST(LowerState, InlinedElementwiseProducer) {
   auto a = te::placeholder("A", DType::Float32, {7, 9});
   auto b = te::compute("B", "elementwise", DType::Float32, {7, 9}, [&](const std::vector<te::Expr>& i) {

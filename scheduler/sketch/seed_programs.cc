@@ -1,0 +1,136 @@
+// Register-tile seeds: deterministic tile sizes for the multi-level tiled sketches.
+#include "scheduler/sketch/seed_programs.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "scheduler/sketch/init_rules.h"
+#include "scheduler/state/steps/pragma_step.h"
+#include "scheduler/state/steps/rfactor_step.h"
+#include "scheduler/state/steps/split_step.h"
+
+namespace kiln::sketch {
+
+using namespace state;
+
+namespace {
+
+// The unchosen splits of one tiled stage, by step index: spatial loops (three inner lengths, SSRSRS)
+// in loop order, then reduction loops (one inner length).
+struct TiledStage {
+  std::vector<size_t> spatial, reduce;
+};
+
+struct TileChoice {
+  int64_t vector_tile;  // the innermost spatial loop's inner length (its vector loop)
+  size_t row_from_end;  // which other spatial loop gets unrolled rows: 1 = the one just outside it
+  int64_t rows;
+  bool blocked;  // a middle level of columns and a reduction block sized for the cache
+};
+
+int64_t largest_divisor_at_most(int64_t n, int64_t at_most) {
+  for (int64_t d = std::min(n, std::max<int64_t>(at_most, 1)); d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+
+// nullopt when the sketch is not (only) SSRSRS multi-level tiling with unchosen lengths.
+std::optional<std::map<int, TiledStage>> tiled_stages(const State& sketch) {
+  std::map<int, TiledStage> stages;
+  const std::vector<StepRef>& steps = sketch.steps();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (dynamic_cast<const RfactorStep*>(steps[i].get())) return std::nullopt;
+    auto* sp = dynamic_cast<const SplitStep*>(steps[i].get());
+    if (!sp || std::all_of(sp->lengths.begin(), sp->lengths.end(), [](const auto& l) { return l.has_value(); })) continue;
+    if (sp->lengths.size() == 3) stages[sp->stage_id].spatial.push_back(i);
+    else if (sp->lengths.size() == 1) stages[sp->stage_id].reduce.push_back(i);
+    else return std::nullopt;
+  }
+  if (stages.empty()) return std::nullopt;
+  for (const auto& [id, t] : stages)
+    if (t.spatial.empty()) return std::nullopt;
+  return stages;
+}
+
+std::vector<std::optional<int64_t>> lengths(std::initializer_list<int64_t> l) { return {l.begin(), l.end()}; }
+
+std::optional<State> with_choice(const State& sketch, const std::map<int, TiledStage>& stages, const TileChoice& c) {
+  std::vector<StepRef> steps = sketch.steps();
+  auto set = [&](size_t i, std::vector<std::optional<int64_t>> ls) {
+    auto* sp = dynamic_cast<const SplitStep*>(steps[i].get());
+    steps[i] = std::make_shared<SplitStep>(sp->stage_id, sp->iter_id, sp->extent, std::move(ls), sp->inner_to_outer);
+  };
+  auto extent = [&](size_t i) { return dynamic_cast<const SplitStep*>(steps[i].get())->extent; };
+  for (const auto& [id, t] : stages) {
+    if (c.row_from_end >= t.spatial.size() && t.spatial.size() > 1) return std::nullopt;
+    for (size_t k = 0; k + 1 < t.spatial.size(); ++k) set(t.spatial[k], lengths({1, 1, 1}));
+    const size_t vec = t.spatial.back();
+    const int64_t cols = largest_divisor_at_most(extent(vec), c.vector_tile);
+    const int64_t col_blocks = c.blocked ? largest_divisor_at_most(extent(vec) / cols, 256 / cols) : 1;
+    set(vec, lengths({1, col_blocks, cols}));
+    if (t.spatial.size() > 1) {
+      const size_t row = t.spatial[t.spatial.size() - 1 - c.row_from_end];
+      set(row, lengths({1, 1, largest_divisor_at_most(extent(row), c.rows)}));
+    }
+    for (size_t k = 0; k < t.reduce.size(); ++k) {
+      const int64_t e = extent(t.reduce[k]);
+      set(t.reduce[k], lengths({c.blocked && k == 0 ? largest_divisor_at_most(e, 256) : e}));
+    }
+  }
+  try {
+    return replay(sketch.dag_ptr(), steps);
+  } catch (const ScheduleError&) {
+    return std::nullopt;
+  }
+}
+
+const InitRule& init_rule(const char* name) {
+  for (const auto& r : cpu_init_rules())
+    if (std::string(r->name()) == name) return *r;
+  throw ScheduleError(fmt::format("no init rule '{}'", name));
+}
+
+// The other init rules as a random program gets them, except a fixed unroll limit large enough that
+// the rows of a register tile are unrolled.
+std::optional<State> complete(const State& tiled, const SearchParams& p, uint64_t seed) {
+  Rng rng(seed);
+  std::optional<State> cur = init_rule("change-compute-location").apply(tiled, p, rng);
+  if (cur) cur = init_rule("parallel").apply(*cur, p, rng);
+  if (!cur) return std::nullopt;
+  for (int i = 0; i < static_cast<int>(cur->stages().size()); ++i) {
+    const Stage& st = cur->stage(i);
+    if (st.kind != StageKind::Compute || st.compute_at == ComputeAtKind::Inlined || st.iters.empty() || st.op->reduce_axes.empty()) continue;
+    cur->apply(std::make_shared<PragmaStep>(i, 0, "auto_unroll_max_step$512"));
+  }
+  return init_rule("vectorize").apply(*cur, p, rng);
+}
+
+}  // namespace
+
+std::vector<State> register_tile_seeds(const std::vector<State>& sketches, const SearchParams& p) {
+  const int64_t lanes = std::max(1, p.vector_lanes);
+  std::vector<TileChoice> choices;
+  for (bool blocked : {false, true})
+    for (int64_t vector_tile : {2 * lanes, lanes})
+      for (size_t row_from_end : {size_t{1}, size_t{2}})
+        for (int64_t rows : {4, 8}) choices.push_back({vector_tile, row_from_end, rows, blocked});
+  std::vector<State> out;
+  std::set<std::string> seen;
+  for (const TileChoice& c : choices)
+    for (size_t k = 0; k < sketches.size(); ++k) {
+      const auto stages = tiled_stages(sketches[k]);
+      if (!stages) continue;
+      try {
+        std::optional<State> s = with_choice(sketches[k], *stages, c);
+        if (s) s = complete(*s, p, 0x5eed0000u + out.size());
+        if (s && seen.insert(print_state(*s)).second) out.push_back(std::move(*s));
+      } catch (const ScheduleError&) {
+      }
+    }
+  return out;
+}
+
+}  // namespace kiln::sketch
