@@ -101,8 +101,10 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
     const int n = std::min(options_.measures_per_round, options_.trials - trials_);
     RoundReport report;
     report.task = t;
-    // The default schedule goes first: its time sets the cutoff for hopeless candidates at once.
-    const bool with_default = !default_measured_[t];
+    // The default schedule goes first: its time sets the cutoff for hopeless candidates at once. Rounds
+    // of 8 or more measure it again, so that its best time, like the search's, is the fastest of
+    // several moments on a machine whose speed drifts.
+    const bool with_default = !default_measured_[t] || (options_.default_each_round && n >= 8);
     if (with_default) report.inputs.push_back({tasks_[t].key, tasks_[t].dag, state::State(tasks_[t].dag), 0, true});
     const std::vector<state::State> states = search.next_batch(model_, n - (with_default ? 1 : 0));
     if (states.empty() && !with_default) {

@@ -38,6 +38,9 @@ struct TuneTask {
 struct TunerOptions {
   int trials = 1000;               ///< measured programs in all, restored ones included
   int measures_per_round = 64;
+  /// Measure the default schedule in every round of a task of 8 or more measures (one of them), not
+  /// only in its first round.
+  bool default_each_round = true;
   uint64_t seed = 0;
   sketch::SearchParams params;
   SearchOptions search;

@@ -48,7 +48,8 @@ std::string write_model(const TempDir& dir) {
 }
 
 struct RecordsFile {
-  std::vector<std::string> programs;  // step lists as JSON text, in file order
+  std::vector<std::string> programs;  // step lists as JSON text, in file order, the default schedule's not
+  size_t defaults = 0;                // measurements of the default schedule (one per round of a task)
   int valid = 0;
   int malformed = 0;
 };
@@ -60,7 +61,8 @@ RecordsFile read_records(const std::string& path) {
     if (line.empty()) continue;
     try {
       const measure::Record r = measure::parse_record(line);
-      f.programs.push_back(r.task_key + r.steps.dump());
+      if (r.default_schedule) ++f.defaults;
+      else f.programs.push_back(r.task_key + r.steps.dump());
       f.valid += measure::is_valid_record(r);
     } catch (const Error&) {
       ++f.malformed;
@@ -80,10 +82,11 @@ TEST(TuneCli, TunesAppendsRecordsDrawsTheCurveResumesAndFeedsCompile) {
   Output o = run(tune_args(model, records, 12), dir);
   ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
   RecordsFile f = read_records(records);
-  EXPECT_EQ(f.programs.size(), 12u);
+  EXPECT_EQ(f.programs.size() + f.defaults, 12u);
+  EXPECT_EQ(f.defaults, 1u) << "rounds of 4 measure the default schedule in the first round only";
   EXPECT_EQ(f.malformed, 0);
   EXPECT_GT(f.valid, 0);
-  EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), 12u) << "a program measured twice";
+  EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), f.programs.size()) << "a program measured twice";
   EXPECT_NE(testing::read_file(records + ".curve.svg").find("<polyline"), std::string::npos);
   EXPECT_NE(o.out.find("estimated latency"), std::string::npos) << o.out;
 
@@ -91,14 +94,15 @@ TEST(TuneCli, TunesAppendsRecordsDrawsTheCurveResumesAndFeedsCompile) {
   o = run(tune_args(model, records, 12), dir);
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("12 restored"), std::string::npos) << o.out;
-  EXPECT_EQ(read_records(records).programs.size(), 12u);
+  f = read_records(records);
+  EXPECT_EQ(f.programs.size() + f.defaults, 12u);
 
   // A larger budget continues with new programs only.
   o = run(tune_args(model, records, 20), dir);
   ASSERT_EQ(o.exit_code, 0) << o.err;
   f = read_records(records);
-  EXPECT_EQ(f.programs.size(), 20u);
-  EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), 20u);
+  EXPECT_EQ(f.programs.size() + f.defaults, 20u);
+  EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), f.programs.size());
 
   o = run("compile " + model + " --target host --records " + records + " -o " + dir.path("pkg"), dir);
   EXPECT_EQ(o.exit_code, 0) << o.err;
@@ -113,7 +117,7 @@ TEST(TuneCli, SameSeedProposesTheSameProgramsAndAnotherSeedOthers) {
   ASSERT_EQ(run(tune_args(model, dir.path("c.json"), 8) + " --seed 6", dir).exit_code, 0);
   const auto a = read_records(dir.path("a.json")).programs, b = read_records(dir.path("b.json")).programs,
              c = read_records(dir.path("c.json")).programs;
-  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(a.size(), 7u);  // and the default schedule
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
 }
@@ -146,14 +150,14 @@ TEST(TuneCli, KilledAtRandomMomentsAndRestartedEndsWithTheBudgetAndNoRepeats) {
     waitpid(pid, &status, 0);
     const RecordsFile f = read_records(records);
     EXPECT_LE(f.malformed, kill + 1) << "only a line cut by a kill may be malformed";
-    EXPECT_GE(f.programs.size(), before) << "records were lost";
-    before = f.programs.size();
+    EXPECT_GE(f.programs.size() + f.defaults, before) << "records were lost";
+    before = f.programs.size() + f.defaults;
   }
   EXPECT_LT(before, static_cast<size_t>(budget)) << "the kills came too late to interrupt anything";
   const Output o = run(tune_args(model, records, budget) + slow, dir);
   ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
   const RecordsFile f = read_records(records);
-  EXPECT_EQ(f.programs.size(), static_cast<size_t>(budget));
+  EXPECT_EQ(f.programs.size() + f.defaults, static_cast<size_t>(budget));
   EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), f.programs.size())
       << "a program was measured twice";
   if (f.malformed > 0) {
@@ -207,7 +211,7 @@ TEST(TuneCli, Mnist8TunesThroughRpcAgainstAnAArch64ServerUnderQemu) {
                        dir);
   ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
   const RecordsFile f = read_records(records);
-  EXPECT_EQ(f.programs.size(), 12u);
+  EXPECT_EQ(f.programs.size() + f.defaults, 12u);
   EXPECT_GT(f.valid, 0) << testing::read_file(records);
   EXPECT_NE(o.out.find("aarch64-cortex-a72"), std::string::npos) << o.out;
 }

@@ -64,10 +64,12 @@ search::TunerOptions small_options(int trials) {
   return o;
 }
 
-// Runs a tuner and returns the printed programs it measured, in order.
+// Runs a tuner and returns the printed programs its searches proposed, in order, and how often the
+// default schedule was measured.
 struct TuneRun {
   std::vector<std::string> programs;
-  std::vector<int> task_of;
+  std::vector<int> task_of;  // of every measured input, the default included
+  int defaults = 0;
   int rounds = 0;
 };
 
@@ -77,8 +79,9 @@ TuneRun tune(Tuner& tuner) {
     ++run.rounds;
     EXPECT_EQ(r.inputs.size(), r.results.size());
     for (const measure::MeasureInput& in : r.inputs) {
-      run.programs.push_back(state::print_state(in.state));
       run.task_of.push_back(r.task);
+      if (in.default_schedule) ++run.defaults;
+      else run.programs.push_back(state::print_state(in.state));
     }
   });
   return run;
@@ -91,8 +94,9 @@ TEST(Tuner, SpendsTheBudgetOnBothTasksAndNeverMeasuresTwice) {
   Tuner tuner(two_tasks(), small_options(40), *model, builder, runner);
   const TuneRun run = tune(tuner);
   EXPECT_EQ(tuner.trials(), 40);
-  EXPECT_EQ(run.programs.size(), 40u);
-  EXPECT_EQ(std::set<std::string>(run.programs.begin(), run.programs.end()).size(), 40u);
+  EXPECT_EQ(run.programs.size() + static_cast<size_t>(run.defaults), 40u);
+  EXPECT_EQ(run.defaults, run.rounds) << "the default schedule is measured once in every round";
+  EXPECT_EQ(std::set<std::string>(run.programs.begin(), run.programs.end()).size(), run.programs.size());
   EXPECT_EQ(run.task_of[0], 0);  // warm-up in order
   EXPECT_EQ(run.task_of[8], 1);
   EXPECT_EQ(tuner.scheduler().progress(0).trials + tuner.scheduler().progress(1).trials, 40);
@@ -145,9 +149,10 @@ TEST(Tuner, RestoredProgramsCountAndAreNotMeasuredAgain) {
   EXPECT_EQ(resumed.trials(), 16);
   const TuneRun run = tune(resumed);
   EXPECT_EQ(resumed.trials(), 40);
-  EXPECT_EQ(run.programs.size(), 24u);
+  EXPECT_EQ(run.programs.size() + static_cast<size_t>(run.defaults), 24u);
   std::set<std::string> before;
-  for (const auto& [task, in] : measured) before.insert(state::print_state(in.state));
+  for (const auto& [task, in] : measured)
+    if (!in.default_schedule) before.insert(state::print_state(in.state));
   for (const std::string& p : run.programs) EXPECT_EQ(before.count(p), 0u) << "measured again:\n" << p;
   EXPECT_EQ(resumed.search(0).best_cost(), std::min(resumed.search(0).best_cost(), first.search(0).best_cost()));
 }
@@ -194,7 +199,8 @@ TEST(Tuner, RunnerFailuresAreMeasurementsWithoutATime) {
   Tuner tuner({two_tasks()[0]}, small_options(16), *model, builder, runner);
   const TuneRun run = tune(tuner);
   // The task has no valid program after its warm-up round: the scheduler gives up on it.
-  EXPECT_EQ(run.programs.size(), 8u);
+  EXPECT_EQ(run.programs.size() + static_cast<size_t>(run.defaults), 8u);
+  EXPECT_EQ(run.defaults, 1);
   EXPECT_TRUE(tuner.scheduler().progress(0).dead);
   EXPECT_FALSE(std::isfinite(tuner.search(0).best_cost()));
 }
