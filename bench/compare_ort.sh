@@ -56,7 +56,7 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # rows accumulate "| model | T | kiln | ort | ratio | check |" lines; ratios feed the geometric means.
 declare -A logratio_sum logratio_n
-row() {  # row TABLE MODEL T KILN_MS ORT_MS CHECK RUNS [UNTUNED_MS]
+row() {  # row TABLE MODEL T KILN_MS ORT_MS CHECK RUNS [UNTUNED_MS UNTUNED_MEDIAN KILN_MEDIAN]
   local ratio
   ratio=$(awk -v k="$4" -v o="$5" 'BEGIN { if (k == "" || o == "" || o <= 0) print "n/a"; else printf "%.2f", k / o }')
   if [ "$ratio" != "n/a" ]; then
@@ -64,10 +64,11 @@ row() {  # row TABLE MODEL T KILN_MS ORT_MS CHECK RUNS [UNTUNED_MS]
     logratio_n[$1:$3]=$(( ${logratio_n[$1:$3]:-0} + 1 ))
   fi
   if [ -n "$records_dir" ]; then
-    local speedup
+    local speedup speedup_median
     speedup=$(awk -v u="${8:-}" -v k="$4" 'BEGIN { if (u == "" || k == "" || k <= 0) print "n/a"; else printf "%.2fx", u / k }')
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "${7:-}" "${8:-fail}" "${4:-fail}" "${5:-fail}" \
-      "$ratio" "$speedup" "$6" >>"$work/$1.md"
+    speedup_median=$(awk -v u="${9:-}" -v k="${10:-}" 'BEGIN { if (u == "" || k == "" || k <= 0) print "n/a"; else printf "%.2fx", u / k }')
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "${7:-}" "${8:-fail}" "${4:-fail}" "${5:-fail}" \
+      "$ratio" "$speedup" "$speedup_median" "$6" >>"$work/$1.md"
     return
   fi
   printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "${7:-}" "${4:-fail}" "${5:-fail}" "$ratio" "$6" >>"$work/$1.md"
@@ -111,27 +112,36 @@ measure() {
     input_args+=(--input "$in_name=$inputs/input_$i.pb")
     i=$(( i + 1 ))
   done < <(python3 -c 'import json,sys; [print(i["name"]) for i in json.load(open(sys.argv[1]))["inputs"]]' "$pkg/model.json")
+  # Per thread count: one run writes kiln's outputs and ORT checks them; then kiln (tuned when there
+  # are records), untuned kiln and ORT are timed in turns (bench/interleave.py), `rounds` turns of
+  # repeat/rounds runs each, so that all of them see the same moments of this shared machine.
+  local rounds=5
+  [ "$quick" = 1 ] && rounds=2
+  local per=$(( repeat / rounds > 1 ? repeat / rounds : 1 ))
   for t in 1 2; do
-    local kout=$work/out/$name.t$t kms oms check ums=""
-    local timed=$pkg
-    if [ -n "$tuned" ]; then
-      ums=$("$kiln" run "$pkg" "${input_args[@]}" --repeat "$repeat" --threads "$t" --print 0 \
-              2>/dev/null | sed -n 's/^median: \([0-9.]*\) ms.*/\1/p') || true
-      [ -n "$ums" ] && ums=$(printf '%.3f' "$ums")
-      timed=$tuned
+    local kout=$work/out/$name.t$t kms="" oms="" check ums="" kmed="" umed="" olog times
+    local timed=${tuned:-$pkg}
+    if ! "$kiln" run "$timed" "${input_args[@]}" --repeat 1 --threads "$t" --print 0 --output-dir "$kout" \
+        >/dev/null 2>"$work/$name.t$t.kiln.err"; then
+      check="kiln run failed: $(head -c 120 "$work/$name.t$t.kiln.err" | tr '\n|' '  ')"
+      row "$table" "$name" "$t" "" "" "$check" "$(( per * rounds ))" ""
+      continue
     fi
-    kms=$("$kiln" run "$timed" "${input_args[@]}" --repeat "$repeat" --threads "$t" --print 0 --output-dir "$kout" \
-            2>"$work/$name.t$t.kiln.err" | sed -n 's/^median: \([0-9.]*\) ms.*/\1/p') || true
-    local olog
-    olog=$(node "$time_ort" "$model" "$inputs" "$t" "$repeat" --check "$kout" 2>&1) || true
-    oms=$(sed -n 's/^median: \([0-9.]*\) ms.*/\1/p' <<<"$olog")
-    if [ -z "$kms" ]; then check="kiln run failed: $(head -c 120 "$work/$name.t$t.kiln.err" | tr '\n|' '  ')"
-    elif grep -q '^check: ok' <<<"$olog"; then check="ok ($(sed -n 's/^check: ok max|diff| \([^ ]*\).*/\1/p' <<<"$olog"))"
+    olog=$(node "$time_ort" "$model" "$inputs" "$t" 1 --warmup 0 --check "$kout" 2>&1) || true
+    if grep -q '^check: ok' <<<"$olog"; then check="ok ($(sed -n 's/^check: ok max|diff| \([^ ]*\).*/\1/p' <<<"$olog"))"
     elif grep -q '^check: MISMATCH' <<<"$olog"; then check="MISMATCH: $(sed -n 's/^check: MISMATCH //p' <<<"$olog" | cut -d';' -f1,2 | tr '|' ' ')"
     else check="ORT failed: $(tail -n 1 <<<"$olog" | head -c 120 | tr '|' ' ')"; fi
-    [ -n "$oms" ] && oms=$(printf '%.3f' "$oms")
-    [ -n "$kms" ] && kms=$(printf '%.3f' "$kms")
-    row "$table" "$name" "$t" "$kms" "$oms" "$check" "$repeat" "$ums"
+    local -a contestants=(
+      "kiln=$(printf '%q ' "$kiln" run "$timed" "${input_args[@]}" --repeat "$per" --threads "$t" --print 0)"
+      "ort=$(printf '%q ' node "$time_ort" "$model" "$inputs" "$t" "$per")")
+    [ -n "$tuned" ] && contestants+=("untuned=$(printf '%q ' "$kiln" run "$pkg" "${input_args[@]}" --repeat "$per" --threads "$t" --print 0)")
+    times=$(python3 "$root/bench/interleave.py" --rounds "$rounds" "${contestants[@]}")
+    field() { awk -v n="$1" -v f="$2" '$1 == n && $2 == "min" { v = (f == "min" ? $3 : $5); printf "%.3f", v }' <<<"$times"; }
+    kms=$(field kiln min); oms=$(field ort min); kmed=$(field kiln median)
+    if [ -n "$tuned" ]; then ums=$(field untuned min); umed=$(field untuned median); fi
+    grep -q '^kiln failed' <<<"$times" && check="kiln timing failed: $(sed -n 's/^kiln failed: //p' <<<"$times" | tr '|' ' ')"
+    grep -q '^ort failed' <<<"$times" && check="$check; ORT timing failed"
+    row "$table" "$name" "$t" "$kms" "$oms" "$check" "$(( per * rounds ))" "$ums" "$umed" "$kmed"
     printf '  %-32s T=%s  kiln %10s ms (untuned %s)  ORT %10s ms  %s\n' "$name" "$t" "${kms:-fail}" "${ums:--}" "${oms:-fail}" "$check" >&2
   done
 }
@@ -167,8 +177,8 @@ git -C "$root" diff --quiet HEAD 2>/dev/null || rev="$rev (with uncommitted chan
 cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 header() {
   if [ -n "$records_dir" ]; then
-    echo "| model | threads | runs | kiln untuned ms | kiln tuned ms | ORT ms | tuned kiln/ORT | tuned speedup | outputs vs ORT (max abs diff) |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    echo "| model | threads | runs | kiln untuned ms | kiln tuned ms | ORT ms | tuned kiln/ORT | tuned speedup | tuned speedup (medians) | outputs vs ORT (max abs diff) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     return
   fi
   echo "| model | threads | runs | kiln ms | ORT ms | kiln/ORT | outputs vs ORT (max abs diff) |"
@@ -183,18 +193,20 @@ header() {
   else
     echo "Untuned kiln (default schedule, \`kiln compile --target host\`) against ONNX Runtime 1.30.0 (npm"
   fi
-  echo "onnxruntime-node, CPU execution provider, all graph optimizations), batch 1: median latency over"
-  echo "\"runs\" timed runs, kiln and ORT back to back for each model and thread count (interleaved, same"
-  echo "machine state). kiln/ORT < 1 means kiln is faster."
+  echo "onnxruntime-node, CPU execution provider, all graph optimizations), batch 1: the fastest of \"runs\""
+  echo "timed runs, taken in 5 turns that alternate between the engines (bench/interleave.py), so that all"
+  echo "see the same moments of this shared machine, whose speed drifts by up to 1.7x for seconds at a time."
+  echo "The fastest run is the least disturbed one; \"tuned speedup (medians)\" is the same ratio from the"
+  echo "medians of the turns. kiln/ORT < 1 means kiln is faster."
   echo
   echo "- command: \`$cmdline\` (from the repository root, after building kiln)"
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); took ${elapsed} s"
   echo "- machine: $cpu, $(nproc) cores ($(lscpu | sed -n 's/^Thread(s) per core:[[:space:]]*/threads per core: /p')); load average $load_start at start, $load_end at end"
   echo "- kiln revision: $rev"
-  echo "- kiln: the package's runner times \`<m>_run\` alone (threads > 1: the package's pthread pool); no warm-up, median."
-  echo "- ORT: \`bench/ort/time_model.mjs\`, intraOpNumThreads = threads, 3 warm-up runs, then the median of"
+  echo "- kiln: the package's runner times \`<m>_run\` alone (threads > 1: the package's pthread pool); no warm-up."
+  echo "- ORT: \`bench/ort/time_model.mjs\`, intraOpNumThreads = threads, 3 warm-up runs per turn, then"
   echo "  timed \`session.run\` calls, which include the node binding's overhead (tens of microseconds)."
-  echo "- outputs: ORT's outputs are compared with kiln's (last timed run), |kiln - ort| <= 1e-4 + 1e-3 |ort|."
+  echo "- outputs: ORT's outputs are compared with kiln's (tuned where tuned), |kiln - ort| <= 1e-4 + 1e-3 |ort|."
   echo
   echo "## Models (../shared/models, test_data_set_0 inputs)"
   echo

@@ -40,7 +40,7 @@ for name in $models; do
   t0=$(date +%s)
   # Rounds no larger than the per-task budget, so every task gets its warm-up round.
   "$kiln" tune "$model" --target host --records "$dir/$name.json" --trials-per-task "$per_task" \
-    --measures-per-round $(( per_task < 64 ? per_task : 64 )) \
+    --measures-per-round $(( per_task / 2 < 8 ? 8 : (per_task / 2 > 64 ? 64 : per_task / 2) )) \
     --threads "$threads" --plain "${shape_args[@]}" >"$dir/$name.tune.log" 2>&1 ||
     { echo "  $name: kiln tune failed (see $dir/$name.tune.log)" >&2; continue; }
   echo "  $name: $(( $(date +%s) - t0 )) s; $(tail -n 1 "$dir/$name.tune.log")" >&2
