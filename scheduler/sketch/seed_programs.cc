@@ -8,9 +8,12 @@
 #include <set>
 
 #include "scheduler/sketch/init_rules.h"
+#include "scheduler/state/steps/cache_steps.h"
+#include "scheduler/state/steps/compute_location_steps.h"
 #include "scheduler/state/steps/pragma_step.h"
 #include "scheduler/state/steps/rfactor_step.h"
 #include "scheduler/state/steps/split_step.h"
+#include "scheduler/te/substitute.h"
 
 namespace kiln::sketch {
 
@@ -29,6 +32,11 @@ struct TileChoice {
   size_t row_from_end;  // which other spatial loop gets unrolled rows: 1 = the one just outside it
   int64_t rows;
   bool blocked;  // a middle level of columns and a reduction block sized for the cache
+  // > 0: a packed variant. The right-hand operand's block of `pack_reduce` reduction steps by the
+  // vector tile is copied into a contiguous buffer (cache-read at the outer reduction loop) and reused
+  // by a middle level of about 128 rows. Its rows, a whole row of the tensor apart, would otherwise
+  // fall into the same few cache sets.
+  int64_t pack_reduce = 0;
 };
 
 int64_t largest_divisor_at_most(int64_t n, int64_t at_most) {
@@ -57,6 +65,48 @@ std::optional<std::map<int, TiledStage>> tiled_stages(const State& sketch) {
 
 std::vector<std::optional<int64_t>> lengths(std::initializer_list<int64_t> l) { return {l.begin(), l.end()}; }
 
+bool uses(const te::Expr& e, const te::ExprNode* v) {
+  if (e.get() == v) return true;
+  for (const te::Expr& a : e->args)
+    if (uses(a, v)) return true;
+  return false;
+}
+
+// Stage `tiled` (multi-level tiled, nothing attached yet) with its right-hand operand copied per
+// block: the input it reads whose last index follows the vector loop's axis and no index the row
+// axis's, cache-read and computed at the last loop of the outer reduction level. nullopt when no
+// input reads that way.
+std::optional<State> with_packed_operand(const State& tiled, int stage, size_t row_from_end) {
+  const Stage& st = tiled.stage(stage);
+  std::vector<const te::ExprNode*> axes;  // the split spatial axes: those longer than 1
+  for (size_t a = 0; a < st.op->axes.size(); ++a)
+    if (st.op->shape[a] > 1) axes.push_back(st.op->axes[a].get());
+  if (axes.size() < 2 || row_from_end >= axes.size()) return std::nullopt;
+  const te::ExprNode* vec = axes.back();
+  const te::ExprNode* row = axes[axes.size() - 1 - row_from_end];
+  int operand = -1;
+  te::visit_loads(st.op->body, [&](const te::Expr& load) {
+    if (operand >= 0 || load->args.empty() || !uses(load->args.back(), vec)) return;
+    for (const te::Expr& a : load->args)
+      if (uses(a, row)) return;
+    for (int i = 0; i < static_cast<int>(tiled.stages().size()); ++i)
+      if (tiled.stage(i).kind == StageKind::Placeholder && tiled.stage(i).tensor.get() == load->tensor.get()) operand = i;
+  });
+  if (operand < 0 || operand > stage) return std::nullopt;
+  // The outer reduction level: the run of reduction loops that starts at the first one.
+  int at = -1;
+  for (int k = 0; k < static_cast<int>(st.iters.size()); ++k) {
+    const bool reduce = st.node_of(k).kind != IteratorKind::Spatial;
+    if (reduce) at = k;
+    else if (at >= 0) break;
+  }
+  if (at < 0) return std::nullopt;
+  State s = tiled;
+  s.apply(std::make_shared<CacheReadStep>(operand, "global", std::vector<int>{stage}));
+  s.apply(std::make_shared<ComputeAtStep>(operand + 1, stage + 1, at));
+  return s;
+}
+
 std::optional<State> with_choice(const State& sketch, const std::map<int, TiledStage>& stages, const TileChoice& c) {
   std::vector<StepRef> steps = sketch.steps();
   auto set = [&](size_t i, std::vector<std::optional<int64_t>> ls) {
@@ -73,15 +123,21 @@ std::optional<State> with_choice(const State& sketch, const std::map<int, TiledS
     set(vec, lengths({1, col_blocks, cols}));
     if (t.spatial.size() > 1) {
       const size_t row = t.spatial[t.spatial.size() - 1 - c.row_from_end];
-      set(row, lengths({1, 1, largest_divisor_at_most(extent(row), c.rows)}));
+      const int64_t rows = largest_divisor_at_most(extent(row), c.rows);
+      const int64_t row_blocks = c.pack_reduce ? largest_divisor_at_most(extent(row) / rows, 128 / rows) : 1;
+      set(row, lengths({1, row_blocks, rows}));
     }
     for (size_t k = 0; k < t.reduce.size(); ++k) {
       const int64_t e = extent(t.reduce[k]);
-      set(t.reduce[k], lengths({c.blocked && k == 0 ? largest_divisor_at_most(e, 256) : e}));
+      const int64_t block = c.pack_reduce ? c.pack_reduce : c.blocked ? 256 : e;
+      set(t.reduce[k], lengths({k == 0 ? largest_divisor_at_most(e, block) : e}));
     }
   }
   try {
-    return replay(sketch.dag_ptr(), steps);
+    State tiled = replay(sketch.dag_ptr(), steps);
+    if (!c.pack_reduce) return tiled;
+    if (stages.size() != 1) return std::nullopt;
+    return with_packed_operand(tiled, stages.begin()->first, c.row_from_end);
   } catch (const ScheduleError&) {
     return std::nullopt;
   }
@@ -112,11 +168,15 @@ std::optional<State> complete(const State& tiled, const SearchParams& p, uint64_
 
 std::vector<State> register_tile_seeds(const std::vector<State>& sketches, const SearchParams& p) {
   const int64_t lanes = std::max(1, p.vector_lanes);
-  std::vector<TileChoice> choices;
+  // The default's tile and the packed ones first (each round measures the first few), then the rest.
+  std::vector<TileChoice> choices = {{2 * lanes, 1, 4, false}, {2 * lanes, 1, 4, false, 128}, {2 * lanes, 1, 8, false, 256}};
   for (bool blocked : {false, true})
     for (int64_t vector_tile : {2 * lanes, lanes})
       for (size_t row_from_end : {size_t{1}, size_t{2}})
-        for (int64_t rows : {4, 8}) choices.push_back({vector_tile, row_from_end, rows, blocked});
+        for (int64_t rows : {4, 8})
+          if (blocked || vector_tile != 2 * lanes || row_from_end != 1 || rows != 4) choices.push_back({vector_tile, row_from_end, rows, blocked});
+  choices.push_back({2 * lanes, 1, 8, false, 128});
+  choices.push_back({2 * lanes, 1, 4, false, 256});
   std::vector<State> out;
   std::set<std::string> seen;
   for (const TileChoice& c : choices)

@@ -5,7 +5,6 @@
 
 #include <random>
 
-#include "backends/llvm/jit.h"
 #include "scheduler/lower/lower_state.h"
 #include "scheduler/state/steps/annotation_step.h"
 #include "scheduler/state/steps/compute_location_steps.h"
@@ -14,11 +13,13 @@
 #include "scheduler/state/steps/reorder_step.h"
 #include "scheduler/state/steps/split_step.h"
 #include "scheduler/te/te_eval.h"
+#include "tests/scheduler/lower/lowered_error.h"
 
 namespace kiln {
 namespace {
 
 using namespace state;
+using testing::max_error;
 
 std::shared_ptr<const te::ComputeDAG> matmul_relu(int64_t m, int64_t n, int64_t k) {
   auto a = te::placeholder("A", DType::Float32, {m, k});
@@ -31,41 +32,6 @@ std::shared_ptr<const te::ComputeDAG> matmul_relu(int64_t m, int64_t n, int64_t 
     return te::max(te::at(c, i), te::float_imm(0.0));
   });
   return std::make_shared<te::ComputeDAG>(te::make_dag({d}));
-}
-
-// Max abs difference between the JIT-compiled state and the evaluator.
-double max_error(const State& s, uint32_t seed = 1) {
-  const te::ComputeDAG& dag = s.dag();
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::map<const te::TensorNode*, Tensor> inputs;
-  lower::LoweredFunc f = lower::lower_state_func(s, "prog");
-  std::vector<std::vector<float>> storage;
-  std::vector<void*> ptrs;
-  for (const lower::BufferRef& b : f.params) {
-    storage.emplace_back(static_cast<size_t>(std::max<int64_t>(b->size, 1)));
-    ptrs.push_back(storage.back().data());
-  }
-  for (size_t i = 0; i < dag.placeholders.size(); ++i) {
-    const te::TensorRef& p = dag.placeholders[i];
-    Tensor t(p->dtype, p->shape);
-    for (int64_t e = 0; e < num_elements(p->shape); ++e) {
-      float v = dist(rng);
-      storage[i][static_cast<size_t>(e)] = v;
-      t.set_double(e, v);
-    }
-    inputs[p.get()] = std::move(t);
-  }
-  llvm_backend::JitFunction jit(f);
-  jit.run(ptrs);
-  std::vector<Tensor> want = te::evaluate(dag, inputs);
-  double err = 0;
-  for (size_t o = 0; o < dag.outputs.size(); ++o) {
-    const auto& got = storage[dag.placeholders.size() + o];
-    for (int64_t e = 0; e < num_elements(dag.outputs[o]->shape); ++e)
-      err = std::max(err, std::abs(static_cast<double>(got[static_cast<size_t>(e)]) - want[o].get_double(e)));
-  }
-  return err;
 }
 
 TEST(LowerState, InitialStateComputesTheDag) {

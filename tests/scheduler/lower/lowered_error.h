@@ -1,0 +1,50 @@
+// The JIT-compiled lowering of a state against the tensor-expression evaluator, for tests.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/llvm/jit.h"
+#include "scheduler/lower/lower_state.h"
+#include "scheduler/te/te_eval.h"
+
+namespace kiln::testing {
+
+// Max abs difference between the JIT-compiled state and the evaluator.
+inline double max_error(const state::State& s, uint32_t seed = 1) {
+  const te::ComputeDAG& dag = s.dag();
+
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::map<const te::TensorNode*, Tensor> inputs;
+  lower::LoweredFunc f = lower::lower_state_func(s, "prog");
+  std::vector<std::vector<float>> storage;
+  std::vector<void*> ptrs;
+  for (const lower::BufferRef& b : f.params) {
+    storage.emplace_back(static_cast<size_t>(std::max<int64_t>(b->size, 1)));
+    ptrs.push_back(storage.back().data());
+  }
+  for (size_t i = 0; i < dag.placeholders.size(); ++i) {
+    const te::TensorRef& p = dag.placeholders[i];
+    Tensor t(p->dtype, p->shape);
+    for (int64_t e = 0; e < num_elements(p->shape); ++e) {
+      float v = dist(rng);
+      storage[i][static_cast<size_t>(e)] = v;
+      t.set_double(e, v);
+    }
+    inputs[p.get()] = std::move(t);
+  }
+  llvm_backend::JitFunction jit(f);
+  jit.run(ptrs);
+  std::vector<Tensor> want = te::evaluate(dag, inputs);
+  double err = 0;
+  for (size_t o = 0; o < dag.outputs.size(); ++o) {
+    const auto& got = storage[dag.placeholders.size() + o];
+    for (int64_t e = 0; e < num_elements(dag.outputs[o]->shape); ++e)
+      err = std::max(err, std::abs(static_cast<double>(got[static_cast<size_t>(e)]) - want[o].get_double(e)));
+  }
+  return err;
+}
+
+}  // namespace kiln::testing
