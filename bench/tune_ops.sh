@@ -5,7 +5,7 @@
 # (libopenblas-dev, OPENBLAS_NUM_THREADS=T) and this core's FMA peak (bench/native/fma_peak.c), measured
 # side by side in one run. For each op: `kiln zoo` writes it as ONNX, `kiln compile` builds it untuned,
 # `kiln tune` tunes it (records and tuning curve kept under build/bench/ops/), `kiln compile --records`
-# builds it tuned, `kiln run --repeat` times both (median, inputs from a seed); OpenBLAS runs right after.
+# builds it tuned; untuned, tuned and OpenBLAS are timed in alternating turns (the fastest run of each).
 # Ops: matmul1024 (1024^3), matmul512, bert_ffn (128x768x3072), resnet_conv3x3 (1x64x56x56, 64 3x3
 # filters, padding 1), depthwise (1x128x56x56, 3x3, padding 1). Writes a markdown section to --out
 # (default: stdout). Needs build/bin/kiln; x86-64 with AVX-512 for the peak. Not part of ctest.
@@ -43,7 +43,6 @@ flops[resnet_conv3x3]=$((2 * 64 * 56 * 56 * 64 * 9))
 zoo_args[depthwise]="depthwise --in-channels 128 --kernel 3 --padding 1 --size 56"
 flops[depthwise]=$((2 * 128 * 56 * 56 * 9))
 
-median_ms() { sed -n 's/^median: \([0-9.]*\) ms.*/\1/p'; }
 gflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms == "" || ms <= 0) print "-"; else printf "%.1f", f / (ms * 1e6) }'; }
 pct() { awk -v g="$1" -v p="$2" 'BEGIN { if (g == "-" || p <= 0) print "-"; else printf "%.0f%%", 100 * g / p }'; }
 
@@ -56,7 +55,8 @@ peak_t=$(awk -v p="$peak" -v t="$threads" 'BEGIN { printf "%.1f", p * t }')
   echo
   echo "Untuned: the default schedule. Searched: the fastest program the search found (its record's time, as"
   echo 'measured while tuning). Tuned package: `kiln compile --records`, which uses the searched program only'
-  echo 'where it beat the default schedule (also measured while tuning). Times: `kiln run --repeat` medians.'
+  echo 'where it beat the default schedule (also measured while tuning). Times: the fastest `kiln run` of 5 turns'
+  echo 'that alternate untuned, tuned and OpenBLAS (bench/interleave.py).'
   echo
   echo "| op | untuned ms | searched best ms | searched GFLOPS | % of peak | tuned package ms | tuned/untuned speedup | OpenBLAS GFLOPS | measured/s |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -71,15 +71,16 @@ for op in $ops; do
     >"$work/$op.tune.log" 2>&1 || { echo "tune_ops.sh: $op: kiln tune failed (see $work/$op.tune.log)" >&2; continue; }
   "$kiln" compile "$m" --target host --records "$rec" -o "$work/$op.tuned" --name op >/dev/null
   repeat=$(awk -v f="${flops[$op]}" 'BEGIN { r = int(2e10 / f); print (r < 5 ? 5 : (r > 200 ? 200 : r)) }')
-  u=$("$kiln" run "$work/$op.untuned" --repeat "$repeat" --threads "$threads" --print 0 | median_ms)
-  t=$("$kiln" run "$work/$op.tuned" --repeat "$repeat" --threads "$threads" --print 0 | median_ms)
+  # Untuned, tuned and OpenBLAS in alternating turns (bench/interleave.py); the fastest run of each.
+  per=$(( repeat / 5 > 1 ? repeat / 5 : 1 ))
+  contestants=("untuned=$(printf '%q ' "$kiln" run "$work/$op.untuned" --repeat "$per" --threads "$threads" --print 0)"
+               "tuned=$(printf '%q ' "$kiln" run "$work/$op.tuned" --repeat "$per" --threads "$threads" --print 0)")
+  [ -n "${gemm[$op]:-}" ] && contestants+=("blas=OPENBLAS_NUM_THREADS=$threads $(printf '%q ' "$work/sgemm_openblas" ${gemm[$op]} "$per")")
+  times=$(python3 "$root/bench/interleave.py" --rounds 5 "${contestants[@]}")
+  fastest() { awk -v n="$1" '$1 == n && $2 == "min" { printf "%.3f", $3 }' <<<"$times"; }
+  u=$(fastest untuned); t=$(fastest tuned)
   blas="-"
-  if [ -n "${gemm[$op]:-}" ]; then
-    # shellcheck disable=SC2086
-    b=$(OPENBLAS_NUM_THREADS=$threads "$work/sgemm_openblas" ${gemm[$op]} "$repeat" | median_ms)
-    blas=$(gflops "${flops[$op]}" "$b")
-  fi
-  # The fastest searched (not default) program's recorded time.
+  [ -n "${gemm[$op]:-}" ] && blas=$(gflops "${flops[$op]}" "$(fastest blas)")
   s=$(python3 -c '
 import json, sys
 best = None
