@@ -45,6 +45,13 @@ int64_t largest_divisor_at_most(int64_t n, int64_t at_most) {
   return 1;
 }
 
+// A register tile's length along a loop of `extent`: the largest divisor up to `want`, or `want` itself
+// (the last tile guarded) when no divisor reaches half of it, as for a prime extent such as 109.
+int64_t tile_length(int64_t extent, int64_t want) {
+  const int64_t d = largest_divisor_at_most(extent, want);
+  return 2 * d >= std::min(want, extent) ? d : std::min(want, extent);
+}
+
 // nullopt when the sketch is not (only) SSRSRS multi-level tiling with unchosen lengths.
 std::optional<std::map<int, TiledStage>> tiled_stages(const State& sketch) {
   std::map<int, TiledStage> stages;
@@ -118,12 +125,12 @@ std::optional<State> with_choice(const State& sketch, const std::map<int, TiledS
     if (c.row_from_end >= t.spatial.size() && t.spatial.size() > 1) return std::nullopt;
     for (size_t k = 0; k + 1 < t.spatial.size(); ++k) set(t.spatial[k], lengths({1, 1, 1}));
     const size_t vec = t.spatial.back();
-    const int64_t cols = largest_divisor_at_most(extent(vec), c.vector_tile);
+    const int64_t cols = tile_length(extent(vec), c.vector_tile);
     const int64_t col_blocks = c.blocked ? largest_divisor_at_most(extent(vec) / cols, 256 / cols) : 1;
     set(vec, lengths({1, col_blocks, cols}));
     if (t.spatial.size() > 1) {
       const size_t row = t.spatial[t.spatial.size() - 1 - c.row_from_end];
-      const int64_t rows = largest_divisor_at_most(extent(row), c.rows);
+      const int64_t rows = tile_length(extent(row), c.rows);
       const int64_t row_blocks = c.pack_reduce ? largest_divisor_at_most(extent(row) / rows, 128 / rows) : 1;
       set(row, lengths({1, row_blocks, rows}));
     }

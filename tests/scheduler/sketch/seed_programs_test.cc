@@ -51,6 +51,16 @@ TEST(RegisterTileSeeds, TheFirstMatmulSeedIsTheDefaultRegisterTile) {
   EXPECT_NE(nest.find("auto_unroll_max_step=512"), std::string::npos) << nest;
 }
 
+TEST(RegisterTileSeeds, APrimeExtentGetsAGuardedTileNotALengthOfOne) {
+  // 109 columns and 53 rows: no divisor near the register tile, so the last tile is guarded.
+  std::vector<State> seeds = seeds_of(matmul_dag(53, 16, 109));
+  ASSERT_FALSE(seeds.empty());
+  const std::string nest = print_state(seeds[0]);
+  EXPECT_NE(nest.find("for i0.3 (0,4)"), std::string::npos) << nest;
+  EXPECT_NE(nest.find("vectorize i1.3 (0,32)"), std::string::npos) << nest;
+  EXPECT_LT(kiln::testing::max_error(seeds[0]), 1e-3) << nest;
+}
+
 TEST(RegisterTileSeeds, PackedSeedsCopyBlocksOfTheRightHandOperand) {
   // B[k, j] follows the vector loop (j) and not the rows (i): its blocks are copied into a contiguous
   // buffer at the outer reduction loop, 128 reduction steps by 32 columns.
