@@ -38,7 +38,7 @@ for name in $models; do
     mapfile -t shape_args < <(node "$root/bench/ort/input_shapes.mjs" "$model" "$models_dir/$name/test_data_set_0")
   fi
   t0=$(date +%s)
-  # Rounds no larger than the per-task budget, so every task gets its warm-up round.
+  # Rounds of half the per-task budget (8 to 64): a task's second round evolves from its first.
   "$kiln" tune "$model" --target host --records "$dir/$name.json" --trials-per-task "$per_task" \
     --measures-per-round $(( per_task / 2 < 8 ? 8 : (per_task / 2 > 64 ? 64 : per_task / 2) )) \
     --threads "$threads" --plain "${shape_args[@]}" >"$dir/$name.tune.log" 2>&1 ||

@@ -126,7 +126,8 @@ class AnnotateParallel : public InitRule {
       for (size_t k = 0; k < st.iters.size(); ++k) {
         const IterNode& n = st.node_of(static_cast<int>(k));
         if (n.kind != IteratorKind::Spatial || st.iters[k].annotation != IteratorAnnotation::None) break;
-        if (count > 0 && product * n.extent > static_cast<int64_t>(p.cores) * 16) break;
+        // Loops of extent 1 (a batch of one) do not count: the next loop still joins.
+        if (count > 0 && product > 1 && product * n.extent > static_cast<int64_t>(p.cores) * 16) break;
         product *= n.extent;
         ++count;
         if (has_attached_at(cur, i, st.iters[k].node)) break;

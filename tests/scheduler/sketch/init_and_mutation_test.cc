@@ -69,6 +69,25 @@ TEST(InitRules, CompletedSketchesAreProgramsAndTheSeedFixesThem) {
   EXPECT_GE(parallel, 6);
 }
 
+TEST(InitRules, ABatchOfOneDoesNotKeepTheOuterLoopsSerial) {
+  // C[b, i, j] = sum_k A[b, i, k] B[k, j] with a batch of one: the loop after the batch's has more
+  // iterations than the parallel limit (2 cores x 16) in some programs, and is still made parallel.
+  auto a = te::placeholder("A", DType::Float32, {1, 16384, 16});
+  auto b = te::placeholder("B", DType::Float32, {16, 32});
+  auto c = te::reduce("C", "matmul", DType::Float32, {1, 16384, 32}, te::Reducer::Sum, {16},
+                      [&](const std::vector<te::Expr>& i, const std::vector<te::Expr>& r) {
+                        return te::at(a, {i[0], i[1], r[0]}) * te::at(b, {r[0], i[2]});
+                      });
+  const sketch::SearchParams p;
+  std::vector<State> sketches = sketch::generate_sketches(State(state::testing::dag_of({c})), p);
+  int parallel = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    sketch::Rng rng(seed);
+    parallel += print_state(sketch::sample_program(sketches, p, rng)).find("parallel") != std::string::npos;
+  }
+  EXPECT_EQ(parallel, 12) << "every program has a parallel loop";
+}
+
 TEST(MutationRules, WeightsAreAnsorsCpuWeights) {
   std::map<std::string, double> w;
   for (const auto& r : sketch::cpu_mutation_rules()) w[r->name()] = r->weight();
