@@ -50,6 +50,7 @@ done
 work=$root/build/bench/compare  # not build/bench itself: tuning records and op results live beside it
 rm -rf "$work"
 mkdir -p "$work"
+: >"$work/models.md"  # an empty table when --models ""
 time_ort="$root/bench/ort/time_model.mjs"
 start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
