@@ -290,7 +290,7 @@ std::vector<State> TaskSearch::search_round(CostModel& model, int n) {
   const size_t population = static_cast<size_t>(std::max(1, options_.population));
   std::vector<Program> init = sample_init_population();
 
-  // Generation 0: the random programs and the fastest measured ones.
+  // Generation 0: the random programs, the seeds and the fastest measured ones.
   std::vector<State> pop;
   for (const Program& p : init) pop.push_back(p.state);
   for (const Program& p : seeds_) pop.push_back(p.state);

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "scheduler/sketch/seed_programs.h"
 #include "tests/scheduler/state/state_test_util.h"
 
 namespace kiln {
@@ -66,6 +67,21 @@ TEST(EvolutionarySearch, BatchIsNDistinctCompletePrograms) {
   for (const State& s : batch) EXPECT_FALSE(s.has_undefined_lengths());
   EXPECT_FALSE(search.exhausted());
   EXPECT_EQ(search.num_measured(), 0u);
+}
+
+TEST(EvolutionarySearch, RegisterTileSeedsLeadTheFirstBatches) {
+  // A quarter of each batch of 16: the first batch opens with the first 4 seeds, the next with the
+  // following 4, whatever the (random) model predicts.
+  const sketch::SearchParams p;
+  TaskSearch search("matmul", state::testing::matmul_dag(256, 128, 64), p, small_options(), 1);
+  const std::vector<State> seeds = sketch::register_tile_seeds(search.sketches(), p);
+  ASSERT_GE(seeds.size(), 8u);
+  auto model = search::make_random_model(7);
+  for (size_t round = 0; round < 2; ++round) {
+    const std::vector<State> batch = search.next_batch(*model, 16);
+    ASSERT_EQ(batch.size(), 16u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(print_state(batch[i]), print_state(seeds[4 * round + i])) << round << " " << i;
+  }
 }
 
 TEST(EvolutionarySearch, NeverProposesAMeasuredOrProposedProgramAgain) {
