@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
   check->add_option("--seed", check_opts.seed, "Seed of the random choices")->capture_default_str();
   check->add_option("--cores", check_opts.params.cores, "Cores the parallel rule assumes")->capture_default_str();
   check->add_option("--vector-lanes", check_opts.params.vector_lanes, "Vector lanes the vectorize rule assumes")->capture_default_str();
+  check->add_option("--records", check_opts.records,
+                    "Check the schedules of this records file (failed ones included) instead of random programs");
   bool check_unoptimized = false;
   check->add_flag("--unoptimized", check_unoptimized, "Compile the programs without LLVM's optimizer (faster)");
   check_bindings.add_to(check);

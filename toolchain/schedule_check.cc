@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backends/llvm/jit.h"
+#include "backends/measure/records.h"
 #include "frontend/partition/partition.h"
 #include "scheduler/lower/lower_state.h"
 #include "scheduler/sketch/random_program.h"
@@ -60,9 +61,21 @@ std::string run_and_compare(const state::State& s, const std::vector<Tensor>& in
     const te::TensorRef& out = dag.outputs[i];
     Tensor got(out->dtype, out->shape);
     std::memcpy(got.data(), ptrs[param_of[out.get()]], got.byte_size());
-    for (int64_t e = 0; e < num_elements(out->shape); ++e)
-      if (!close(got.get_double(e), want[i].get_double(e), o.rtol, o.atol))
-        return fmt::format("output {} element {}: got {}, want {}", out->name, e, got.get_double(e), want[i].get_double(e));
+    // How many elements differ and by how much tells a lowering bug (a few positions, large
+    // differences) from float rounding (scattered, near the tolerance).
+    int64_t first = -1, differing = 0;
+    double worst = 0;
+    for (int64_t e = 0; e < num_elements(out->shape); ++e) {
+      const double g = got.get_double(e), w = want[i].get_double(e);
+      if (close(g, w, o.rtol, o.atol)) continue;
+      if (first < 0) first = e;
+      ++differing;
+      worst = std::max(worst, std::fabs(g - w));
+    }
+    if (first >= 0)
+      return fmt::format("output {}: {} of {} elements differ, first {} (got {}, want {}), largest difference {}",
+                         out->name, differing, num_elements(out->shape), first, got.get_double(first),
+                         want[i].get_double(first), worst);
   }
   return "";
 }
@@ -73,9 +86,19 @@ std::string steps_json(const state::State& s) {
   return j.dump();
 }
 
-}  // namespace
+// A program to check: its state, or why there is none; `label` names it in a failure line.
+struct Program {
+  std::string label;
+  state::State state;
+  std::string error;
+};
 
-TaskScheduleCheck check_task_schedules(const Task& task, const ScheduleCheckOptions& o) {
+using ProgramSource = std::function<std::vector<Program>(const std::shared_ptr<const te::ComputeDAG>& dag,
+                                                         const std::vector<state::State>& sketches, std::mt19937_64& rng)>;
+
+// Evaluates the task's DAG once on random inputs, then compiles and runs the programs `source` gives
+// on every core and compares each with the evaluation.
+TaskScheduleCheck check_programs(const Task& task, const ScheduleCheckOptions& o, const ProgramSource& source) {
   TaskScheduleCheck r;
   r.key = task.key;
   r.anchor = task.anchor;
@@ -95,25 +118,17 @@ TaskScheduleCheck check_task_schedules(const Task& task, const ScheduleCheckOpti
     inputs.push_back(random_tensor(p, rng));
     if (!p->constant) by_node[p.get()] = inputs.back();
   }
+  std::vector<Program> programs = source(dag, sketches, rng);
+  if (programs.empty()) return r;
   std::vector<Tensor> want = te::evaluate(*dag, by_node);
-  // Programs are drawn in order (the seed fixes them), then compiled and run on every core.
-  std::vector<state::State> programs(static_cast<size_t>(std::max(o.programs, 0)));
-  std::vector<std::string> errors(programs.size());
-  for (size_t i = 0; i < programs.size(); ++i) {
-    try {
-      programs[i] = sketch::sample_program(sketches, o.params, rng);
-    } catch (const Error& e) {
-      errors[i] = e.what();
-    }
-  }
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i; (i = next++) < programs.size();) {
-      if (!programs[i].valid()) continue;
+      if (!programs[i].state.valid()) continue;
       try {
-        errors[i] = run_and_compare(programs[i], inputs, want, o);
+        programs[i].error = run_and_compare(programs[i].state, inputs, want, o);
       } catch (const Error& e) {
-        errors[i] = e.what();
+        programs[i].error = e.what();
       }
     }
   };
@@ -123,18 +138,59 @@ TaskScheduleCheck check_task_schedules(const Task& task, const ScheduleCheckOpti
   worker();
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < programs.size(); ++i) {
+    const Program& p = programs[i];
     ++r.programs;
-    if (errors[i].empty()) ++r.passed;
-    else r.failures.push_back(fmt::format("program {}: {} | steps {}", i, errors[i], programs[i].valid() ? steps_json(programs[i]) : "-"));
+    if (p.error.empty()) ++r.passed;
+    else
+      r.failures.push_back(fmt::format("{}: {} | steps {}", p.label.empty() ? fmt::format("program {}", i) : p.label,
+                                       p.error, p.state.valid() ? steps_json(p.state) : "-"));
   }
   return r;
+}
+
+}  // namespace
+
+TaskScheduleCheck check_task_schedules(const Task& task, const ScheduleCheckOptions& o) {
+  return check_programs(task, o, [&](const auto&, const std::vector<state::State>& sketches, std::mt19937_64& rng) {
+    // Programs are drawn in order, so the seed fixes them.
+    std::vector<Program> programs(static_cast<size_t>(std::max(o.programs, 0)));
+    for (Program& p : programs) {
+      try {
+        p.state = sketch::sample_program(sketches, o.params, rng);
+      } catch (const Error& e) {
+        p.error = e.what();
+      }
+    }
+    return programs;
+  });
+}
+
+TaskScheduleCheck check_task_records(const Task& task, const std::vector<measure::Record>& records,
+                                     const ScheduleCheckOptions& o) {
+  return check_programs(task, o, [&](const auto& dag, const std::vector<state::State>&, std::mt19937_64&) {
+    std::vector<Program> programs;
+    for (size_t i = 0; i < records.size(); ++i) {
+      const measure::Record& r = records[i];
+      if (r.task_key != task.key) continue;
+      Program& p = programs.emplace_back();
+      p.label = fmt::format("record {} ({}{})", i + 1, r.default_schedule ? "default, " : "",
+                            measure::measure_error_name(r.result.error));
+      try {
+        p.state = measure::replay_record(r, dag);
+      } catch (const std::exception& e) {
+        p.error = std::string("does not replay: ") + e.what();
+      }
+    }
+    return programs;
+  });
 }
 
 std::vector<TaskScheduleCheck> check_model_schedules(const Graph& g, const ScheduleCheckOptions& o,
                                                      const std::function<void(const TaskScheduleCheck&)>& on_task) {
   std::vector<TaskScheduleCheck> out;
+  const std::vector<measure::Record> records = o.records.empty() ? std::vector<measure::Record>{} : measure::load_records(o.records);
   for (const Task& t : extract_tasks(g, partition_graph(g))) {
-    out.push_back(check_task_schedules(t, o));
+    out.push_back(records.empty() ? check_task_schedules(t, o) : check_task_records(t, records, o));
     if (on_task) on_task(out.back());
   }
   return out;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/measure/records.h"
 #include "frontend/ir/graph.h"
 #include "scheduler/sketch/search_params.h"
 #include "scheduler/tasks/task.h"
@@ -21,6 +22,10 @@ struct ScheduleCheckOptions {
   /// LLVM's O3 pipeline on each program; without it compiling is ~3x faster and lowering bugs show the same.
   bool optimize = true;
   sketch::SearchParams params;
+  /// When set, the tasks' recorded schedules (every record in this records file whose key is one of
+  /// the model's tasks, failed ones included) are checked instead of random programs: a record the
+  /// runner rejected as a wrong answer is either a compiler bug or float rounding, and this tells which.
+  std::string records;
 };
 
 struct TaskScheduleCheck {
@@ -33,7 +38,11 @@ struct TaskScheduleCheck {
 /// Checks one task's DAG.
 TaskScheduleCheck check_task_schedules(const Task& task, const ScheduleCheckOptions& o);
 
-/// Checks every task of a model; `on_task` reports each as it finishes.
+/// Checks one task's recorded schedules: the records of `records` with its key.
+TaskScheduleCheck check_task_records(const Task& task, const std::vector<measure::Record>& records,
+                                     const ScheduleCheckOptions& o);
+
+/// Checks every task of a model (its records when o.records is set); `on_task` reports each as it finishes.
 std::vector<TaskScheduleCheck> check_model_schedules(const Graph& g, const ScheduleCheckOptions& o,
                                                      const std::function<void(const TaskScheduleCheck&)>& on_task);
 

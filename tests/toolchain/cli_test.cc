@@ -1,8 +1,10 @@
-// The driver's surface: usage errors exit 2; the shipped demo model is exactly what `kiln zoo` writes.
+// The driver's surface: usage errors exit 2; the shipped demo model is exactly what `kiln zoo` writes;
+// `kiln run` on a package prints its timing line (benchmarks parse it).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "tests/frontend/test_models.h"
@@ -38,6 +40,22 @@ TEST(Cli, ShippedDemoModelIsWhatTheZooWrites) {
   EXPECT_EQ(written, slurp(std::string(KILN_SOURCE_DIR) + "/examples/tiny_cnn.onnx"));
   ASSERT_EQ(run("zoo tiny_cnn --seed 2 -o " + dir.path("m2.onnx")), 0);
   EXPECT_NE(written, slurp(dir.path("m2.onnx")));  // the seed matters
+}
+
+// bench/interleave.py reads the fastest run from this line, so its shape is an interface: the fastest
+// run can be no slower than the median, and both are real times.
+TEST(Cli, RunPrintsTheMedianAndTheFastestRunOfAPackage) {
+  testing::TempDir dir;
+  const std::string pkg = dir.path("pkg");
+  ASSERT_EQ(run("compile " + std::string(KILN_SOURCE_DIR) + "/examples/tiny_cnn.onnx --target host -o " + pkg), 0);
+  testing::CliOutput o = testing::run_kiln_output("run " + pkg + " --repeat 5 --print 0", dir);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  std::smatch m;
+  const std::regex line(R"(median: ([0-9.]+) ms over 5 run\(s\), min ([0-9.]+) ms)");
+  ASSERT_TRUE(std::regex_search(o.out, m, line)) << o.out;
+  const double median = std::stod(m[1]), fastest = std::stod(m[2]);
+  EXPECT_GT(fastest, 0.0) << o.out;
+  EXPECT_LE(fastest, median) << o.out;
 }
 
 }  // namespace
