@@ -1,5 +1,6 @@
 /* Stress test of runtime/kiln_parallel_pthread.c: every index runs exactly once, for any n and pool
- * size, with several threads sharing one pool, nested calls, and pools created and destroyed in a loop.
+ * size, with several threads sharing one pool, nested calls, workers woken from sleep after an idle
+ * spell, and pools created and destroyed in a loop.
  * Exit status 0 on success; prints the first failure. Also built with -fsanitize=thread by the package
  * test. */
 #define _POSIX_C_SOURCE 200809L
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kiln_parallel_pthread.h"
 
@@ -68,6 +70,10 @@ int main(void) {
     if (kiln_pthread_pool_threads(pool) != sizes[s]) fail("threads()", kiln_pthread_pool_threads(pool), sizes[s]);
     const int64_t ns[] = {0, 1, 2, 3, 7, 8, 9, 64, 1000, 100003};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; ++k) check_once(pool, ns[k]);
+    /* Idle for longer than the workers spin: they are asleep and must be woken for the next call. */
+    struct timespec idle = {0, 5 * 1000 * 1000};
+    nanosleep(&idle, NULL);
+    check_once(pool, 1000);
 
     nested_job nj = {pool, 0};
     kiln_pthread_parallel_for(pool, 16, outer_task, &nj);
