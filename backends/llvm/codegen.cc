@@ -32,6 +32,11 @@ llvm::StructType* parallel_struct_type(llvm::LLVMContext& ctx) {
 
 namespace {
 
+// The largest stride along the vector axis read by a wide load and a shuffle rather than a gather:
+// convolutions and pooling windows stride by 2 (sometimes 3 or 4); beyond that the wide load reads
+// mostly elements it throws away.
+constexpr int64_t kMaxShuffledStride = 4;
+
 class FuncEmitter {
  public:
   FuncEmitter(llvm::Module& m, const CodegenOptions& opts, const std::vector<lower::BufferRef>& params)
@@ -267,6 +272,23 @@ class FuncEmitter {
       return b_.CreateMaskedGather(vt, ptrs, align_of(buf), mask, zero);
     };
     if (coeff && *coeff == 1 && !guarded && !mask) return to_value(contiguous(scalar_index(index, 0)), buf->dtype);
+    // A small stride (a strided convolution or pooling window along the vector axis): one contiguous
+    // load of stride x lanes elements and a shuffle keeping every stride-th, where that load stays
+    // inside the buffer, else a gather. A gather costs about a cycle per lane (more on AMD), the
+    // shuffle a few instructions per vector. Local buffers keep lane loads (see gather).
+    if (coeff && *coeff >= 2 && *coeff <= kMaxShuffledStride && !guarded && !mask && !buf->local) {
+      const int64_t stride = *coeff;
+      llvm::Value* first = scalar_index(index, 0);
+      llvm::Value* fits = b_.CreateICmpSLE(first, b_.getInt64(static_cast<uint64_t>(buf->size - stride * lanes_)));
+      llvm::Value* v = branch_value(fits, "load.strided", [&]() -> llvm::Value* {
+        auto* wide = llvm::VectorType::get(mt, static_cast<unsigned>(stride * lanes_), false);
+        llvm::Value* all = b_.CreateAlignedLoad(wide, b_.CreateGEP(mt, basep, first), align_of(buf));
+        std::vector<int> every;
+        for (int l = 0; l < lanes_; ++l) every.push_back(static_cast<int>(l * stride));
+        return b_.CreateShuffleVector(all, every);
+      }, [&] { return gather(); });
+      return to_value(v, buf->dtype);
+    }
     if (coeff && *coeff == 1) {
       // A guarded (padding, slicing) or masked (split tail) contiguous load is inside its buffer almost
       // everywhere: load the whole vector when all lanes are inside, and only at the buffer's edges
