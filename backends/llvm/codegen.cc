@@ -490,6 +490,39 @@ class FuncEmitter {
     b_.SetInsertPoint(exit);
   }
 
+  // One vector iteration of vectorized loop `s`: lanes base .. base + lanes - 1 (`base` is a value;
+  // `constant_base` its value when known).
+  void emit_vector_iteration(const Stmt& s, llvm::Value* base, int lanes, std::optional<int64_t> constant_base) {
+    const ExprNode* var = s->var.get();
+    if (constant_base) ranges_[var] = {*constant_base, *constant_base + lanes - 1};
+    vec_var_ = var;
+    vec_base_ = base;
+    lanes_ = lanes;
+    emit_stmt(s->body[0]);
+    vec_var_ = nullptr;
+  }
+
+  // The iterations of vectorized loop `s` from `from` on, fewer than `lanes`: vectors of half, a
+  // quarter ... of the width, then at most one scalar iteration (13 = 8 + 4 + 1). A loop whose extent
+  // is not a multiple of the vector width (an output row of 13, 14 or 56) would otherwise run its
+  // tail one element at a time, and a row shorter than a vector not vectorized at all. Narrower
+  // vectors need no mask, unlike one masked full-width vector, whose loads each need a check that
+  // the masked-off lanes stay inside the buffer.
+  void emit_vector_tail(const Stmt& s, int64_t from, int lanes) {
+    for (int width = lanes / 2; width >= 2; width /= 2)
+      if (s->extent - from >= width) {
+        emit_vector_iteration(s, b_.getInt64(static_cast<uint64_t>(from)), width, from);
+        from += width;
+      }
+    const ExprNode* var = s->var.get();
+    for (; from < s->extent; ++from) {
+      vars_[var] = b_.getInt64(static_cast<uint64_t>(from));
+      ranges_[var] = {from, from};
+      emit_stmt(s->body[0]);
+    }
+    vars_.erase(var);
+  }
+
   void emit_for(const Stmt& s) {
     const ExprNode* var = s->var.get();
     // Inside a task a parallel loop runs serially: the task already holds one of the hook's workers,
@@ -505,34 +538,22 @@ class FuncEmitter {
     if (s->for_kind == ForKind::Vectorized && !vec_var_) {
       int lanes = lanes_for(dtype_of_body(s->body[0]));
       int64_t main = s->extent / lanes * lanes;
-      if (lanes > 1 && main == s->extent && s->extent <= 4 * static_cast<int64_t>(lanes)) {
+      if (lanes > 1 && s->extent <= 4 * static_cast<int64_t>(lanes)) {
         // A short vectorized loop (a register tile's row): straight-line vector code, so the local
         // accumulator indices are constants and SROA keeps the tile in registers.
-        ranges_[var] = {0, last};
-        for (int64_t base = 0; base < s->extent; base += lanes) {
-          vec_var_ = var;
-          vec_base_ = b_.getInt64(static_cast<uint64_t>(base));
-          lanes_ = lanes;
-          emit_stmt(s->body[0]);
-          vec_var_ = nullptr;
-        }
+        for (int64_t base = 0; base < main; base += lanes) emit_vector_iteration(s, b_.getInt64(static_cast<uint64_t>(base)), lanes, base);
+        emit_vector_tail(s, main, lanes);
         return;
       }
       if (lanes > 1 && main > 0) {
         ranges_[var] = {0, main - 1};
         counted_loop(b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(main)), lanes, var->name + ".vec",
-                     [&](llvm::Value* v) {
-                       vec_var_ = var;
-                       vec_base_ = v;
-                       lanes_ = lanes;
-                       emit_stmt(s->body[0]);
-                       vec_var_ = nullptr;
-                     });
+                     [&](llvm::Value* v) { emit_vector_iteration(s, v, lanes, std::nullopt); });
       }
-      const int64_t tail_from = lanes > 1 ? main : 0;
-      ranges_[var] = {tail_from, last};
-      counted_loop(b_.getInt64(static_cast<uint64_t>(tail_from)), b_.getInt64(static_cast<uint64_t>(s->extent)), 1,
-                   var->name + ".tail", [&](llvm::Value* v) {
+      if (lanes > 1) return emit_vector_tail(s, main, lanes);
+      ranges_[var] = {0, last};
+      counted_loop(b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(s->extent)), 1, var->name + ".tail",
+                   [&](llvm::Value* v) {
                      vars_[var] = v;
                      emit_stmt(s->body[0]);
                      vars_.erase(var);

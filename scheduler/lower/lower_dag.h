@@ -17,8 +17,8 @@ struct ScheduleParams {
 };
 
 /// The loop nest of one stage under the default schedule, a schedule that is already sane on a CPU:
-/// the outermost spatial loop parallel, the innermost spatial loop vectorized (with a scalar tail
-/// in codegen), and for reductions one accumulator per innermost-axis element kept in a local
+/// the outermost spatial loop parallel, the innermost spatial loop vectorized (its tail in narrower
+/// vectors, by codegen), and for reductions one accumulator per innermost-axis element kept in a local
 /// buffer, with the reduction loops outside the vectorized loop so each step is a vector operation.
 /// Tuned schedules (later issues) replace this through the same loop IR.
 Stmt lower_stage_default(const te::TensorRef& stage_output,

@@ -1,6 +1,7 @@
 // Code generation of what arbitrary schedules lower to (backends/llvm/codegen.cc): guarded stores in
 // vectorized loops (non-divisible splits), local buffers crossing parallel loops, loops and buffers
-// nested in vectorized loops, nested parallel loops, strided local buffers. Each loop nest is built by
+// nested in vectorized loops, nested parallel loops, strided local buffers, vectorized loops of every
+// length (tails of narrower vectors) and strided loads (a wide load and a shuffle). Each loop nest is built by
 // hand in the loop IR, compiled for every x86 target this machine runs (AVX-512 masks, AVX2, and SSE2
 // where masked access is scalarized), linked into a shared object with the pthread pool, run on real
 // data and compared with the same computation in plain C++. Every buffer ends at (or just before) a
@@ -625,6 +626,47 @@ TEST(CodegenSchedule, StridedLocalBufferInVectorizedLoops) {
         d[static_cast<size_t>(j)] = t[static_cast<size_t>(2 * j + 1)] * 2 + t[static_cast<size_t>(j / 2)];
       expect_equal(bufs["C"], t, "C, n " + std::to_string(n));
       expect_equal(bufs["D"], d, "D, n " + std::to_string(n));
+    }
+  }
+}
+
+// Every extent from 1 to three vectors and a bit: whole vectors, then the tail as narrower vectors
+// and a scalar; a local accumulator row updated in a reduction loop (a register tile's row); loads
+// with strides 2 and 3 whose wide load would run past the end of S on the last vector (S ends at a
+// faulting page), so the code must fall back to a gather there.
+//   vectorized for j < n: acc[j] = 0
+//   for r < 3: vectorized for j < n: acc[j] = acc[j] + A[j + r] * S[2j + r] + S[3j]
+//   vectorized for j < n: C[j] = acc[j]
+LoweredFunc tails_and_strides(int64_t n) {
+  const DType f32 = DType::Float32;
+  BufferRef A = lower::make_buffer("A", f32, n + 2), S = lower::make_buffer("S", f32, std::max(2 * n + 1, 3 * n - 2));
+  BufferRef C = lower::make_buffer("C", f32, n), acc = lower::make_buffer("acc", f32, n, true);
+  Expr j = te::var("j"), r = te::var("r");
+  Stmt update = lower::store(acc, j, at(acc, j) + at(A, j + r) * at(S, j * 2 + r) + at(S, j * 3));
+  return {"tails",
+          {A, S, C},
+          lower::allocate(acc, lower::block({vloop(j, n, lower::store(acc, j, cst(f32, 0))),
+                                             lower::for_loop(r, 3, ForKind::Serial, vloop(j, n, update)),
+                                             vloop(j, n, lower::store(C, j, at(acc, j)))})),
+          {}};
+}
+
+TEST(CodegenSchedule, VectorizedLoopsOfEveryLengthAndStridedLoads) {
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    const int64_t lanes = lanes_of(target, DType::Float32);
+    for (int64_t n = 1; n <= 3 * lanes + 3; ++n) {
+      LoweredFunc f = tails_and_strides(n);
+      Compiled compiled({f}, target);
+      Buffers bufs(f);
+      bufs["A"].fill([](int64_t x) { return static_cast<double>(x % 7) - 3; });
+      bufs["S"].fill([](int64_t x) { return static_cast<double>(x % 5) + 0.5; });
+      bufs.run(compiled.kernel("tails"), nullptr);
+      std::vector<double> c(static_cast<size_t>(n), 0.0);
+      for (int64_t rr = 0; rr < 3; ++rr)
+        for (int64_t jj = 0; jj < n; ++jj)
+          c[static_cast<size_t>(jj)] += bufs["A"].get(jj + rr) * bufs["S"].get(2 * jj + rr) + bufs["S"].get(3 * jj);
+      expect_equal(bufs["C"], c, "C, n " + std::to_string(n));
     }
   }
 }
