@@ -1,6 +1,7 @@
 // The wrong-answer comparison of program_runner.h.
 #include "scheduler/measure/program_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -12,14 +13,22 @@ template <class T>
 std::string compare_floats(const std::string& name, const std::vector<uint8_t>& got,
                            const std::vector<uint8_t>& want, const OutputTolerance& tol) {
   const size_t n = got.size() / sizeof(T);
+  auto element = [](const std::vector<uint8_t>& bytes, size_t i) {
+    T v;
+    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+    return static_cast<double>(v);
+  };
+  double squares = 0;
+  size_t finite = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (const double y = element(want, i); std::isfinite(y)) squares += y * y, ++finite;
+  const double rms = finite ? std::sqrt(squares / static_cast<double>(finite)) : 0.0;
   for (size_t i = 0; i < n; ++i) {
-    T a, b;
-    std::memcpy(&a, got.data() + i * sizeof(T), sizeof(T));
-    std::memcpy(&b, want.data() + i * sizeof(T), sizeof(T));
-    const double x = static_cast<double>(a), y = static_cast<double>(b);
+    const double x = element(got, i), y = element(want, i);
     if (std::isnan(x) && std::isnan(y)) continue;
     if (x == y) continue;  // equal infinities
-    if (std::isfinite(x) && std::isfinite(y) && std::fabs(x - y) <= tol.atol + tol.rtol * std::fabs(y)) continue;
+    if (std::isfinite(x) && std::isfinite(y) && std::fabs(x - y) <= tol.atol + tol.rtol * std::max(std::fabs(y), rms))
+      continue;
     return fmt::format("output {} differs from the default schedule's at element {}: {} vs {}", name, i, x, y);
   }
   return "";

@@ -36,8 +36,13 @@ class ProgramRunner {
                                          const std::vector<BuildResult>& builds) = 0;
 };
 
-/// Tolerances of the wrong-answer check: floats match when |a - b| <= atol + rtol * |b| (NaN matches
-/// NaN), integers and bools must be equal.
+/// Tolerances of the wrong-answer check: floats match when |a - b| <= atol + rtol * max(|b|, rms(b))
+/// (NaN matches NaN), integers and bools must be equal. rms(b) is the root mean square of the
+/// reference output's finite values: a float32 reduction's rounding error scales with the size of its
+/// terms, not with its result, so an element that cancels to near zero in an output of large values
+/// (a 1728-term convolution of uniform [-1, 1] data, ~14 typical, where two summation orders differ
+/// by ~1e-4) would otherwise fail an element-relative check. A wrong index or a missing tap still
+/// moves an element by about the typical magnitude.
 struct OutputTolerance {
   double rtol = 1e-3;
   double atol = 1e-4;
