@@ -28,10 +28,20 @@ std::vector<double> random_scores(std::mt19937_64& rng, size_t n) {
   return scores;
 }
 
+// The generator of random scores after `samples` samples: a function of the seed and the sample count,
+// not of how many scores were drawn before, so a tuner resumed from records (which retrains on all of
+// them at once) scores its next round as the interrupted one would have.
+void reseed(std::mt19937_64& rng, uint64_t seed, size_t samples) {
+  rng.seed(seed ^ (0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(samples) + 1)));
+}
+
 class RandomModel : public CostModel {
  public:
-  explicit RandomModel(uint64_t seed) : rng_(seed) {}
-  void update(const std::vector<MeasuredSample>& samples) override { seen_ += samples.size(); }
+  explicit RandomModel(uint64_t seed) : seed_(seed) { reseed(rng_, seed_, 0); }
+  void update(const std::vector<MeasuredSample>& samples) override {
+    seen_ += samples.size();
+    reseed(rng_, seed_, seen_);
+  }
   std::vector<double> predict(const std::vector<ProgramFeatures>& programs) override {
     return random_scores(rng_, programs.size());
   }
@@ -39,6 +49,7 @@ class RandomModel : public CostModel {
   bool wants_features() const override { return false; }
 
  private:
+  uint64_t seed_;
   std::mt19937_64 rng_;
   size_t seen_ = 0;
 };
@@ -121,7 +132,9 @@ struct XGBoostModel::Impl {
   explicit Impl(XGBoostOptions o)
       : options(o),
         threads(o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
-        rng(o.seed) {}
+        rng() {
+    reseed(rng, options.seed, 0);
+  }
 
   size_t total_rows() const { return rows.size() / kFeaturesPerStore; }
 
@@ -216,6 +229,7 @@ void XGBoostModel::update(const std::vector<MeasuredSample>& samples) {
     append_rows(s.features, m.rows);
     m.programs.push_back({s.task_key, s.cost_s, first, s.features.size()});
   }
+  reseed(m.rng, m.options.seed, m.programs.size());
   // Below the warm-up a (loaded) booster is kept as it is: a few samples would train a worse one.
   if (m.programs.size() >= static_cast<size_t>(std::max(m.options.warmup_samples, 1))) m.train();
 }

@@ -353,8 +353,11 @@ std::vector<State> TaskSearch::next_batch(CostModel& model, int n) {
   if (n <= 0 || exhausted_) return {};
   // A round that finds nothing new may have been unlucky; a second one with fresh seeds decides.
   for (int attempt = 0; attempt < 2; ++attempt) {
+    // The round's random choices follow from the number of programs measured so far rather than from
+    // a counter of this object's rounds, so a search resumed from records proposes what the
+    // interrupted one would have.
+    round_ = 2 * static_cast<uint64_t>(measured_.size()) + static_cast<uint64_t>(attempt);
     std::vector<State> batch = search_round(model, n);
-    ++round_;
     if (!batch.empty()) return batch;
   }
   exhausted_ = true;

@@ -109,16 +109,29 @@ TEST(TuneCli, TunesAppendsRecordsDrawsTheCurveResumesAndFeedsCompile) {
   EXPECT_EQ(o.err.find("no tuning record for task"), std::string::npos) << o.err;
 }
 
+// "The same seed on the same records proposes the same programs": b starts from a's first round
+// (its records) and must propose a's second round, although a drew its second round's random choices
+// after a first round that b never ran. Two fresh runs share only their first round: later rounds
+// depend on the measured times too, which differ from run to run. Another seed proposes others.
 TEST(TuneCli, SameSeedProposesTheSameProgramsAndAnotherSeedOthers) {
   TempDir dir;
   const std::string model = write_model(dir);
   ASSERT_EQ(run(tune_args(model, dir.path("a.json"), 8) + " --seed 5", dir).exit_code, 0);
+  {
+    std::istringstream a_lines(testing::read_file(dir.path("a.json")));
+    std::ofstream b(dir.path("b.json"));
+    std::string line;
+    for (int i = 0; i < 4 && std::getline(a_lines, line); ++i) b << line << "\n";
+  }
   ASSERT_EQ(run(tune_args(model, dir.path("b.json"), 8) + " --seed 5", dir).exit_code, 0);
+  ASSERT_EQ(run(tune_args(model, dir.path("fresh.json"), 4) + " --seed 5", dir).exit_code, 0);
   ASSERT_EQ(run(tune_args(model, dir.path("c.json"), 8) + " --seed 6", dir).exit_code, 0);
   const auto a = read_records(dir.path("a.json")).programs, b = read_records(dir.path("b.json")).programs,
-             c = read_records(dir.path("c.json")).programs;
+             fresh = read_records(dir.path("fresh.json")).programs, c = read_records(dir.path("c.json")).programs;
   ASSERT_EQ(a.size(), 7u);  // and the default schedule
   EXPECT_EQ(a, b);
+  ASSERT_EQ(fresh.size(), 3u);
+  EXPECT_EQ(fresh, std::vector<std::string>(a.begin(), a.begin() + 3));
   EXPECT_NE(a, c);
 }
 
