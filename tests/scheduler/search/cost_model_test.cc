@@ -254,7 +254,8 @@ TEST(XGBoostCostModel, PredictsRandomScoresUntilWarmUp) {
     EXPECT_LT(s, 1.0);
   }
   EXPECT_NE(first, second);
-  EXPECT_EQ(twin.predict(no_rows), first) << "random scores come from the seed";
+  twin.update(samples_of(task, programs));
+  EXPECT_EQ(twin.predict(no_rows), first) << "random scores come from the seed and the sample count";
 
   model.update(samples_of(task, random_programs(task, 1, rng)));
   EXPECT_TRUE(model.wants_features());
