@@ -1,7 +1,10 @@
-// `kiln compile --schedule random --dump-after ...` and its errors, through the real binary.
+// `kiln compile --schedule random --dump-after ...` and its errors, and `kiln check-schedules --records`,
+// through the real binary.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "tests/frontend/test_models.h"
@@ -58,6 +61,39 @@ TEST(ScheduleCli, RandomScheduleIsSeededAndDumpsThePrograms) {
   EXPECT_EQ(programs(a), programs(b));
   EXPECT_NE(programs(a), programs(c));
   EXPECT_NE(a.find("; after schedule of task"), std::string::npos) << a;
+}
+
+// Every record of the file is checked against the evaluator, failed ones included: the tuned programs
+// pass, and a record whose steps do not replay on its task is a failure line naming the record.
+TEST(ScheduleCli, CheckSchedulesReplaysEveryRecordOfAFile) {
+  testing::TempDir dir;
+  matmul_relu_model().save(dir.path("m.onnx"));
+  const std::string records = dir.path("r.json");
+  std::string out;
+  ASSERT_EQ(run_with_stdout("tune " + dir.path("m.onnx") + " --target host --records " + records +
+                                " --trials 6 --measures-per-round 3 --threads 1 --repeat 1 --plain",
+                            dir, out),
+            0)
+      << out;
+  std::string last;
+  int lines = 0;
+  {
+    std::istringstream in(slurp(records));
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) last = line, ++lines;
+  }
+  ASSERT_EQ(lines, 6);
+  nlohmann::json broken = nlohmann::json::parse(last);
+  broken["i"][1][1] = nlohmann::json::parse(R"([["SP", 99, 0, 16, [4], 1]])");
+  std::ofstream(records, std::ios::app) << broken.dump() << "\n";
+
+  EXPECT_EQ(run_with_stdout("check-schedules " + dir.path("m.onnx") + " --records " + records, dir, out), 1) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"((\d+) tasks, (\d+)/(\d+) programs correct)"))) << out;
+  EXPECT_EQ(m[2], "6") << out;
+  EXPECT_EQ(m[3], "7") << out;
+  EXPECT_NE(out.find("FAIL record 7 ("), std::string::npos) << out;
+  EXPECT_NE(out.find("does not replay"), std::string::npos) << out;
 }
 
 TEST(ScheduleCliErrors, UnknownScheduleKind) {
