@@ -16,7 +16,9 @@
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/reference/interpreter.h"
 #include "scheduler/te/lower_graph.h"
-#include "toolchain/compile.h"
+#include "toolchain/pipeline.h"
+#include "toolchain/run_package.h"
+#include "toolchain/temp_dir.h"
 #include <random>
 #include "scheduler/te/te_eval.h"
 
@@ -115,17 +117,12 @@ std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, cons
   const std::string& engine = o.engine;
   if (engine == "reference") return run_reference(g, inputs);
   if (engine == "compiled") {
-    CompileTarget target = resolve_target(o.target);
-    fs::path dir = fs::temp_directory_path() / ("kiln-conformance-" + std::to_string(std::random_device{}()));
-    struct Cleanup {
-      fs::path p;
-      ~Cleanup() {
-        std::error_code ec;
-        fs::remove_all(p, ec);
-      }
-    } cleanup{dir};
-    compile_graph(g, target, "model", dir.string(), make_subgraph_scheduler(o.schedule, target, g));
-    return run_package(dir.string(), target, inputs, 1).outputs;
+    CompileOptions c;
+    c.target = resolve_target(o.target);
+    c.schedule = o.schedule;
+    TempDir dir("kiln-conformance");
+    compile_graph(g, c, dir.path());
+    return run_package(dir.path(), c.target, inputs, 1).outputs;
   }
   // "te": the op lowerings' tensor expressions, evaluated directly.
   te::LoweredGraph lg = te::lower_graph(g);

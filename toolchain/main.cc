@@ -10,7 +10,8 @@
 #include "toolchain/inspect.h"
 #include "toolchain/pipeline.h"
 #include "toolchain/run_model.h"
-#include "toolchain/compile.h"
+#include "toolchain/compile_target.h"
+#include "toolchain/temp_dir.h"
 #include "toolchain/targets_command.h"
 #include "toolchain/schedule_check.h"
 #include "toolchain/cli_bindings.h"
@@ -56,10 +57,12 @@ int main(int argc, char** argv) {
                           "Compiled engine: schedule each task with its best record in this tuning records file");
 
   std::vector<std::string> dump_after;
+  std::string dump_target = "host";
   kiln::BindingArgs dump_bindings;
-  auto* dump = app.add_subcommand("dump", "Run the frontend and print the graph after the given steps");
+  auto* dump = app.add_subcommand("dump", "Run the pipeline up to the given stages and print their results");
   dump->add_option("model", model_path, "ONNX model file")->required();
-  dump->add_option("--dump-after", dump_after, "import|bind|infer|prune|partition|all (repeatable)")->required();
+  dump->add_option("--dump-after", dump_after, "A stage (kiln dump --help lists them) or all (repeatable)")->required();
+  dump->add_option("--target", dump_target, "Target of the stages after partition")->capture_default_str();
   dump_bindings.add_to(dump);
 
   kiln::RunOptions run_opts;
@@ -98,7 +101,8 @@ int main(int argc, char** argv) {
   compile->add_option("--seed", compile_choice.seed, "Seed of --schedule random")->capture_default_str();
   compile->add_option("--records", compile_choice.records_path,
                       "Tuning records file: each task gets its best record for the target (others the default schedule)");
-  compile->add_option("--dump-after", compile_choice.dump_after, "Print per task after: analysis, sketch, schedule (repeatable)");
+  std::vector<std::string> compile_dump_after;
+  compile->add_option("--dump-after", compile_dump_after, "Print the result of a stage (kiln dump --help lists them), or all (repeatable)");
 
   kiln::ScheduleCheckOptions check_opts;
   kiln::BindingArgs check_bindings;
@@ -188,21 +192,18 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*compile) {
-      kiln::CompileTarget target = kiln::resolve_target(compile_target);
-      if (compile_name.empty()) compile_name = kiln::package::c_identifier(std::filesystem::path(model_path).stem().string());
+      kiln::CompileOptions co;
+      co.target = kiln::resolve_target(compile_target);
+      co.name = compile_name.empty() ? kiln::package::c_identifier(std::filesystem::path(model_path).stem().string()) : compile_name;
+      co.schedule = compile_choice;
+      co.schedule.kind = kiln::schedule_kind_of_flags(compile_schedule, compile_choice.records_path);
       kiln::PipelineOptions po;
       po.bindings = compile_bindings.parse();
+      po.dump = kiln::StageDump(compile_dump_after);
       kiln::Graph g = kiln::load_model(model_path, po);
-      compile_choice.kind = kiln::schedule_kind_of_flags(compile_schedule, compile_choice.records_path);
-      for (const auto& step : compile_choice.dump_after)
-        if (step != "analysis" && step != "sketch" && step != "schedule" && step != "all")
-          throw kiln::Error("--dump-after '" + step + "': expected analysis, sketch, schedule or all");
-      compile_choice.on_dump = [](const std::string& step, const std::string& text) {
-        std::cout << "; after " << step << " of " << text;
-      };
-      auto info = kiln::compile_graph(g, target, compile_name, compile_out, kiln::make_subgraph_scheduler(compile_choice, target, g));
-      std::cout << "wrote " << compile_out << "/lib" << compile_name << ".a, " << compile_name << ".h, " << compile_name
-                << ".json (target " << target.name << ", workspace " << info.workspace_size << " bytes, lower bound "
+      auto info = *kiln::compile_graph(g, co, compile_out, po);
+      std::cout << "wrote " << compile_out << "/lib" << co.name << ".a, " << co.name << ".h, " << co.name
+                << ".json (target " << co.target.name << ", workspace " << info.workspace_size << " bytes, lower bound "
                 << info.workspace_lower_bound << ", weights " << info.weights_bytes << " bytes)\n";
       return 0;
     }
@@ -233,19 +234,19 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*dump) {
-      kiln::PipelineOptions o;
-      o.bindings = dump_bindings.parse();
-      o.dump_after = dump_after;
-      o.on_dump = [](const std::string& step, const kiln::Graph& g) {
-        std::cout << "; after " << step << "\n" << kiln::print_graph(g);
-      };
-      o.on_dump_text = [](const std::string& step, const std::string& text) {
-        std::cout << "; after " << step << "\n" << text;
-      };
-      kiln::Graph g = kiln::load_model(model_path, o);
-      if (std::find(dump_after.begin(), dump_after.end(), "partition") != dump_after.end() ||
-          std::find(dump_after.begin(), dump_after.end(), "all") != dump_after.end())
-        kiln::partition_model(g, o);
+      kiln::PipelineOptions po;
+      po.bindings = dump_bindings.parse();
+      po.dump = kiln::StageDump(dump_after);
+      po.stop_after = po.dump.last_wanted();
+      kiln::Graph g = kiln::load_model(model_path, po);
+      const auto& stages = kiln::pipeline_stages();
+      if (std::find(stages.begin(), stages.end(), po.stop_after) > std::find(stages.begin(), stages.end(), "prune")) {
+        kiln::CompileOptions co;
+        co.target = kiln::resolve_target(dump_target);
+        co.name = kiln::package::c_identifier(std::filesystem::path(model_path).stem().string());
+        kiln::TempDir tmp("kiln-dump");
+        kiln::compile_graph(g, co, tmp.path() + "/package", po);
+      }
       return 0;
     }
   } catch (const kiln::Error& e) {

@@ -1,46 +1,85 @@
 #include "toolchain/pipeline.h"
 
-#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
 #include <sstream>
 
+#include "backends/package/memory_plan.h"
+#include "backends/package/model_module.h"
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
+#include "scheduler/lower/lower_model.h"
+#include "scheduler/tasks/task.h"
+#include "toolchain/task_table.h"
 
 namespace kiln {
 
-const std::vector<std::string>& frontend_steps() {
-  static const std::vector<std::string> steps = {"import", "bind", "infer", "prune"};
-  return steps;
-}
-
 namespace {
-bool wants_dump(const PipelineOptions& o, const std::string& step) {
-  return std::find(o.dump_after.begin(), o.dump_after.end(), step) != o.dump_after.end() ||
-         std::find(o.dump_after.begin(), o.dump_after.end(), "all") != o.dump_after.end();
+
+// After a stage: dump its result when asked, and say whether the pipeline goes on.
+template <typename Printer>
+bool after(const PipelineOptions& o, const std::string& stage, Printer&& print) {
+  o.dump.dump(stage, print);
+  return o.stop_after != stage;
 }
 
-void maybe_dump(const PipelineOptions& o, const std::string& step, const Graph& g) {
-  if (wants_dump(o, step) && o.on_dump) o.on_dump(step, g);
+// The package's files, and its header in full.
+std::string print_package(const std::string& dir, const std::string& name) {
+  std::string text;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.is_regular_file()) text += e.path().filename().string() + ": " + std::to_string(e.file_size()) + " bytes\n";
+  std::ifstream header(std::filesystem::path(dir) / (name + ".h"));
+  return text + "\n" + std::string(std::istreambuf_iterator<char>(header), {});
 }
+
 }  // namespace
 
-Graph load_model(const std::string& path, const PipelineOptions& opts) {
+Graph load_model(const std::string& path, const PipelineOptions& o) {
+  auto graph_text = [](const Graph& g) { return [&g] { return print_graph(g); }; };
   Graph g = import_onnx_file(path);
-  maybe_dump(opts, "import", g);
-  bind_input_shapes(g, opts.bindings);
-  maybe_dump(opts, "bind", g);
+  after(o, "import", graph_text(g));
+  bind_input_shapes(g, o.bindings);
+  after(o, "bind", graph_text(g));
   infer_shapes(g);
-  maybe_dump(opts, "infer", g);
+  after(o, "infer", graph_text(g));
   remove_dead_nodes(g);
-  maybe_dump(opts, "prune", g);
+  after(o, "prune", graph_text(g));
   return g;
 }
 
-SubgraphDAG partition_model(const Graph& g, const PipelineOptions& opts) {
-  SubgraphDAG dag = partition_graph(g);
-  if (wants_dump(opts, "partition") && opts.on_dump_text) opts.on_dump_text("partition", print_subgraph_dag(g, dag));
-  return dag;
+std::optional<package::PackageInfo> compile_graph(const Graph& g, const CompileOptions& c, const std::string& dir,
+                                                  const PipelineOptions& o) {
+  package::check_package_name(c.name);
+
+  const SubgraphDAG sdag = partition_graph(g);
+  if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;
+
+  const std::vector<Task> tasks = extract_tasks(g, sdag);
+  if (!after(o, "tasks", [&] { return format_task_table(sdag, tasks); })) return std::nullopt;
+
+  // Prints "analysis", "sketch" and "schedule" per task itself.
+  auto schedule = std::make_shared<ModelSchedule>(choose_schedules(tasks, sdag.subgraphs.size(), c.schedule, c.target, o.dump));
+  if (o.stop_after == "analysis" || o.stop_after == "sketch" || o.stop_after == "schedule") return std::nullopt;
+
+  const lower::ModelProgram program = lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule));
+  if (!after(o, "lower", [&] { return lower::print_func(program.func) + "\n" + lower::print_model_params(program); }))
+    return std::nullopt;
+
+  const package::ModelMemoryPlan memory = package::plan_model_memory(program);
+  if (!after(o, "memory", [&] { return package::print_model_memory_plan(program, memory); })) return std::nullopt;
+
+  package::ModelModule module =
+      package::generate_model_module(program, memory, package::model_io(g), {c.name, c.target.machine, c.target.vector_bits});
+  if (!after(o, "codegen", [&] { return package::print_model_module(module); })) return std::nullopt;
+
+  const std::string schedule_source = c.schedule.kind == ScheduleChoice::Kind::Default ? "default" : "custom";
+  package::PackageInfo info = package::write_package(module, {c.target.name, c.target.cc, g.source, schedule_source}, dir);
+  after(o, "package", [&] { return print_package(dir, c.name); });
+  return info;
 }
 
 std::string print_graph(const Graph& g) {
@@ -58,8 +97,8 @@ std::string print_graph(const Graph& g) {
     os << " = " << n.op_type << "(";
     for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << (n.inputs[i].empty() ? "_" : n.inputs[i]);
     os << ")  # " << n.name;
-    for (const auto& o : n.outputs)
-      if (!o.empty()) os << " " << type_of(o);
+    for (const auto& out : n.outputs)
+      if (!out.empty()) os << " " << type_of(out);
     os << "\n";
   }
   for (const auto& out : g.outputs) os << "  output " << out << ": " << type_of(out) << "\n";

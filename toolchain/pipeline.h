@@ -1,32 +1,49 @@
-/// \file The compiler's table of contents: every step from a model file to what the backends consume.
+/// \file The compiler's table of contents: every stage from a model file to a package, each one named
+/// call whose result `--dump-after STAGE` prints (stage_dump.h). pipeline.cc reads top to bottom as:
+///
+///   import -> bind -> infer -> prune    frontend: a static-shape graph, everything constant folded
+///   partition                           fusion into subgraphs, once: every later stage indexes them
+///   tasks                               the distinct subgraphs, by workload key
+///   schedule (analysis, sketch)         one program per task: default, random, or tuning records
+///   lower                               the whole model as one loop-IR function
+///   memory                              every intermediate's offset in the caller's workspace
+///   codegen                             one LLVM module: kernels, weights, entry points
+///   package                             lib<m>.a + <m>.h + <m>.json written to a directory
 #pragma once
-#include <functional>
+#include <optional>
 #include <string>
 
+#include "backends/package/package.h"
 #include "frontend/ir/graph.h"
 #include "frontend/partition/partition.h"
 #include "frontend/passes/bind_input_shapes.h"
+#include "toolchain/compile_target.h"
+#include "toolchain/schedule_choice.h"
+#include "toolchain/stage_dump.h"
 
 namespace kiln {
 
 struct PipelineOptions {
   ShapeBindings bindings;
-  /// Step names after which to print the graph ("import", "bind", "infer", "prune", "partition"), or "all".
-  std::vector<std::string> dump_after;
-  std::function<void(const std::string& step, const Graph&)> on_dump;
-  /// Receives the printed result of steps whose result is not a graph ("partition": the SubgraphDAG).
-  std::function<void(const std::string& step, const std::string& text)> on_dump_text;
+  StageDump dump;  // which stages print their result (none by default)
+  /// The last stage to run ("" : all of them). `kiln dump` stops after the last stage it prints.
+  std::string stop_after;
 };
 
-/// Names of the frontend steps, in order.
-const std::vector<std::string>& frontend_steps();
+/// What the back half of the pipeline makes and for which target.
+struct CompileOptions {
+  CompileTarget target;
+  std::string name = "model";  // the package's C prefix
+  ScheduleChoice schedule;
+};
 
-/// Imports a model and brings it to a static-shape graph with everything computable at compile time
-/// folded: import -> bind input shapes -> infer shapes (+ fold) -> remove dead nodes.
+/// The frontend stages: import -> bind input shapes -> infer shapes (+ fold) -> remove dead nodes.
 Graph load_model(const std::string& path, const PipelineOptions& opts);
 
-/// The partition step: the graph's run-time nodes fused into subgraphs (frontend/partition/partition.h).
-SubgraphDAG partition_model(const Graph& g, const PipelineOptions& opts);
+/// The stages from partition to package on a loaded graph; writes the package into `dir`. Returns
+/// nullopt when opts.stop_after ends the pipeline before the package stage.
+std::optional<package::PackageInfo> compile_graph(const Graph& g, const CompileOptions& c, const std::string& dir,
+                                                  const PipelineOptions& opts = {});
 
 /// Prints a graph as text: inputs, outputs, and one line per node with its output types.
 std::string print_graph(const Graph& g);

@@ -8,7 +8,7 @@
 #include "frontend/ir/error.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "frontend/reference/interpreter.h"
-#include "toolchain/compile.h"
+#include "toolchain/run_package.h"
 #include "toolchain/npy.h"
 #include "toolchain/pipeline.h"
 

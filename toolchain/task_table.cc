@@ -55,9 +55,11 @@ std::string format_task_table(const SubgraphDAG& dag, const std::vector<Task>& t
                        human_flops(t.flops), human_flops(wf), total > 0 ? 100 * wf / total : 0.0, t.anchor,
                        node_list(t.node_names));
   }
-  out += fmt::format("total    {} ({:.0f}) over all subgraphs; op-level {} ({:.0f}){}\n", human_flops(total), total,
-                     human_flops(op_flops), op_flops,
-                     op_flops > 0 ? fmt::format(", ratio {:.4f}", total / op_flops) : std::string());
+  out += fmt::format("total    {} ({:.0f}) over all subgraphs", human_flops(total), total);
+  if (op_flops >= 0)
+    out += fmt::format("; op-level {} ({:.0f}){}", human_flops(op_flops), op_flops,
+                       op_flops > 0 ? fmt::format(", ratio {:.4f}", total / op_flops) : std::string());
+  out += "\n";
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "backends/package/memory_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -48,6 +50,42 @@ MemoryPlan plan_memory(const std::vector<LiveRange>& ranges, int64_t align) {
     plan.lower_bound = std::max(plan.lower_bound, live);
   }
   return plan;
+}
+
+ModelMemoryPlan plan_model_memory(const lower::ModelProgram& prog) {
+  // Ranges listed in the order their buffers come alive: the planner breaks ties between equal sizes
+  // by that order.
+  std::vector<size_t> workspace;
+  for (size_t i = 0; i < prog.params.size(); ++i)
+    if (prog.params[i].kind == lower::ModelParam::Kind::Workspace) workspace.push_back(i);
+  std::stable_sort(workspace.begin(), workspace.end(),
+                   [&](size_t a, size_t b) { return prog.params[a].first_step < prog.params[b].first_step; });
+  std::vector<LiveRange> ranges;
+  for (size_t i : workspace) ranges.push_back({prog.params[i].bytes, prog.params[i].first_step, prog.params[i].last_step});
+  const MemoryPlan plan = plan_memory(ranges, kWorkspaceAlign);
+  ModelMemoryPlan m;
+  m.offset_of_param.assign(prog.params.size(), -1);
+  for (size_t k = 0; k < workspace.size(); ++k) m.offset_of_param[workspace[k]] = plan.offsets[k];
+  m.size = plan.size;
+  m.lower_bound = plan.lower_bound;
+  m.intermediates = static_cast<int>(ranges.size());
+  return m;
+}
+
+std::string print_model_memory_plan(const lower::ModelProgram& prog, const ModelMemoryPlan& plan) {
+  std::string s = fmt::format("workspace {} bytes, peak-liveness lower bound {}, {} buffers, alignment {}\n", plan.size,
+                              plan.lower_bound, plan.intermediates, kWorkspaceAlign);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < prog.params.size(); ++i)
+    if (plan.offset_of_param[i] >= 0) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return plan.offset_of_param[a] < plan.offset_of_param[b]; });
+  for (size_t i : order) {
+    const lower::ModelParam& p = prog.params[i];
+    s += fmt::format("  {:>10}  {} ({} bytes, statements {}..{})\n", plan.offset_of_param[i], prog.func.params[i]->name,
+                     p.bytes, p.first_step, p.last_step);
+  }
+  return s;
 }
 
 }  // namespace kiln::package

@@ -1,9 +1,16 @@
 /// \file Static workspace planning: every intermediate tensor gets an offset in one caller-owned arena.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "scheduler/lower/lower_model.h"
+
 namespace kiln::package {
+
+/// The alignment of the workspace and of every buffer in it (and of the weights): a cache line, and
+/// the widest vector (AVX-512) loads aligned.
+inline constexpr int64_t kWorkspaceAlign = 64;
 
 /// A buffer to place: its size and the first and last step (statement position in the model body) at which it is live.
 struct LiveRange {
@@ -22,5 +29,21 @@ struct MemoryPlan {
 /// ranges do not overlap. `lower_bound` is what no packing can beat, so size/lower_bound is the plan's
 /// efficiency (reported in the package's metadata).
 MemoryPlan plan_memory(const std::vector<LiveRange>& ranges, int64_t align);
+
+/// The memory stage of the pipeline: where each workspace parameter of a lowered model lives.
+struct ModelMemoryPlan {
+  std::vector<int64_t> offset_of_param;  // per ModelProgram::params: offset in the workspace, -1 if not workspace
+  int64_t size = 0;                      // bytes of workspace the model needs
+  int64_t lower_bound = 0;               // peak-liveness bound (plan_memory)
+  int intermediates = 0;                 // workspace parameters placed
+};
+
+/// Plans the workspace of `prog`: every Workspace parameter lives from the first to the last statement
+/// of the body that touches it (finer than subgraphs, so an intermediate stage's bytes are reused
+/// within its subgraph), packed by plan_memory with kWorkspaceAlign.
+ModelMemoryPlan plan_model_memory(const lower::ModelProgram& prog);
+
+/// One line for the whole plan, then one per workspace buffer by offset: name, offset, bytes, statements.
+std::string print_model_memory_plan(const lower::ModelProgram& prog, const ModelMemoryPlan& plan);
 
 }  // namespace kiln::package

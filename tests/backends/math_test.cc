@@ -11,7 +11,7 @@
 
 #include "frontend/onnx/model_builder.h"
 #include "tests/frontend/test_models.h"
-#include "toolchain/compile.h"
+#include "toolchain/run_package.h"
 #include "toolchain/pipeline.h"
 
 namespace kiln {
@@ -49,9 +49,10 @@ std::vector<Tensor> compile_and_run(ModelBuilder& mb, const std::map<std::string
                                     const testing::TempDir& dir) {
   mb.save(dir.path("m.onnx"));
   Graph g = load_model(dir.path("m.onnx"), PipelineOptions{});
-  CompileTarget target = resolve_target("host");
-  compile_graph(g, target, "model", dir.path("pkg"));
-  return run_package(dir.path("pkg"), target, inputs, 1).outputs;
+  CompileOptions c;
+  c.target = resolve_target("host");
+  compile_graph(g, c, dir.path("pkg"));
+  return run_package(dir.path("pkg"), c.target, inputs, 1).outputs;
 }
 
 TEST(InlineMath, UnaryFloat32MatchesStd) {

@@ -1,30 +1,16 @@
-/// \file `kiln compile` and running compiled packages (`kiln run DIR`, conformance --engine compiled).
+/// \file Running a compiled package: `kiln run DIR`, compiled conformance, and tests. A small C
+/// harness is linked against the package with the target's C compiler and run natively or under the
+/// target's run prefix (QEMU), so what runs is exactly what a user links.
 #pragma once
 #include <map>
 #include <string>
 #include <vector>
 
 #include "backends/package/package.h"
-#include "frontend/ir/graph.h"
-#include "frontend/passes/bind_input_shapes.h"
+#include "frontend/ir/tensor.h"
+#include "toolchain/compile_target.h"
 
 namespace kiln {
-
-/// A target (targets/*.toml) as code generation and running need it; "host" picks this machine's.
-struct CompileTarget {
-  std::string name;
-  llvm_backend::MachineSpec machine;
-  int vector_bits = 128;
-  std::string cc = "cc";        // links runners for this target
-  std::string run_prefix;       // e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; empty for native
-  int cores = 1;                // parallel loops of tuned and random schedules are planned for these
-};
-CompileTarget resolve_target(const std::string& name);
-
-/// Compiles a prepared (shape-inferred) graph into a package in `dir`.
-/// `scheduler` schedules each subgraph (null: the default schedule; toolchain/schedule_choice.h).
-package::PackageInfo compile_graph(const Graph& g, const CompileTarget& target, const std::string& name,
-                                   const std::string& dir, const lower::SubgraphScheduler& scheduler = nullptr);
 
 struct PackageRun {
   std::vector<Tensor> outputs;  // in the package's output order

@@ -1,8 +1,9 @@
-#include "toolchain/compile.h"
+#include "toolchain/run_package.h"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,34 +11,10 @@
 #include <sstream>
 
 #include "frontend/ir/error.h"
-#include "targets/target.h"
+#include "toolchain/temp_dir.h"
 
 namespace kiln {
 namespace fs = std::filesystem;
-
-CompileTarget resolve_target(const std::string& name) {
-  Target t = load_target(name);
-  CompileTarget c;
-  c.name = t.name;
-  c.machine = {t.triple, t.cpu, t.features};
-  c.vector_bits = t.vector_bits;
-  c.cc = t.cc;
-  c.run_prefix = t.run_prefix;
-  c.cores = std::max(t.cores, 1);
-  return c;
-}
-
-package::PackageInfo compile_graph(const Graph& g, const CompileTarget& target, const std::string& name,
-                                   const std::string& dir, const lower::SubgraphScheduler& scheduler) {
-  package::PackageOptions o;
-  o.scheduler = scheduler;
-  o.name = name;
-  o.target_name = target.name;
-  o.machine = target.machine;
-  o.vector_bits = target.vector_bits;
-  o.cc = target.cc;  // ships kiln_parallel_pthread.o prebuilt when this compiler is installed
-  return package::build_package(g, o, dir);
-}
 
 namespace {
 
@@ -175,15 +152,8 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
   fs::path pkg = fs::absolute(dir);
   nlohmann::json meta = read_metadata(pkg);
   std::string m = meta["name"];
-  fs::path work = fs::temp_directory_path() / fmt::format("kiln-run-{}", std::random_device{}());
-  fs::create_directories(work);
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!std::getenv("KILN_KEEP_TEMP")) fs::remove_all(p, ec);
-    }
-  } cleanup{work};
+  TempDir work_dir("kiln-run");
+  const fs::path work = work_dir.path();
   {
     std::ofstream(work / "runner.c") << runner_source(meta);
   }

@@ -1,0 +1,141 @@
+#include "backends/package/model_module.h"
+
+#include <fmt/format.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "backends/llvm/codegen.h"
+#include "backends/package/c_names.h"
+#include "backends/package/entry_function.h"
+#include "frontend/ir/error.h"
+
+namespace kiln::package {
+
+ModelModule::ModelModule() = default;
+ModelModule::ModelModule(ModelModule&&) noexcept = default;
+ModelModule& ModelModule::operator=(ModelModule&&) noexcept = default;
+ModelModule::~ModelModule() = default;
+
+ModelIo model_io(const Graph& g) {
+  ModelIo io;
+  auto list = [&](const std::vector<std::string>& names, std::vector<IoInfo>& out) {
+    const std::vector<std::string> fields = c_field_names(names);
+    for (size_t i = 0; i < names.size(); ++i) {
+      const Value& v = g.value(names[i]);
+      out.push_back({names[i], fields[i], v.dtype, v.shape, num_elements(v.shape) * static_cast<int64_t>(dtype_size(v.dtype))});
+    }
+  };
+  list(g.inputs, io.inputs);
+  list(g.outputs, io.outputs);
+  return io;
+}
+
+namespace {
+
+uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+std::set<std::string> runtime_kernels_called(const lower::Stmt& s) {
+  std::set<std::string> names;
+  std::function<void(const lower::Stmt&)> walk = [&](const lower::Stmt& st) {
+    if (!st) return;
+    if (st->kind == lower::StmtKind::ExternCall) names.insert(st->callee);
+    for (const lower::Stmt& b : st->body) walk(b);
+  };
+  walk(s);
+  return names;
+}
+
+// A weight as a const global in the weights section.
+llvm::GlobalVariable* weight_global(llvm::Module& mod, const Tensor& t, const std::string& name, const std::string& m) {
+  llvm::LLVMContext& ctx = mod.getContext();
+  auto* arr = llvm::ArrayType::get(llvm::Type::getInt8Ty(ctx), std::max<size_t>(t.byte_size(), 1));
+  llvm::Constant* init = t.byte_size()
+                             ? llvm::ConstantDataArray::getRaw(llvm::StringRef(reinterpret_cast<const char*>(t.data()), t.byte_size()),
+                                                               t.byte_size(), llvm::Type::getInt8Ty(ctx))
+                             : llvm::ConstantAggregateZero::get(arr);
+  auto* gv = new llvm::GlobalVariable(mod, arr, true, llvm::GlobalValue::InternalLinkage, init, name);
+  gv->setSection(".rodata." + m + ".weights");
+  gv->setAlignment(llvm::Align(kWorkspaceAlign));
+  return gv;
+}
+
+}  // namespace
+
+ModelModule generate_model_module(const lower::ModelProgram& prog, const ModelMemoryPlan& plan, ModelIo io,
+                                  const CodegenOptions& opts) {
+  const lower::LoweredFunc& func = prog.func;
+  if (plan.offset_of_param.size() != prog.params.size() || prog.params.size() != func.params.size())
+    throw Error("codegen: kernel parameters and the memory plan disagree");
+  ModelModule m;
+  m.options = opts;
+  m.io = std::move(io);
+  m.context = std::make_unique<llvm::LLVMContext>();
+  m.module = std::make_unique<llvm::Module>(opts.name, *m.context);
+  m.target_machine = llvm_backend::make_target_machine(opts.machine);
+  llvm::Module& mod = *m.module;
+  llvm_backend::configure_module(mod, *m.target_machine);
+  llvm_backend::emit_functions({func}, {opts.vector_bits}, mod);
+  llvm::Function* kernel = mod.getFunction(func.name);
+  kernel->setLinkage(llvm::GlobalValue::InternalLinkage);
+
+  const std::string program_text = lower::print_func(func);
+  uint64_t hash = fnv1a(1469598103934665603ull, program_text.data(), program_text.size());
+  std::vector<Slot> slots;
+  int weight_count = 0;
+  for (size_t i = 0; i < prog.params.size(); ++i) {
+    const lower::ModelParam& p = prog.params[i];
+    switch (p.kind) {
+      case lower::ModelParam::Kind::Input: slots.push_back({Slot::Input, p.io_index, nullptr}); break;
+      case lower::ModelParam::Kind::Output: slots.push_back({Slot::Output, p.io_index, nullptr}); break;
+      case lower::ModelParam::Kind::Weight: {
+        const Tensor& t = *p.weight;
+        slots.push_back({Slot::Weight, 0, weight_global(mod, t, opts.name + "_weight" + std::to_string(weight_count++), opts.name)});
+        m.weights_bytes += static_cast<int64_t>(t.byte_size());
+        hash = fnv1a(hash, t.data(), t.byte_size());
+        break;
+      }
+      case lower::ModelParam::Kind::Workspace: slots.push_back({Slot::Workspace, plan.offset_of_param[i], nullptr}); break;
+    }
+  }
+  m.workspace_size = plan.size;
+  m.workspace_lower_bound = plan.lower_bound;
+  m.intermediates = plan.intermediates;
+  m.model_hash = fmt::format("{:016x}", hash);
+  m.runtime_kernels = runtime_kernels_called(func.body);
+  for (size_t k = 0; k < prog.subgraphs.size(); ++k)
+    for (const te::TensorRef& t : prog.subgraphs[k].dag.tensors) m.kernels.push_back({t->name, t->stage->tag, static_cast<int>(k)});
+  emit_entry_functions(mod, opts.name, slots, m.io.inputs.size(), m.io.outputs.size(), plan.size > 0, kWorkspaceAlign, kernel);
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(mod, &os)) throw Error("codegen: invalid LLVM module: " + os.str());
+  return m;
+}
+
+std::string print_model_module(const ModelModule& m) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  for (const llvm::GlobalVariable& gv : m.module->globals()) {
+    const uint64_t bytes = m.module->getDataLayout().getTypeAllocSize(gv.getValueType());
+    os << "@" << gv.getName() << ": " << bytes << " bytes" << (gv.isConstant() ? " const" : "")
+       << (gv.hasSection() ? ", section " + gv.getSection().str() : std::string()) << "\n";
+  }
+  for (const llvm::Function& f : m.module->functions()) {
+    os << "\n";
+    f.print(os);
+  }
+  return os.str();
+}
+
+}  // namespace kiln::package

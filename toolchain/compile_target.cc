@@ -1,0 +1,21 @@
+#include "toolchain/compile_target.h"
+
+#include <algorithm>
+
+#include "targets/target.h"
+
+namespace kiln {
+
+CompileTarget resolve_target(const std::string& name) {
+  Target t = load_target(name);
+  CompileTarget c;
+  c.name = t.name;
+  c.machine = {t.triple, t.cpu, t.features};
+  c.vector_bits = t.vector_bits;
+  c.cc = t.cc;
+  c.run_prefix = t.run_prefix;
+  c.cores = std::max(t.cores, 1);
+  return c;
+}
+
+}  // namespace kiln

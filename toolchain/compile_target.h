@@ -1,0 +1,23 @@
+/// \file A target (targets/*.toml) as the pipeline's code generation and package runs need it.
+#pragma once
+#include <string>
+
+#include "backends/llvm/emit_object.h"
+
+namespace kiln {
+
+/// What code generation, measurement and running need of a target; "host" picks this machine's.
+struct CompileTarget {
+  std::string name;
+  llvm_backend::MachineSpec machine;
+  int vector_bits = 128;
+  std::string cc = "cc";        // links runners for this target; compiles runtime kernels into packages
+  std::string run_prefix;       // e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; empty for native
+  int cores = 1;                // parallel loops of tuned and random schedules are planned for these
+};
+
+/// Loads the target file (targets/target.h) and keeps what compiling needs. Throws Error naming the
+/// target when it is unknown or malformed.
+CompileTarget resolve_target(const std::string& name);
+
+}  // namespace kiln
