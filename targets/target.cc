@@ -12,7 +12,6 @@
 #include <initializer_list>
 #include <sstream>
 
-#include "frontend/ir/error.h"
 
 #ifndef KILN_DEFAULT_TARGETS_DIR
 #error "KILN_DEFAULT_TARGETS_DIR must be defined by the build (targets/CMakeLists.txt)"
@@ -51,7 +50,7 @@ class Fields {
       : file_(file), table_(table), prefix_(std::move(prefix)) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw Error(file_ + ": field '" + prefix_ + key + "': " + what);
+    throw TargetError(file_ + ": field '" + prefix_ + key + "': " + what);
   }
 
   // Every key must be one we read: a misspelt optional field would otherwise vanish silently.
@@ -61,7 +60,7 @@ class Fields {
       bool ok = std::any_of(known.begin(), known.end(), [&](const char* n) { return k.str() == n; });
       if (!ok) {
         std::vector<std::string> names(known.begin(), known.end());
-        throw Error(file_ + ": unknown field '" + prefix_ + std::string(k.str()) + "' (expected one of: " +
+        throw TargetError(file_ + ": unknown field '" + prefix_ + std::string(k.str()) + "' (expected one of: " +
                     join(names) + ")");
       }
     }
@@ -69,7 +68,7 @@ class Fields {
 
   const toml::node* get(const std::string& key, bool required) const {
     const toml::node* n = table_.get(key);
-    if (!n && required) throw Error(file_ + ": missing field '" + prefix_ + key + "'");
+    if (!n && required) throw TargetError(file_ + ": missing field '" + prefix_ + key + "'");
     return n;
   }
 
@@ -122,7 +121,7 @@ void check_features(const Fields& f, const std::string& features) {
 
 Target parse_target(const std::string& file, const std::string& name) {
   std::ifstream in(file, std::ios::binary);
-  if (!in || !fs::is_regular_file(file)) throw Error(file + ": cannot read target file");
+  if (!in || !fs::is_regular_file(file)) throw TargetError(file + ": cannot read target file");
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
@@ -133,7 +132,7 @@ Target parse_target(const std::string& file, const std::string& name) {
   } catch (const toml::parse_error& e) {
     std::string desc(e.description());
     std::replace(desc.begin(), desc.end(), '\n', ' ');
-    throw Error(file + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
+    throw TargetError(file + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
                 ": TOML syntax error: " + desc);
   }
 
@@ -177,7 +176,7 @@ Target parse_target(const std::string& file, const std::string& name) {
 std::vector<std::string> target_names(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw Error("targets directory '" + dir + "' does not exist (set KILN_TARGETS_DIR to the directory of target files)");
+    throw TargetError("targets directory '" + dir + "' does not exist (set KILN_TARGETS_DIR to the directory of target files)");
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().extension() == ".toml" && e.is_regular_file()) names.push_back(e.path().stem().string());
@@ -196,7 +195,7 @@ std::string targets_dir() {
 
 Target load_target(const std::string& name_or_path) {
   if (name_or_path == "host") return host_target();
-  if (name_or_path.empty()) throw Error("empty target name (see `kiln targets`)");
+  if (name_or_path.empty()) throw TargetError("empty target name (see `kiln targets`)");
   bool is_path = name_or_path.find('/') != std::string::npos ||
                  (name_or_path.size() > 5 && name_or_path.ends_with(".toml"));
   if (is_path) return parse_target(name_or_path, fs::path(name_or_path).stem().string());
@@ -207,9 +206,9 @@ Target load_target(const std::string& name_or_path) {
     std::vector<std::string> names;
     try {
       names = target_names(dir);
-    } catch (const Error&) {
+    } catch (const TargetError&) {
     }
-    throw Error("unknown target '" + name_or_path + "': no file " + file +
+    throw TargetError("unknown target '" + name_or_path + "': no file " + file +
                 (names.empty() ? std::string() : " (available: " + join(names) + ")"));
   }
   return parse_target(file, name_or_path);
@@ -238,7 +237,7 @@ std::optional<std::string> host_target_name() {
 
 Target host_target() {
   auto name = host_target_name();
-  if (!name) throw Error("no shipped target matches this host's CPU; pass --target NAME or a .toml file");
+  if (!name) throw TargetError("no shipped target matches this host's CPU; pass --target NAME or a .toml file");
   return load_target(*name);
 }
 

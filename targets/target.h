@@ -6,10 +6,19 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace kiln {
+
+/// A bad target name or file: one line naming the file and field. Its own type, not the frontend's
+/// kiln::Error, because targets/ sits below every part of the compiler and includes none of it; the
+/// driver reports both the same way (exit code 2).
+class TargetError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 /// Limits a GPU schedule must respect. Only CUDA targets have them; CPU targets leave Target::gpu empty.
 struct GpuLimits {
@@ -55,7 +64,7 @@ struct Target {
 std::string targets_dir();
 
 /// Loads a target by name (targets_dir()/NAME.toml) or from a path to a .toml file; an argument with a
-/// '/' or ending in ".toml" is a path. Throws kiln::Error with a one-line message naming the file and
+/// '/' or ending in ".toml" is a path. Throws TargetError with a one-line message naming the file and
 /// the field at fault: unknown name, unreadable file, TOML syntax, missing field, wrong type, bad value
 /// (e.g. an unsupported vector width) or an unknown key (most likely a typo, so never ignored).
 /// "host" is host_target().
@@ -68,7 +77,7 @@ std::vector<Target> list_targets();
 /// -generic), or nullopt on a host kiln has no such target for.
 std::optional<std::string> host_target_name();
 
-/// load_target(host_target_name()); throws kiln::Error when there is no host target.
+/// load_target(host_target_name()); throws TargetError when there is no host target.
 Target host_target();
 
 }  // namespace kiln

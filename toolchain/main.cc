@@ -252,6 +252,9 @@ int main(int argc, char** argv) {
   } catch (const kiln::Error& e) {
     std::cerr << "kiln: error: " << e.what() << "\n";
     return 2;
+  } catch (const kiln::TargetError& e) {
+    std::cerr << "kiln: error: " << e.what() << "\n";
+    return 2;
   } catch (const std::bad_alloc&) {
     std::cerr << "kiln: error: out of memory (is the model's shape sane?)\n";
     return 2;

@@ -1,5 +1,5 @@
 // Target files: every shipped one loads, names and paths find the same file, and every kind of bad file
-// is a one-line kiln::Error naming the file and the field (a silently wrong target would mis-tune).
+// is a one-line TargetError naming the file and the field (a silently wrong target would mis-tune).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,7 +10,6 @@
 
 #include <sys/wait.h>
 
-#include "frontend/ir/error.h"
 #include "targets/target.h"
 #include "tests/frontend/test_models.h"
 
@@ -55,7 +54,7 @@ void expect_error(const std::string& text, std::initializer_list<std::string> pa
   try {
     load_target(file);
     ADD_FAILURE() << "loaded without error: " << text;
-  } catch (const Error& e) {
+  } catch (const TargetError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find(file), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
@@ -133,7 +132,7 @@ TEST(Target, EnvironmentOverridesTheTargetsDirectory) {
   EXPECT_EQ(t.description, "test target");
   EXPECT_EQ(t.l3_bytes, 0);
   ASSERT_EQ(list_targets().size(), 1u);
-  EXPECT_THROW(load_target("x86_64-avx2"), Error);  // the shipped directory is no longer searched
+  EXPECT_THROW(load_target("x86_64-avx2"), TargetError);  // the shipped directory is no longer searched
 }
 
 TEST(Target, GpuLimitsAreOptional) {
@@ -153,7 +152,7 @@ TEST(Target, UnknownNameNamesTheFileLookedFor) {
   try {
     load_target("nope");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const TargetError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("'nope'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(kShippedDir + "/nope.toml"), std::string::npos) << msg;
@@ -167,7 +166,7 @@ TEST(Target, MissingFileNamesTheFile) {
   try {
     load_target(file);
     FAIL();
-  } catch (const Error& e) {
+  } catch (const TargetError& e) {
     EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
   }
 }
