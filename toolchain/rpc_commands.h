@@ -28,7 +28,7 @@ class RpcCommands {
   CLI::App* status_cmd_;
   rpc::ServerOptions server_;
   rpc::TrackerOptions tracker_;
-  std::string status_tracker_, status_token_;
+  std::string status_tracker_, status_auth_key_file_;
 };
 
 }  // namespace kiln

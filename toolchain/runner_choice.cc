@@ -3,6 +3,8 @@
 
 #include "backends/measure/local_runner.h"
 #include "backends/measure/rpc_runner.h"
+#include "frontend/ir/error.h"
+#include "runtime/rpc/auth_key.h"
 
 namespace kiln {
 
@@ -16,7 +18,8 @@ void RunnerArgs::add_to(CLI::App* app, const std::string& seed_flag) {
   app->add_option("--timeout", timeout_s, "Run time limit per schedule, seconds")->capture_default_str();
   app->add_option(seed_flag, seed, "Seed of the random inputs")->capture_default_str();
   app->add_option("--parallel", parallel, "rpc: devices leased at once")->capture_default_str();
-  app->add_option("--token", token, "rpc: shared token of the tracker and servers");
+  app->add_option("--auth-key-file", auth_key_file,
+                  "rpc: file holding the auth key of the tracker and servers (default: $KILN_RPC_AUTH_KEY)");
 }
 
 std::unique_ptr<measure::ProgramRunner> RunnerArgs::make(const Target& target, measure::Builder& reference_builder,
@@ -37,7 +40,8 @@ std::unique_ptr<measure::ProgramRunner> RunnerArgs::make(const Target& target, m
   measure::RpcRunnerOptions rpc;
   rpc.run = ro;
   rpc.n_parallel = parallel;
-  rpc.connect.token = token;
+  std::string error;
+  if (!rpc::load_auth_key(auth_key_file, &rpc.connect.auth_key, &error)) throw Error("--runner " + runner + ": " + error);
   return std::make_unique<measure::RPCRunner>(measure::parse_rpc_address(runner), reference_builder, rpc);
 }
 

@@ -14,7 +14,7 @@ namespace kiln {
 
 struct RunnerArgs {
   std::string runner = "local";
-  std::string token;
+  std::string auth_key_file;  // rpc: the shared auth key (a secret; not the KEY in rpc://HOST:PORT/KEY)
   int number = 1, repeat = 3, min_repeat_ms = 0, parallel = 1;
   double timeout_s = 10;
   bool cache_flush = false;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "runtime/rpc/auth_key.h"
 #include "runtime/rpc/run_module.h"
 
 namespace kiln::measure {
@@ -102,7 +103,12 @@ std::string LocalRunner::ensure_emulated_server() {
     return "'" + target_.run_prefix + " " + local_.cross_server + "' did not start";
   }
   server_port_ = static_cast<uint16_t>(std::atoi(line.c_str() + colon + 1));
-  rpc::Expected<rpc::Session> s = rpc::Session::connect("127.0.0.1", server_port_);
+  // The server inherited this process's environment, so it loaded $KILN_RPC_AUTH_KEY if that is set:
+  // prove the same key (none when it is unset).
+  rpc::ConnectOptions connect;
+  std::string key_error;
+  (void)rpc::load_auth_key("", &connect.auth_key, &key_error);
+  rpc::Expected<rpc::Session> s = rpc::Session::connect("127.0.0.1", server_port_, connect);
   if (!s.ok()) {
     stop_emulated_server();
     return "cannot connect to the emulated server: " + s.error().message;

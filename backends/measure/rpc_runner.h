@@ -29,7 +29,7 @@ struct RpcRunnerOptions {
   int32_t priority = 0;           ///< of lease requests at the tracker
   double request_timeout_s = 30;  ///< wait for a free device before giving up on it
   int max_device_failures = 3;    ///< per thread: lost devices (failed connects) before it stops asking
-  rpc::ConnectOptions connect;    ///< token and I/O timeouts for the tracker and the servers
+  rpc::ConnectOptions connect;    ///< auth key and I/O timeouts for the tracker and the servers
 };
 
 class RPCRunner : public DeviceRunner {

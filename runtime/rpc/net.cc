@@ -155,6 +155,24 @@ IoResult read_full(int fd, void* buf, size_t n, int timeout_ms) {
   return IoResult::kOk;
 }
 
+IoResult read_some(int fd, void* buf, size_t n, int timeout_ms, size_t* got) {
+  *got = 0;
+  int64_t deadline = deadline_after(timeout_ms);
+  for (;;) {
+    int w = wait_readable(fd, remaining_ms(deadline));
+    if (w == 0) return IoResult::kTimeout;
+    if (w < 0) return IoResult::kError;
+    ssize_t r = ::read(fd, buf, n);
+    if (r == 0) return IoResult::kClosed;
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return errno == ECONNRESET ? IoResult::kClosed : IoResult::kError;
+    }
+    *got = static_cast<size_t>(r);
+    return IoResult::kOk;
+  }
+}
+
 IoResult write_full(int fd, const void* buf, size_t n, int timeout_ms) {
   auto* p = static_cast<const uint8_t*>(buf);
   int64_t deadline = deadline_after(timeout_ms);

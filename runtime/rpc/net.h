@@ -41,6 +41,9 @@ enum class IoResult { kOk, kTimeout, kClosed, kError };
 
 /// Reads exactly n bytes or fails; the deadline covers all of them.
 IoResult read_full(int fd, void* buf, size_t n, int timeout_ms);
+/// Reads between 1 and n bytes (as many as are there once the fd is readable) into buf; *got says how
+/// many. kTimeout when nothing arrived within timeout_ms.
+IoResult read_some(int fd, void* buf, size_t n, int timeout_ms, size_t* got);
 /// Writes exactly n bytes (never raising SIGPIPE) or fails; the deadline covers all of them.
 IoResult write_full(int fd, const void* buf, size_t n, int timeout_ms);
 

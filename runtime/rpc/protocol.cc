@@ -2,6 +2,7 @@
 // limit from protocol.h before anything is allocated for it.
 #include "runtime/rpc/protocol.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/rpc/net.h"
@@ -101,6 +102,17 @@ void Writer::blob(const void* data, size_t n) {
   u32(static_cast<uint32_t>(n));
   auto* p = static_cast<const uint8_t*>(data);
   buf_.insert(buf_.end(), p, p + n);
+}
+
+void Writer::raw(const void* data, size_t n) {
+  auto* p = static_cast<const uint8_t*>(data);
+  buf_.insert(buf_.end(), p, p + n);
+}
+
+void Reader::raw(uint8_t* out, size_t n) {
+  const uint8_t* p;
+  if (take(n, &p)) std::memcpy(out, p, n);
+  else std::memset(out, 0, n);
 }
 
 bool Reader::take(size_t n, const uint8_t** out) {
@@ -262,6 +274,23 @@ bool decode_run_outcome(Reader& r, RunOutcome* o) {
   return r.done();
 }
 
+void encode_server_info(Writer& w, const ServerInfo& i) {
+  w.str(i.arch);
+  w.str(i.key);
+  w.u32(i.session_timeout_ms);
+  w.u32(i.max_upload_bytes);
+  w.u32(i.max_run_timeout_ms);
+}
+
+bool decode_server_info(Reader& r, ServerInfo* i) {
+  i->arch = r.str();
+  i->key = r.str();
+  i->session_timeout_ms = r.u32();
+  i->max_upload_bytes = r.u32();
+  i->max_run_timeout_ms = r.u32();
+  return r.done();
+}
+
 void encode_status(Writer& w, const std::vector<KeyStatus>& s) {
   w.u32(static_cast<uint32_t>(s.size()));
   for (const auto& k : s) {
@@ -374,8 +403,22 @@ IoStatus read_frame(int fd, Frame* out, int idle_timeout_ms, int frame_timeout_m
   st = truncated(from_io(read_full(fd, &type, 1, frame_timeout_ms), "frame type"));
   if (!st.ok()) return st;
   out->type = static_cast<MsgType>(type);
-  out->body.resize(len - 1);
-  return truncated(from_io(read_full(fd, out->body.data(), len - 1, frame_timeout_ms), "frame body"));
+  out->body.clear();
+  // Grow with what arrived: each step at most doubles the bytes received so far (64 KiB to start)
+  // and never reads more than kFrameChunkBytes, so memory follows the peer's bytes, not its claims.
+  const size_t want = len - 1;
+  const int64_t deadline = monotonic_ms() + frame_timeout_ms;
+  while (out->body.size() < want) {
+    size_t have = out->body.size();
+    size_t step = std::min<size_t>({want - have, std::max<size_t>(have, 64u << 10), kFrameChunkBytes});
+    out->body.resize(have + step);
+    int left = static_cast<int>(std::max<int64_t>(0, deadline - monotonic_ms()));
+    size_t got = 0;
+    st = truncated(from_io(read_some(fd, out->body.data() + have, step, left, &got), "frame body"));
+    out->body.resize(have + got);
+    if (!st.ok()) return st;
+  }
+  return {};
 }
 
 IoStatus write_frame(int fd, MsgType type, const std::vector<uint8_t>& body, int timeout_ms) {

@@ -18,18 +18,22 @@ namespace kiln::rpc {
 /// apart from a peer before anything is allocated for it.
 inline constexpr uint8_t kMagic[4] = {'K', 'R', 'P', 'C'};
 /// Bumped whenever a message layout changes; peers of different versions refuse each other.
-inline constexpr uint16_t kProtocolVersion = 2;  // 2: RunSpec.threads and slow_call_ms
+inline constexpr uint16_t kProtocolVersion = 3;  // 2: RunSpec.threads and slow_call_ms; 3: CHALLENGE, HMAC proofs
 
 /// Limits. Every length read off the wire is checked against one of these before memory is reserved,
 /// so a hostile or broken peer can cost the server at most these amounts per session.
 inline constexpr uint32_t kMaxFrameBytes = 80u << 20;          // one frame, type byte included
+inline constexpr uint32_t kMaxPreAuthFrameBytes = 4096;        // any frame before the handshake completed
+inline constexpr uint32_t kFrameChunkBytes = 1u << 20;         // a frame body is read (and grown) this much at most at a time
 inline constexpr uint32_t kMaxUploadBytes = 64u << 20;         // one uploaded shared object
 inline constexpr uint32_t kMaxModulesPerSession = 1024;        // uploads kept per session
 inline constexpr uint16_t kMaxBuffers = 64;                    // kernel parameters per run
 inline constexpr uint16_t kMaxRunThreads = 256;                // threads of one run's parallel loops
 inline constexpr uint64_t kMaxBufferBytesTotal = 1ull << 30;   // sum of all buffer sizes of one run
 inline constexpr uint32_t kMaxOutputBytes = 64u << 20;         // output bytes sent back per run
-inline constexpr uint16_t kMaxStringBytes = 256;               // token, names, keys, messages
+inline constexpr uint16_t kMaxStringBytes = 256;               // names, keys, messages
+inline constexpr size_t kNonceBytes = 32;                      // CHALLENGE and HELLO nonces
+inline constexpr size_t kProofBytes = 32;                      // HMAC-SHA256 proofs in HELLO and WELCOME
 inline constexpr uint32_t kMaxRepeat = 1000;                   // repeats per run
 inline constexpr uint32_t kMaxNumber = 1u << 30;               // calls per repeat (after growth)
 inline constexpr uint32_t kMaxStatusEntries = 1024;            // keys in a tracker status reply
@@ -43,14 +47,15 @@ enum class HandshakeStatus : uint16_t { kOk = 0, kBadMagic = 1, kBadVersion = 2,
 
 /// Message types: the first byte of every frame payload.
 enum class MsgType : uint8_t {
-  kHello = 1,       // c->s: token, client name
-  kWelcome = 2,     // s->c: server arch, key, session timeout
+  kHello = 1,       // c->s: client name, client nonce, client proof
+  kWelcome = 2,     // s->c: server proof, server arch, key, session timeout
   kError = 3,       // s->c: ErrorCode + message; the sender closes the connection after it
   kUpload = 4,      // c->s: suggested name (checked, not used as a path), shared object bytes
   kUploaded = 5,    // s->c: module id
   kRun = 6,         // c->s: RunSpec
   kResult = 7,      // s->c: RunOutcome
   kBye = 8,         // c->s: end the session now
+  kChallenge = 9,   // s->c: the accepting side's nonce, right after the preamble answer
   kRegister = 20,   // device server -> tracker: key, host, port
   kRegistered = 21, // tracker -> device server
   kHeartbeat = 22,  // device server -> tracker: still alive
@@ -66,12 +71,12 @@ enum class ErrorCode : uint8_t {
   kProtocol = 1,        // malformed frame or message, unexpected message type, truncated frame
   kBadMagic = 2,        // the preamble did not start with kMagic
   kBadVersion = 3,      // protocol versions differ
-  kAuth = 4,            // the token did not match
+  kAuth = 4,            // the HELLO's proof of the auth key did not verify, or an unauthenticated REGISTER
   kTooLarge = 5,        // a frame, upload, buffer list or output exceeded its limit
   kBadName = 6,         // an upload name that is not a plain file name (e.g. "../x")
   kNoModule = 7,        // a run named a module id this session never uploaded
   kSessionTimeout = 8,  // the client was idle longer than the session timeout
-  kBusy = 9,            // too many concurrent sessions
+  kBusy = 9,            // too many concurrent sessions, or the tracker's request queue is full
   kInternal = 10,       // the server failed (disk full, fork failed, ...)
 };
 
@@ -105,6 +110,8 @@ class Writer {
   void f64(double v);
   void str(std::string_view s);
   void blob(const void* data, size_t n);
+  /// Fixed-size bytes with no length (nonces, proofs).
+  void raw(const void* data, size_t n);
   const std::vector<uint8_t>& bytes() const { return buf_; }
   std::vector<uint8_t>& bytes() { return buf_; }
 
@@ -128,6 +135,8 @@ class Reader {
   std::string str(size_t max_len = kMaxStringBytes);
   /// A blob of at most max_len bytes, returned as a view into the frame (valid while it lives).
   std::pair<const uint8_t*, size_t> blob(size_t max_len);
+  /// Exactly n fixed-size bytes into out (zeros and a failed reader when fewer are left).
+  void raw(uint8_t* out, size_t n);
   bool ok() const { return ok_; }
   /// True when every byte was consumed and no read failed: trailing garbage is a protocol error too.
   bool done() const { return ok_ && p_ == end_; }
@@ -177,6 +186,15 @@ struct RunOutcome {
   std::vector<double> costs;
   std::vector<std::pair<uint16_t, std::vector<uint8_t>>> outputs;
 };
+
+/// What the accepting side says about itself in WELCOME, after its proof (device servers fill every
+/// field; the tracker sends arch "tracker" and zeros).
+struct ServerInfo {
+  std::string arch, key;
+  uint32_t session_timeout_ms = 0, max_upload_bytes = 0, max_run_timeout_ms = 0;
+};
+void encode_server_info(Writer& w, const ServerInfo& i);
+bool decode_server_info(Reader& r, ServerInfo* i);
 
 /// Per-key pool counts the tracker reports.
 struct KeyStatus {
@@ -228,7 +246,9 @@ IoStatus read_preamble(int fd, uint8_t magic[4], uint16_t* version, uint16_t* ro
 /// Reads one frame. `idle_timeout_ms` bounds the wait for the first byte (the session timeout);
 /// `frame_timeout_ms` bounds the rest of the frame once it started. kTimeout and kClosed therefore mean
 /// "idle" and "closed between frames"; a frame cut short (stall or close) is kProtocol, a length of 0
-/// is kProtocol, a length above max_bytes is kTooLarge.
+/// is kProtocol, a length above max_bytes is kTooLarge. The body buffer grows with the bytes that
+/// actually arrived (at most kFrameChunkBytes per read, at most doubling what was received), never to
+/// the announced length up front: a header announcing 80 MiB followed by silence costs 64 KiB.
 IoStatus read_frame(int fd, Frame* out, int idle_timeout_ms, int frame_timeout_ms, uint32_t max_bytes = kMaxFrameBytes);
 /// Writes one frame (4-byte length, type, body).
 IoStatus write_frame(int fd, MsgType type, const std::vector<uint8_t>& body, int timeout_ms);

@@ -9,6 +9,9 @@
 #include <iterator>
 #include <mutex>
 
+#include "runtime/rpc/auth_key.h"
+#include "runtime/rpc/handshake.h"
+
 namespace kiln::rpc {
 
 namespace {
@@ -38,9 +41,10 @@ void ignore_sigpipe_once() {
   std::call_once(once, [] { signal(SIGPIPE, SIG_IGN); });
 }
 
-// Preamble + HELLO + WELCOME, common to sessions and tracker clients.
-Expected<Fd> open_connection(const std::string& host, uint16_t port, Role role, const ConnectOptions& opts,
-                             ServerInfo* info) {
+}  // namespace
+
+Expected<Fd> connect_authenticated(const std::string& host, uint16_t port, Role role, const ConnectOptions& opts,
+                                   ServerInfo* info) {
   ignore_sigpipe_once();
   std::string error;
   Fd fd = connect_tcp(host, port, opts.connect_timeout_ms, &error);
@@ -60,29 +64,47 @@ Expected<Fd> open_connection(const std::string& host, uint16_t port, Role role, 
     return ClientError{ClientError::kHandshake, ErrorCode::kBadVersion,
                        std::string(why) + " (peer version " + std::to_string(version) + ")"};
   }
-  Writer hello;
-  hello.str(opts.token);
-  hello.str(opts.client_name);
-  io = write_frame(fd.get(), MsgType::kHello, hello.bytes(), opts.io_timeout_ms);
-  if (!io.ok()) return io_error(io);
+  // CHALLENGE: the peer's nonce. Everything before WELCOME's proof verified comes from a peer not yet
+  // known to hold the key, so it is read under the small pre-auth frame limit.
   Frame f;
-  io = read_frame(fd.get(), &f, opts.io_timeout_ms, opts.io_timeout_ms, 4096);
+  io = read_frame(fd.get(), &f, opts.io_timeout_ms, opts.io_timeout_ms, kMaxPreAuthFrameBytes);
   if (!io.ok()) return io_error(io);
   if (f.type == MsgType::kError) return rejected(f);
+  Nonce server_nonce{}, client_nonce{};
+  Reader challenge(f.body);
+  challenge.raw(server_nonce.data(), server_nonce.size());
+  if (f.type != MsgType::kChallenge || !challenge.done())
+    return ClientError{ClientError::kProtocol, ErrorCode::kProtocol, "expected CHALLENGE"};
+  if (!random_bytes(client_nonce.data(), client_nonce.size()))
+    return ClientError{ClientError::kHandshake, ErrorCode::kInternal, "no random bytes for a nonce"};
+  Digest proof = handshake_proof(opts.auth_key, server_nonce, client_nonce, role, kClientProofContext);
+  Writer hello;
+  hello.str(opts.client_name.substr(0, kMaxStringBytes));
+  hello.raw(client_nonce.data(), client_nonce.size());
+  hello.raw(proof.data(), proof.size());
+  io = write_frame(fd.get(), MsgType::kHello, hello.bytes(), opts.io_timeout_ms);
+  if (!io.ok()) return io_error(io);
+  io = read_frame(fd.get(), &f, opts.io_timeout_ms, opts.io_timeout_ms, kMaxPreAuthFrameBytes);
+  if (!io.ok()) return io_error(io);
+  if (f.type == MsgType::kError) {
+    ClientError e = rejected(f);
+    if (e.server_code == ErrorCode::kAuth)
+      e.message += " (the auth keys differ: check --auth-key-file / " + std::string(kAuthKeyEnv) + " on both sides)";
+    return e;
+  }
   if (f.type != MsgType::kWelcome) return ClientError{ClientError::kProtocol, ErrorCode::kProtocol, "expected WELCOME"};
   Reader r(f.body);
+  uint8_t server_proof[kProofBytes];
+  r.raw(server_proof, sizeof server_proof);
+  Digest want = handshake_proof(opts.auth_key, server_nonce, client_nonce, role, kServerProofContext);
+  if (!r.ok() || !equal_constant_time(want.data(), server_proof, kProofBytes))
+    return ClientError{ClientError::kHandshake, ErrorCode::kAuth,
+                       "the peer could not prove it knows the auth key (an impostor, or the keys differ)"};
   ServerInfo si;
-  si.arch = r.str();
-  si.key = r.str();
-  si.session_timeout_ms = r.u32();
-  si.max_upload_bytes = r.u32();
-  si.max_run_timeout_ms = r.u32();
-  if (!r.done()) return ClientError{ClientError::kProtocol, ErrorCode::kProtocol, "malformed WELCOME"};
+  if (!decode_server_info(r, &si)) return ClientError{ClientError::kProtocol, ErrorCode::kProtocol, "malformed WELCOME"};
   if (info) *info = si;
   return fd;
 }
-
-}  // namespace
 
 const char* run_error_name(RunError e) {
   switch (e) {
@@ -100,7 +122,7 @@ const char* run_error_name(RunError e) {
 
 Expected<Session> Session::connect(const std::string& host, uint16_t port, const ConnectOptions& opts) {
   ServerInfo info;
-  auto fd = open_connection(host, port, Role::kClient, opts, &info);
+  auto fd = connect_authenticated(host, port, Role::kClient, opts, &info);
   if (!fd.ok()) return fd.error();
   Session s(std::move(fd.value()), opts);
   s.info_ = info;
@@ -197,7 +219,7 @@ void Session::close() {
 // ---- TrackerClient -------------------------------------------------------------------------------
 
 Expected<TrackerClient> TrackerClient::connect(const std::string& host, uint16_t port, const ConnectOptions& opts) {
-  auto fd = open_connection(host, port, Role::kTrackerClient, opts, nullptr);
+  auto fd = connect_authenticated(host, port, Role::kTrackerClient, opts, nullptr);
   if (!fd.ok()) return fd.error();
   return TrackerClient(std::move(fd.value()), opts);
 }

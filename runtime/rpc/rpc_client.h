@@ -74,17 +74,20 @@ struct RunResult {
 
 /// Connection settings shared by sessions and tracker clients.
 struct ConnectOptions {
-  std::string token;
+  /// The shared auth key (the secret, not the device key; see auth_key.h's load_auth_key). Empty: none,
+  /// which only a listener without a key accepts. The peer must prove it knows the same key.
+  std::string auth_key;
   std::string client_name = "kiln";
   int connect_timeout_ms = 5000;
   int io_timeout_ms = 60000;  // per request; a run also gets its run_timeout_ms on top
 };
 
-/// What the server said about itself in WELCOME.
-struct ServerInfo {
-  std::string arch, key;
-  uint32_t session_timeout_ms = 0, max_upload_bytes = 0, max_run_timeout_ms = 0;
-};
+/// Connects and runs the connecting side of the handshake (handshake.h) in `role`: preamble, CHALLENGE,
+/// HELLO with this side's proof, WELCOME whose proof must verify (else kHandshake with server_code
+/// kAuth: the peer does not know the key). *info receives WELCOME's fields. Sessions, tracker clients
+/// and registering device servers all connect through it.
+Expected<Fd> connect_authenticated(const std::string& host, uint16_t port, Role role, const ConnectOptions& opts,
+                                   ServerInfo* info);
 
 /// A session with one device server. Uploaded modules live until the session closes. After any error
 /// the session is closed and every later call fails fast.

@@ -1,4 +1,4 @@
-// The device server: accept loop, one thread per session, a private upload dir per session, candidates
+// The device server: sessions from the shared accept loop, a private upload dir per session, candidates
 // run by run_in_child(), and a tracker heartbeat thread.
 #include "runtime/rpc/rpc_server.h"
 
@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,8 +20,12 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/rpc/accept_loop.h"
+#include "runtime/rpc/auth_key.h"
+#include "runtime/rpc/handshake.h"
 #include "runtime/rpc/net.h"
 #include "runtime/rpc/protocol.h"
+#include "runtime/rpc/rpc_client.h"
 #include "runtime/rpc/run_module.h"
 
 namespace kiln::rpc {
@@ -30,7 +35,8 @@ struct RpcServer::Impl {
   Fd listener;
   uint16_t bound_port = 0;
   std::atomic<bool> stopping{false};
-  std::atomic<int> sessions{0};
+  std::shared_ptr<ConnectionCounts> counts = std::make_shared<ConnectionCounts>();
+  std::atomic<int> sessions{0};  // authenticated sessions
   std::mutex log_mu;
 
   void log(const std::string& line, bool always = false) {
@@ -42,11 +48,14 @@ struct RpcServer::Impl {
 
 namespace {
 
-constexpr int kHandshakeTimeoutMs = 10000;
 constexpr int kWriteTimeoutMs = 30000;
 
-// The uploads of one session: a mkdtemp directory (0700) holding m<id>.so files named by the server.
-// Destruction removes the files and the directory, whatever way the session ended.
+// "kiln-rpc-<pid>-": the prefix of this process's upload dirs, so a later server can tell whose they were.
+std::string upload_dir_prefix(pid_t pid) { return "kiln-rpc-" + std::to_string(pid) + "-"; }
+
+// The uploads of one session: a mkdtemp directory (0700) kiln-rpc-<pid>-XXXXXX holding m<id>.so files
+// named by the server. Destruction removes the files and the directory, whatever way the session ended;
+// remove_stale_upload_dirs() covers the way destructors do not run (SIGKILL, a power cut).
 class UploadDir {
  public:
   explicit UploadDir(std::string parent) : parent_(std::move(parent)) {}
@@ -58,7 +67,7 @@ class UploadDir {
   int64_t add(const uint8_t* data, size_t n, std::string* error) {
     if (modules_.size() >= kMaxModulesPerSession) return *error = "too many uploads in one session", -1;
     if (dir_.empty()) {
-      std::string tmpl = parent_ + "/kiln-rpc-XXXXXX";
+      std::string tmpl = parent_ + "/" + upload_dir_prefix(getpid()) + "XXXXXX";
       std::vector<char> buf(tmpl.begin(), tmpl.end());
       buf.push_back('\0');
       if (!mkdtemp(buf.data())) return *error = "mkdtemp in " + parent_ + ": " + strerror(errno), -1;
@@ -95,9 +104,16 @@ std::string work_parent(const ServerOptions& o) {
   return (t && *t) ? t : "/tmp";
 }
 
+// Decrements a counter when the scope ends.
+struct CountGuard {
+  std::atomic<int>& n;
+  explicit CountGuard(std::atomic<int>& c) : n(c) { ++n; }
+  ~CountGuard() { --n; }
+};
+
 // Runs one session from preamble to close. Every rejection sends a typed error (or preamble status)
-// first so the client can tell what it did wrong, then returns, which closes the socket.
-void run_session(RpcServer::Impl& s, Fd conn) {
+// first so the client can tell what it did wrong, then drains and returns, which closes the socket.
+void run_session(RpcServer::Impl& s, Fd conn, Admission admission) {
   const ServerOptions& o = s.opts;
   int fd = conn.get();
   std::string peer = peer_host(fd);
@@ -107,52 +123,27 @@ void run_session(RpcServer::Impl& s, Fd conn) {
     drain_before_close(fd);
   };
 
-  uint8_t magic[4];
-  uint16_t version = 0, role = 0;
-  if (!read_preamble(fd, magic, &version, &role, kHandshakeTimeoutMs).ok()) return;
-  if (memcmp(magic, kMagic, 4) != 0) {
-    s.log("connection from " + peer + " rejected: bad magic", true);
-    write_preamble(fd, static_cast<uint16_t>(HandshakeStatus::kBadMagic), 2000);
-    drain_before_close(fd);
-    return;
-  }
-  if (version != kProtocolVersion) {
-    s.log("connection from " + peer + " rejected: protocol version " + std::to_string(version), true);
-    write_preamble(fd, static_cast<uint16_t>(HandshakeStatus::kBadVersion), 2000);
-    drain_before_close(fd);
-    return;
-  }
-  if (role != static_cast<uint16_t>(Role::kClient)) {
-    write_preamble(fd, static_cast<uint16_t>(HandshakeStatus::kBadRole), 2000);
-    drain_before_close(fd);
-    return;
-  }
-  if (!write_preamble(fd, static_cast<uint16_t>(HandshakeStatus::kOk), 2000).ok()) return;
+  AcceptConfig cfg;
+  cfg.auth_key = o.auth_key;
+  cfg.allowed_roles = 1u << static_cast<unsigned>(Role::kClient);
+  cfg.deadline_ms = monotonic_ms() + o.handshake_timeout_ms;
+  AcceptedPeer hello;
+  std::string why;
+  if (!accept_handshake(fd, cfg, &hello, &why)) return s.log("connection from " + peer + " refused: " + why, true);
+  admission.authenticated();
+  CountGuard session_count(s.sessions);
+  if (s.sessions.load() > o.max_sessions) return reject(ErrorCode::kBusy, "too many concurrent sessions");
+  ServerInfo info;
+  info.arch = server_arch();
+  info.key = o.key;
+  info.session_timeout_ms = static_cast<uint32_t>(o.session_timeout_ms);
+  info.max_upload_bytes = kMaxUploadBytes;
+  info.max_run_timeout_ms = o.max_run_timeout_ms;
+  if (!send_welcome(fd, o.auth_key, hello, info, kWriteTimeoutMs).ok()) return;
+  s.log("session from " + peer + " (" + hello.name + ") started");
 
   Frame f;
-  IoStatus io = read_frame(fd, &f, kHandshakeTimeoutMs, o.frame_timeout_ms, 4096);
-  if (!io.ok()) return reject(io.kind == IoStatus::kTooLarge ? ErrorCode::kTooLarge : ErrorCode::kProtocol, io.message);
-  if (f.type != MsgType::kHello) return reject(ErrorCode::kProtocol, "expected HELLO");
-  Reader hello(f.body);
-  std::string token = hello.str();
-  std::string client_name = hello.str();
-  if (!hello.done()) return reject(ErrorCode::kProtocol, "malformed HELLO");
-  if (!o.token.empty()) {
-    // Compare every byte regardless of where they first differ, so timing does not leak the token.
-    unsigned diff = token.size() != o.token.size();
-    for (size_t i = 0; i < o.token.size(); ++i) diff |= static_cast<unsigned char>(o.token[i] ^ (i < token.size() ? token[i] : 0));
-    if (diff) return reject(ErrorCode::kAuth, "wrong token");
-  }
-  if (s.sessions.load() > o.max_sessions) return reject(ErrorCode::kBusy, "too many concurrent sessions");
-  Writer welcome;
-  welcome.str(server_arch());
-  welcome.str(o.key);
-  welcome.u32(static_cast<uint32_t>(o.session_timeout_ms));
-  welcome.u32(kMaxUploadBytes);
-  welcome.u32(o.max_run_timeout_ms);
-  if (!write_frame(fd, MsgType::kWelcome, welcome.bytes(), kWriteTimeoutMs).ok()) return;
-  s.log("session from " + peer + " (" + client_name + ") started");
-
+  IoStatus io;
   UploadDir uploads(work_parent(o));
   for (;;) {
     io = read_frame(fd, &f, o.session_timeout_ms, o.frame_timeout_ms);
@@ -213,24 +204,31 @@ void tracker_loop(std::shared_ptr<RpcServer::Impl> s) {
     return;
   }
   bool warned = false;
+  ConnectOptions copts;
+  copts.auth_key = o.auth_key;
+  copts.client_name = std::string("kiln-rpc-server ") + server_arch();
+  copts.io_timeout_ms = 5000;
   while (!s->stopping) {
     std::string error;
-    Fd fd = connect_tcp(host, port, 5000, &error);
-    uint8_t magic[4];
-    uint16_t version = 0, status = 0;
     Frame f;
-    Writer hello, reg;
-    hello.str(o.token);
-    hello.str(std::string("kiln-rpc-server ") + server_arch());
+    Writer reg;
     reg.str(o.key);
     reg.str(o.advertise_host);
     reg.u16(s->bound_port);
-    bool ok = fd.valid() && write_preamble(fd.get(), static_cast<uint16_t>(Role::kDeviceServer), 5000).ok() &&
-              read_preamble(fd.get(), magic, &version, &status, 5000).ok() && memcmp(magic, kMagic, 4) == 0 &&
-              status == 0 && write_frame(fd.get(), MsgType::kHello, hello.bytes(), 5000).ok() &&
-              read_frame(fd.get(), &f, 5000, 5000, 4096).ok() && f.type == MsgType::kWelcome &&
-              write_frame(fd.get(), MsgType::kRegister, reg.bytes(), 5000).ok() &&
-              read_frame(fd.get(), &f, 5000, 5000, 4096).ok() && f.type == MsgType::kRegistered;
+    Expected<Fd> conn = connect_authenticated(host, port, Role::kDeviceServer, copts, nullptr);
+    Fd fd;
+    if (conn.ok()) fd = std::move(conn.value());
+    else error = conn.error().message;
+    bool ok = fd.valid() && write_frame(fd.get(), MsgType::kRegister, reg.bytes(), 5000).ok();
+    if (ok) {
+      IoStatus io = read_frame(fd.get(), &f, 5000, 5000, 4096);
+      ok = io.ok() && f.type == MsgType::kRegistered;
+      if (io.ok() && f.type == MsgType::kError) {
+        Reader r(f.body);
+        ErrorCode code = static_cast<ErrorCode>(r.u8());
+        error = std::string("rejected (") + error_code_name(code) + "): " + r.str();
+      }
+    }
     if (ok) {
       s->log("registered with tracker " + o.tracker + " under key '" + o.key + "'", true);
       warned = false;
@@ -276,8 +274,12 @@ RpcServer::RpcServer(ServerOptions opts) : impl_(std::make_shared<Impl>()) { imp
 RpcServer::~RpcServer() { stop(); }
 
 bool RpcServer::listen(std::string* error) {
+  if (!check_listen_policy(impl_->opts.host, impl_->opts.auth_key, error)) return false;
   impl_->listener = listen_tcp(impl_->opts.host, impl_->opts.port, &impl_->bound_port, error);
-  return impl_->listener.valid();
+  if (!impl_->listener.valid()) return false;
+  int removed = remove_stale_upload_dirs(work_parent(impl_->opts));
+  if (removed > 0) impl_->log("removed " + std::to_string(removed) + " upload dir(s) left by killed servers", true);
+  return true;
 }
 
 uint16_t RpcServer::port() const { return impl_->bound_port; }
@@ -285,29 +287,65 @@ uint16_t RpcServer::port() const { return impl_->bound_port; }
 void RpcServer::stop() { impl_->stopping = true; }
 
 void RpcServer::serve() {
-  signal(SIGPIPE, SIG_IGN);
   std::thread tracker;
   if (!impl_->opts.tracker.empty()) tracker = std::thread(tracker_loop, impl_);
-  while (!impl_->stopping) {
-    if (wait_readable(impl_->listener.get(), 100) <= 0) continue;
-    Fd conn(accept4(impl_->listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!conn.valid()) continue;
-    ++impl_->sessions;
-    std::thread([impl = impl_, c = std::move(conn)]() mutable {
-      run_session(*impl, std::move(c));
-      --impl->sessions;
-    }).detach();
-  }
+  accept_loop(impl_->listener.get(), impl_->stopping, impl_->counts, impl_->opts.max_unauthenticated,
+              [impl = impl_](Fd conn, Admission admission) { run_session(*impl, std::move(conn), std::move(admission)); });
   if (tracker.joinable()) tracker.join();
+}
+
+int remove_stale_upload_dirs(const std::string& parent) {
+  DIR* d = opendir(parent.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  const std::string any_prefix = "kiln-rpc-";
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.compare(0, any_prefix.size(), any_prefix) != 0) continue;
+    // kiln-rpc-<pid>-XXXXXX: digits up to the next '-'.
+    size_t dash = name.find('-', any_prefix.size());
+    if (dash == std::string::npos || dash == any_prefix.size() || dash - any_prefix.size() > 9) continue;
+    long pid = 0;
+    bool digits = true;
+    for (size_t i = any_prefix.size(); i < dash; ++i) {
+      if (name[i] < '0' || name[i] > '9') digits = false;
+      else pid = pid * 10 + (name[i] - '0');
+    }
+    if (!digits || pid <= 0) continue;
+    bool alive = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+    if (alive && pid != getpid()) continue;
+    // Only our own plain directories, opened without following links; only their regular files go.
+    int dfd = openat(dirfd(d), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) continue;
+    struct stat st;
+    if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
+      close(dfd);
+      continue;
+    }
+    if (DIR* inner = fdopendir(dfd)) {
+      while (dirent* f = readdir(inner)) {
+        struct stat fs;
+        if (fstatat(dfd, f->d_name, &fs, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(fs.st_mode)) unlinkat(dfd, f->d_name, 0);
+      }
+      closedir(inner);  // closes dfd
+    } else {
+      close(dfd);
+    }
+    if (unlinkat(dirfd(d), name.c_str(), AT_REMOVEDIR) == 0) ++removed;
+  }
+  closedir(d);
+  return removed;
 }
 
 int rpc_server_main(int argc, char** argv) {
   ServerOptions o;
   auto usage = [&] {
     fprintf(stderr,
-            "usage: %s [--host H] [--port P] [--tracker H:P --key K] [--advertise-host H] [--token T]\n"
-            "          [--session-timeout MS] [--max-run-timeout MS] [--max-sessions N] [--work-dir D] [-v]\n",
-            argv[0]);
+            "usage: %s [--host H] [--port P] [--auth-key-file F] [--tracker H:P --key K] [--advertise-host H]\n"
+            "          [--session-timeout MS] [--max-run-timeout MS] [--max-sessions N] [--work-dir D]\n"
+            "          [--handshake-timeout MS] [--max-unauthenticated N] [-v]\n"
+            "  --host defaults to 127.0.0.1; any other address needs an auth key (--auth-key-file F, or $%s).\n",
+            argv[0], kAuthKeyEnv);
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -338,7 +376,9 @@ int rpc_server_main(int argc, char** argv) {
     else if (a == "--tracker" && (v = value("--tracker"))) o.tracker = v;
     else if (a == "--key" && (v = value("--key"))) o.key = v;
     else if (a == "--advertise-host" && (v = value("--advertise-host"))) o.advertise_host = v;
-    else if (a == "--token" && (v = value("--token"))) o.token = v;
+    else if (a == "--auth-key-file" && (v = value("--auth-key-file"))) o.auth_key_file = v;
+    else if (a == "--handshake-timeout" && number("--handshake-timeout", 1, 600000, &n)) o.handshake_timeout_ms = static_cast<int>(n);
+    else if (a == "--max-unauthenticated" && number("--max-unauthenticated", 1, 100000, &n)) o.max_unauthenticated = static_cast<int>(n);
     else if (a == "--work-dir" && (v = value("--work-dir"))) o.work_dir = v;
     else if (a == "--session-timeout" && number("--session-timeout", 1, 86400000, &n)) o.session_timeout_ms = static_cast<int>(n);
     else if (a == "--max-run-timeout" && number("--max-run-timeout", 1, 86400000, &n)) o.max_run_timeout_ms = static_cast<uint32_t>(n);
@@ -354,9 +394,17 @@ int rpc_server_main(int argc, char** argv) {
   return run_rpc_server(o);
 }
 
-int run_rpc_server(const ServerOptions& o) {
-  RpcServer server(o);
+int run_rpc_server(ServerOptions o) {
   std::string error;
+  if (o.auth_key.empty() && !load_auth_key(o.auth_key_file, &o.auth_key, &error)) {
+    fprintf(stderr, "kiln-rpc-server: %s\n", error.c_str());
+    return 2;
+  }
+  if (!check_listen_policy(o.host, o.auth_key, &error)) {
+    fprintf(stderr, "kiln-rpc-server: %s\n", error.c_str());
+    return 2;
+  }
+  RpcServer server(o);
   if (!server.listen(&error)) {
     fprintf(stderr, "kiln-rpc-server: %s\n", error.c_str());
     return 1;

@@ -12,15 +12,26 @@ namespace kiln::rpc {
 
 /// Everything `kiln tracker` can be told.
 struct TrackerOptions {
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";     // anything but loopback needs an auth key
   uint16_t port = 9190;               // 0 picks a free port
-  std::string token;                  // when set, servers and tuners must present it in HELLO
+  std::string auth_key_file;          // file holding the shared auth key (run_tracker loads it, or $KILN_RPC_AUTH_KEY)
+  std::string auth_key;               // the shared secret servers and tuners must prove; empty: none (loopback only)
   int heartbeat_timeout_ms = 5000;    // a server silent this long is dropped
+  int lease_timeout_ms = 600000;      // a lease not released by then returns its server to the pool
+  int max_pending = 1024;             // queued requests over all tuners; more are answered ERROR busy
+  int max_connections = 1024;         // authenticated connections (servers and tuners); more: ERROR busy
+  int handshake_timeout_ms = 5000;    // from accept to a verified HELLO
+  int max_unauthenticated = 64;       // connections in their handshake at once; more wait in the backlog
   bool verbose = false;               // log registrations, drops, leases on stderr
 };
 
-/// A running tracker. One thread per connection; a lease lasts until released or until the tuner's
-/// connection closes; a server leaves the pool when its connection closes or its heartbeats stop.
+/// Requests one tuner connection may have queued at once (a single tuner cannot fill the queue).
+inline constexpr int kMaxPendingPerTuner = 64;
+
+/// A running tracker. One thread per connection; a lease lasts until released, until the tuner's
+/// connection closes, or until the lease timeout; a server leaves the pool when its connection
+/// closes or its heartbeats stop. A REGISTER's host must be the connection's peer address unless the
+/// server proved a configured auth key (then it may advertise another address, e.g. behind NAT).
 class Tracker {
  public:
   explicit Tracker(TrackerOptions opts);
@@ -42,7 +53,9 @@ class Tracker {
   std::shared_ptr<Impl> impl_;
 };
 
-/// Listens, prints "kiln tracker listening on HOST:PORT" on stdout, serves until SIGINT/SIGTERM.
-int run_tracker(const TrackerOptions& o);
+/// Loads the auth key (auth_key_file or $KILN_RPC_AUTH_KEY unless auth_key is set), refuses a
+/// non-loopback host without one (exit code 2), listens, prints "kiln tracker listening on HOST:PORT"
+/// on stdout, serves until SIGINT/SIGTERM.
+int run_tracker(TrackerOptions o);
 
 }  // namespace kiln::rpc

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -56,9 +57,25 @@ void Process::kill() {
   }
 }
 
-bool wait_for_servers(uint16_t tracker, const std::string& key, uint32_t n) {
+TrackerThread::TrackerThread(TrackerOptions o) {
+  o.host = "127.0.0.1";
+  o.port = 0;
+  tracker_ = std::make_unique<Tracker>(o);
+  std::string error;
+  if (tracker_->listen(&error)) thread_ = std::thread([this] { tracker_->serve(); });
+  else fprintf(stderr, "TrackerThread: %s\n", error.c_str());
+}
+
+TrackerThread::~TrackerThread() {
+  tracker_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool wait_for_servers(uint16_t tracker, const std::string& key, uint32_t n, const std::string& auth_key) {
+  ConnectOptions opts;
+  opts.auth_key = auth_key;
   for (int i = 0; i < 300; ++i) {
-    auto t = TrackerClient::connect("127.0.0.1", tracker);
+    auto t = TrackerClient::connect("127.0.0.1", tracker, opts);
     if (t.ok()) {
       auto s = t->status();
       if (s.ok())

@@ -4,8 +4,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "runtime/rpc/tracker.h"
 
 namespace kiln::rpc::test {
 
@@ -27,7 +31,24 @@ class Process {
   uint16_t port_ = 0;
 };
 
-/// Waits (up to 30 s) until the tracker on 127.0.0.1:`tracker` lists at least `n` servers of `key`.
-bool wait_for_servers(uint16_t tracker, const std::string& key, uint32_t n);
+/// A Tracker in this process on a free 127.0.0.1 port (whatever host and port `o` names), serving on
+/// its own thread; stopped and joined at destruction. For tests that set options the command line
+/// does not offer (max_connections, short lease timeouts).
+class TrackerThread {
+ public:
+  explicit TrackerThread(TrackerOptions o = {});
+  ~TrackerThread();
+  TrackerThread(const TrackerThread&) = delete;
+  TrackerThread& operator=(const TrackerThread&) = delete;
+  uint16_t port() const { return tracker_->port(); }
+
+ private:
+  std::unique_ptr<Tracker> tracker_;
+  std::thread thread_;
+};
+
+/// Waits (up to 30 s) until the tracker on 127.0.0.1:`tracker` lists at least `n` servers of `key`
+/// (the device key); `auth_key` is the tracker's shared secret, if it has one.
+bool wait_for_servers(uint16_t tracker, const std::string& key, uint32_t n, const std::string& auth_key = "");
 
 }  // namespace kiln::rpc::test

@@ -67,22 +67,6 @@ Fd raw_connect(uint16_t port) {
   return fd;
 }
 
-// Preamble + HELLO, checking the WELCOME.
-void raw_handshake(int fd, const std::string& token = "") {
-  ASSERT_TRUE(write_preamble(fd, static_cast<uint16_t>(Role::kClient), 2000).ok());
-  uint8_t magic[4];
-  uint16_t version, status;
-  ASSERT_TRUE(read_preamble(fd, magic, &version, &status, 5000).ok());
-  ASSERT_EQ(status, 0);
-  Writer hello;
-  hello.str(token);
-  hello.str("raw");
-  ASSERT_TRUE(write_frame(fd, MsgType::kHello, hello.bytes(), 2000).ok());
-  Frame f;
-  ASSERT_TRUE(read_frame(fd, &f, 5000, 5000).ok());
-  ASSERT_EQ(f.type, MsgType::kWelcome);
-}
-
 // Reads the ERROR frame the server sends before closing; returns its code.
 ErrorCode read_error(int fd) {
   Frame f;
@@ -288,8 +272,7 @@ TEST_F(RpcServerTest, WrongMagicAndWrongVersionAreRejected) {
 }
 
 TEST_F(RpcServerTest, OversizedFrameIsRejected) {
-  Fd fd = raw_connect(port());
-  raw_handshake(fd.get());
+  Fd fd = raw_session(port());
   uint8_t head[5] = {0xF0, 0xFF, 0xFF, 0xFF, static_cast<uint8_t>(MsgType::kUpload)};
   write_full(fd.get(), head, sizeof head, 2000);
   EXPECT_EQ(read_error(fd.get()), ErrorCode::kTooLarge);
@@ -297,8 +280,7 @@ TEST_F(RpcServerTest, OversizedFrameIsRejected) {
 }
 
 TEST_F(RpcServerTest, TruncatedFrameIsRejected) {
-  Fd fd = raw_connect(port());
-  raw_handshake(fd.get());
+  Fd fd = raw_session(port());
   uint8_t head[5] = {100, 0, 0, 0, static_cast<uint8_t>(MsgType::kRun)};
   write_full(fd.get(), head, sizeof head, 2000);
   write_full(fd.get(), "0123456789", 10, 2000);
@@ -309,20 +291,17 @@ TEST_F(RpcServerTest, TruncatedFrameIsRejected) {
 
 TEST_F(RpcServerTest, MalformedMessagesAreRejected) {
   {
-    Fd fd = raw_connect(port());
-    raw_handshake(fd.get());
+    Fd fd = raw_session(port());
     ASSERT_TRUE(write_frame(fd.get(), MsgType::kRun, {1, 2, 3}, 2000).ok());  // a RUN cut short
     EXPECT_EQ(read_error(fd.get()), ErrorCode::kProtocol);
   }
   {
-    Fd fd = raw_connect(port());
-    raw_handshake(fd.get());
+    Fd fd = raw_session(port());
     ASSERT_TRUE(write_frame(fd.get(), static_cast<MsgType>(200), {}, 2000).ok());  // no such message
     EXPECT_EQ(read_error(fd.get()), ErrorCode::kProtocol);
   }
   {
-    Fd fd = raw_connect(port());
-    raw_handshake(fd.get());
+    Fd fd = raw_session(port());
     RunSpec spec = unary_request(1, "scale2", 1);
     spec.buffers.resize(kMaxBuffers + 1, spec.buffers[0]);
     Writer w;
@@ -340,23 +319,6 @@ TEST_F(RpcServerTest, IdleSessionTimesOutDistinctlyFromRuns) {
   RunResult r = s.run(unary_request(m, "scale2", 1));
   EXPECT_EQ(r.error, RunError::kSessionTimeout) << run_error_name(r.error) << ": " << r.message;
   expect_good_session(port(), so_);
-}
-
-TEST(RpcServerTokenTest, WrongTokenIsRejected) {
-  TempDir dir;
-  std::string so = build_kernels(KILN_HOST_CC, dir.path(), "kernels");
-  ASSERT_FALSE(so.empty());
-  Process server({host_server_binary(), "--host", "127.0.0.1", "--token", "s3cret"});
-  ASSERT_TRUE(server.started());
-  for (const char* bad : {"", "s3cre", "s3cret!", "wrong!"}) {
-    ConnectOptions opts;
-    opts.token = bad;
-    auto s = Session::connect("127.0.0.1", server.port(), opts);
-    ASSERT_FALSE(s.ok()) << "token '" << bad << "' accepted";
-    EXPECT_EQ(s.error().kind, ClientError::kRejected);
-    EXPECT_EQ(s.error().server_code, ErrorCode::kAuth);
-  }
-  expect_good_session(server.port(), so, "s3cret");
 }
 
 TEST_F(RpcServerTest, HundredConcurrentSessionsFinishInBound) {

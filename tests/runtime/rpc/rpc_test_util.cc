@@ -126,9 +126,17 @@ std::vector<uint8_t> expected_scale2(uint64_t seed) {
   return out;
 }
 
-void expect_good_session(uint16_t port, const std::string& so_path, const std::string& token) {
+Fd raw_session(uint16_t port, Role role, const std::string& auth_key) {
   ConnectOptions opts;
-  opts.token = token;
+  opts.auth_key = auth_key;
+  auto fd = connect_authenticated("127.0.0.1", port, role, opts, nullptr);
+  EXPECT_TRUE(fd.ok()) << fd.error().message;
+  return fd.ok() ? std::move(fd.value()) : Fd();
+}
+
+void expect_good_session(uint16_t port, const std::string& so_path, const std::string& auth_key) {
+  ConnectOptions opts;
+  opts.auth_key = auth_key;
   auto s = Session::connect("127.0.0.1", port, opts);
   ASSERT_TRUE(s.ok()) << s.error().message;
   auto m = s->upload("scale2.so", read_bytes(so_path));
