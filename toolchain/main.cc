@@ -7,6 +7,7 @@
 
 #include "frontend/ir/error.h"
 #include "toolchain/conformance.h"
+#include "toolchain/exit_status.h"
 #include "toolchain/inspect.h"
 #include "toolchain/pipeline.h"
 #include "toolchain/run_model.h"
@@ -56,12 +57,14 @@ int main(int argc, char** argv) {
   conformance->add_option("--records", conf.schedule.records_path,
                           "Compiled engine: schedule each task with its best record in this tuning records file");
 
+  std::string stage_names;
+  for (const std::string& stage : kiln::pipeline_stages()) stage_names += (stage_names.empty() ? "" : " ") + stage;
   std::vector<std::string> dump_after;
   std::string dump_target = "host";
   kiln::BindingArgs dump_bindings;
   auto* dump = app.add_subcommand("dump", "Run the pipeline up to the given stages and print their results");
   dump->add_option("model", model_path, "ONNX model file")->required();
-  dump->add_option("--dump-after", dump_after, "A stage (kiln dump --help lists them) or all (repeatable)")->required();
+  dump->add_option("--dump-after", dump_after, "A stage, or all (repeatable). Stages: " + stage_names)->required();
   dump->add_option("--target", dump_target, "Target of the stages after partition")->capture_default_str();
   dump_bindings.add_to(dump);
 
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
   compile->add_option("--records", compile_choice.records_path,
                       "Tuning records file: each task gets its best record for the target (others the default schedule)");
   std::vector<std::string> compile_dump_after;
-  compile->add_option("--dump-after", compile_dump_after, "Print the result of a stage (kiln dump --help lists them), or all (repeatable)");
+  compile->add_option("--dump-after", compile_dump_after, "Print the result of a stage, or all (repeatable). Stages: " + stage_names);
 
   kiln::ScheduleCheckOptions check_opts;
   kiln::BindingArgs check_bindings;
@@ -249,18 +252,8 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-  } catch (const kiln::Error& e) {
-    std::cerr << "kiln: error: " << e.what() << "\n";
-    return 2;
-  } catch (const kiln::TargetError& e) {
-    std::cerr << "kiln: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "kiln: error: out of memory (is the model's shape sane?)\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "kiln: internal error: " << e.what() << "\n";
-    return 3;
+  } catch (...) {
+    return kiln::report_exception(std::current_exception(), std::cerr);
   }
   return 0;
 }

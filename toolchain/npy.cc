@@ -1,5 +1,6 @@
 #include "toolchain/npy.h"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -36,6 +37,28 @@ std::string dict_value(const std::string& header, const std::string& key, const 
   return header.substr(start, end - start + (close == ',' ? 0 : 1));
 }
 
+// The shape tuple "(2, 3)" / "(4,)" / "()": every item a non-negative integer whose product, in bytes of
+// `elem_bytes`, fits in memory arithmetic. Checked before any allocation: the header is untrusted text.
+Shape parse_shape(const std::string& tuple, size_t elem_bytes, const std::string& path) {
+  auto bad = [&](const std::string& why) { return Error(path + ": .npy header 'shape' " + tuple + ": " + why); };
+  if (tuple.size() < 2 || tuple.front() != '(' || tuple.back() != ')') throw bad("not a tuple");
+  Shape shape;
+  uint64_t bytes = elem_bytes;
+  std::stringstream ds(tuple.substr(1, tuple.size() - 2));
+  std::string item;
+  while (std::getline(ds, item, ',')) {
+    const auto first = item.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    const auto last = item.find_last_not_of(' ');
+    int64_t d = -1;
+    auto [end, ec] = std::from_chars(item.data() + first, item.data() + last + 1, d);
+    if (ec != std::errc() || end != item.data() + last + 1 || d < 0) throw bad("'" + item + "' is not a dimension");
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) throw bad("too many elements");
+    shape.push_back(d);
+  }
+  return shape;
+}
+
 }  // namespace
 
 Tensor load_npy(const std::string& path) {
@@ -68,17 +91,12 @@ Tensor load_npy(const std::string& path) {
   for (const Descr& d : kDescrs)
     if (descr.substr(2, 2) == d.code) dtype = d.dtype;
   if (dtype == DType::Undefined) throw Error(path + ": dtype " + descr + " is not supported");
-  Shape shape;
-  std::string dims = dict_value(header, "shape", path);
-  std::stringstream ds(dims.substr(1, dims.size() - 2));
-  std::string item;
-  while (std::getline(ds, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    shape.push_back(std::stoll(item));
-  }
-  Tensor t(dtype, shape);
-  if (data.size() - offset - header_len != t.byte_size())
+  const Shape shape = parse_shape(dict_value(header, "shape", path), dtype_size(dtype), path);
+  uint64_t bytes = dtype_size(dtype);
+  for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);  // cannot overflow: parse_shape checked it
+  if (data.size() - offset - header_len != bytes)
     throw Error(path + ": data size does not match shape " + shape_str(shape));
+  Tensor t(dtype, shape);
   if (t.byte_size()) std::memcpy(t.data(), data.data() + offset + header_len, t.byte_size());
   return t;
 }

@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "backends/package/c_names.h"
 #include "frontend/ir/error.h"
 #include "toolchain/temp_dir.h"
 
@@ -25,31 +26,58 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-// The package's metadata: its name is that of the only *.json in the directory.
-nlohmann::json read_metadata(const fs::path& dir) {
+// The package's metadata file: the only *.json in the directory.
+fs::path metadata_file(const fs::path& dir) {
   std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw Error(dir.string() + ": not a directory (expected a compiled package)");
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".json") return nlohmann::json::parse(slurp(e.path()));
+    if (e.path().extension() == ".json") return e.path();
   throw Error(dir.string() + ": not a kiln package (no <name>.json)");
+}
+
+bool is_c_identifier(const std::string& s) { return !s.empty() && package::c_identifier(s) == s; }
+
+// One input or output entry, checked: its names reach C source and a shell command line, its size
+// the runner's buffers.
+package::IoInfo parse_io(const nlohmann::json& j, const std::string& where) {
+  package::IoInfo info;
+  info.name = j.at("name").get<std::string>();
+  info.c_name = j.at("c_name").get<std::string>();
+  if (!is_c_identifier(info.c_name)) throw Error(where + ": 'c_name' " + info.c_name + " is not a C identifier");
+  info.shape = j.at("shape").get<Shape>();
+  info.bytes = j.at("bytes").get<int64_t>();
+  const std::string dtype = j.at("dtype").get<std::string>();
+  info.dtype = DType::Undefined;
+  for (int k = 1; k <= 16; ++k)
+    if (dtype_name(static_cast<DType>(k)) == dtype) info.dtype = static_cast<DType>(k);
+  if (info.dtype == DType::Undefined || dtype_size(info.dtype) == 0)
+    throw Error(where + ": 'dtype' " + dtype + " is not a dtype kiln packages use");
+  uint64_t bytes = dtype_size(info.dtype);
+  for (int64_t d : info.shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+      throw Error(where + ": 'shape' " + shape_str(info.shape) + " is not a static shape");
+  if (info.bytes < 0 || static_cast<uint64_t>(info.bytes) != bytes)
+    throw Error(where + ": 'bytes' " + std::to_string(info.bytes) + " does not match its shape and dtype");
+  return info;
 }
 
 // A harness in C: reads raw inputs, runs the model `repeat` times, prints the median time, writes raw
 // outputs. The library itself needs none of this (no malloc or stdio in the run path). Built with
 // -DKILN_RUNNER_THREADS=T: T == 1 calls <m>_run_argv (serial, NULL context); T > 1 calls <m>_run with a
 // context whose parallel_for is the package's pthread pool, created once outside the timed loop.
-std::string runner_source(const nlohmann::json& meta) {
-  std::string m = meta["name"];
-  size_t ni = meta["inputs"].size(), no = meta["outputs"].size();
+std::string runner_source(const PackageSignature& sig) {
+  const std::string& m = sig.name;
+  const size_t ni = sig.inputs.size(), no = sig.outputs.size();
   std::string M = m;
   for (char& c : M) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   std::string sizes = "static const long long sizes[] = {";
-  for (const auto& io : meta["inputs"]) sizes += std::to_string(io["bytes"].get<int64_t>()) + ", ";
-  for (const auto& io : meta["outputs"]) sizes += std::to_string(io["bytes"].get<int64_t>()) + ", ";
+  for (const auto& io : sig.inputs) sizes += std::to_string(io.bytes) + ", ";
+  for (const auto& io : sig.outputs) sizes += std::to_string(io.bytes) + ", ";
   sizes += "0};\n";
   // The named structs, filled from the same argument array run_argv takes.
   std::string fill;
-  for (size_t i = 0; i < ni; ++i) fill += fmt::format("  in.{} = args[{}];\n", meta["inputs"][i]["c_name"].get<std::string>(), i);
-  for (size_t i = 0; i < no; ++i) fill += fmt::format("  out.{} = args[{}];\n", meta["outputs"][i]["c_name"].get<std::string>(), ni + i);
+  for (size_t i = 0; i < ni; ++i) fill += fmt::format("  in.{} = args[{}];\n", sig.inputs[i].c_name, i);
+  for (size_t i = 0; i < no; ++i) fill += fmt::format("  out.{} = args[{}];\n", sig.outputs[i].c_name, ni + i);
   return fmt::format(R"(#define _POSIX_C_SOURCE 199309L
 #include "{m}.h"
 #include <stdio.h>
@@ -126,23 +154,19 @@ int run_command(const std::string& cmd, const fs::path& log) {
 }  // namespace
 
 PackageSignature read_package_signature(const std::string& dir) {
-  nlohmann::json meta = read_metadata(fs::absolute(dir));
+  const fs::path file = metadata_file(fs::absolute(dir));
   PackageSignature sig;
-  sig.name = meta["name"];
-  sig.target = meta["target"]["name"];
-  auto io = [](const nlohmann::json& j) {
-    package::IoInfo info;
-    info.name = j["name"];
-    info.c_name = j["c_name"];
-    info.shape = j["shape"].get<Shape>();
-    info.bytes = j["bytes"];
-    info.dtype = DType::Undefined;
-    for (int k = 0; k <= 16; ++k)
-      if (dtype_name(static_cast<DType>(k)) == j["dtype"].get<std::string>()) info.dtype = static_cast<DType>(k);
-    return info;
-  };
-  for (const auto& j : meta["inputs"]) sig.inputs.push_back(io(j));
-  for (const auto& j : meta["outputs"]) sig.outputs.push_back(io(j));
+  try {
+    const nlohmann::json meta = nlohmann::json::parse(slurp(file));
+    sig.name = meta.at("name").get<std::string>();
+    if (!is_c_identifier(sig.name)) throw Error(file.string() + ": 'name' " + sig.name + " is not a C identifier");
+    sig.target = meta.at("target").at("name").get<std::string>();
+    for (const auto& j : meta.at("inputs")) sig.inputs.push_back(parse_io(j, file.string() + ": input"));
+    for (const auto& j : meta.at("outputs")) sig.outputs.push_back(parse_io(j, file.string() + ": output"));
+  } catch (const nlohmann::json::exception& e) {
+    // nlohmann's messages name the field or the line and column; the file is ours to name.
+    throw Error(file.string() + ": broken package metadata: " + e.what());
+  }
   return sig;
 }
 
@@ -150,12 +174,12 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
                        int repeat, int threads) {
   if (threads < 1) throw Error("--threads must be at least 1");
   fs::path pkg = fs::absolute(dir);
-  nlohmann::json meta = read_metadata(pkg);
-  std::string m = meta["name"];
+  const PackageSignature sig = read_package_signature(dir);
+  const std::string& m = sig.name;
   TempDir work_dir("kiln-run");
   const fs::path work = work_dir.path();
   {
-    std::ofstream(work / "runner.c") << runner_source(meta);
+    std::ofstream(work / "runner.c") << runner_source(sig);
   }
   std::string static_flag = target.run_prefix.empty() ? "" : " -static";
   // With threads, link the package's pthread pool: the prebuilt object when the package has one (built
@@ -173,25 +197,24 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
     throw Error(dir + ": cannot link a runner: " + slurp(work / "link.log").substr(0, 400));
   std::string cmd = target.run_prefix.empty() ? "" : target.run_prefix + " ";
   cmd += (work / "runner").string() + " " + std::to_string(repeat);
-  for (size_t i = 0; i < meta["inputs"].size(); ++i) {
-    const auto& io = meta["inputs"][i];
-    auto it = inputs.find(io["name"].get<std::string>());
-    if (it == inputs.end()) throw Error(dir + ": no value for input '" + io["name"].get<std::string>() + "'");
-    if (static_cast<int64_t>(it->second.byte_size()) != io["bytes"].get<int64_t>())
-      throw Error(dir + ": input '" + io["name"].get<std::string>() + "' has the wrong size");
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    const package::IoInfo& io = sig.inputs[i];
+    auto it = inputs.find(io.name);
+    if (it == inputs.end()) throw Error(dir + ": no value for input '" + io.name + "'");
+    if (static_cast<int64_t>(it->second.byte_size()) != io.bytes)
+      throw Error(dir + ": input '" + io.name + "' has the wrong size");
     fs::path f = work / ("in" + std::to_string(i) + ".bin");
     std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(it->second.data()),
                                              static_cast<std::streamsize>(it->second.byte_size()));
     cmd += " " + f.string();
   }
-  for (size_t i = 0; i < meta["outputs"].size(); ++i) cmd += " " + (work / ("out" + std::to_string(i) + ".bin")).string();
+  for (size_t i = 0; i < sig.outputs.size(); ++i) cmd += " " + (work / ("out" + std::to_string(i) + ".bin")).string();
   if (int rc = run_command(cmd, work / "run.log"); rc != 0)
     throw Error(dir + ": the compiled model failed (exit " + std::to_string(rc) + "): " + slurp(work / "run.log").substr(0, 400));
   PackageRun r;
   std::string log = slurp(work / "run.log");
   if (auto p = log.find("median: "); p != std::string::npos) r.median_ms = std::stod(log.substr(p + 8));
   if (auto p = log.find("min: "); p != std::string::npos) r.min_ms = std::stod(log.substr(p + 5));
-  PackageSignature sig = read_package_signature(dir);
   for (size_t i = 0; i < sig.outputs.size(); ++i) {
     const DType dt = sig.outputs[i].dtype;
     const Shape& shape = sig.outputs[i].shape;

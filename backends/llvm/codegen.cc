@@ -104,7 +104,7 @@ class FuncEmitter {
     auto it = base_.find(buf);
     if (it != base_.end()) return it->second;
     auto pi = param_index_.find(buf);
-    if (pi == param_index_.end()) throw Error("codegen: buffer '" + buf->name + "' is not bound in " + name_);
+    if (pi == param_index_.end()) throw InternalError("codegen: buffer '" + buf->name + "' is not bound in " + name_);
     auto* ptr = llvm::PointerType::get(ctx_, 0);
     // At the top of the entry block, or right after the buffer array is loaded (task functions).
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().getFirstInsertionPt());
@@ -117,7 +117,7 @@ class FuncEmitter {
 
   const Buffer* buffer_of(const te::TensorNode* node) {
     auto it = node_to_buf_.find(node);
-    if (it == node_to_buf_.end()) throw Error("codegen: buffer '" + node->name + "' is not bound in " + name_);
+    if (it == node_to_buf_.end()) throw InternalError("codegen: buffer '" + node->name + "' is not bound in " + name_);
     return it->second;
   }
   llvm::Value* buffer_base(const te::TensorNode* node) { return base_of(buffer_of(node)); }
@@ -405,7 +405,7 @@ class FuncEmitter {
   llvm::Value* emit_var(const ExprNode* e) {
     if (e == vec_var_) return b_.CreateAdd(splat(vec_base_), lane_numbers());
     auto it = vars_.find(e);
-    if (it == vars_.end()) throw Error("codegen: unbound variable " + e->name + " in " + name_);
+    if (it == vars_.end()) throw InternalError("codegen: unbound variable " + e->name + " in " + name_);
     return splat(it->second);
   }
 
@@ -824,7 +824,7 @@ void emit_functions(const std::vector<lower::LoweredFunc>& funcs, const CodegenO
     llvm::Function* fn = fe.emit(f);
     std::string err;
     llvm::raw_string_ostream os(err);
-    if (llvm::verifyFunction(*fn, &os)) throw Error("codegen: invalid LLVM IR for " + f.name + ": " + os.str());
+    if (llvm::verifyFunction(*fn, &os)) throw InternalError("codegen: invalid LLVM IR for " + f.name + ": " + os.str());
   }
 }
 

@@ -77,7 +77,7 @@ ModelModule generate_model_module(const lower::ModelProgram& prog, const ModelMe
                                   const CodegenOptions& opts) {
   const lower::LoweredFunc& func = prog.func;
   if (plan.offset_of_param.size() != prog.params.size() || prog.params.size() != func.params.size())
-    throw Error("codegen: kernel parameters and the memory plan disagree");
+    throw InternalError("codegen: kernel parameters and the memory plan disagree");
   ModelModule m;
   m.options = opts;
   m.io = std::move(io);
@@ -119,7 +119,7 @@ ModelModule generate_model_module(const lower::ModelProgram& prog, const ModelMe
   emit_entry_functions(mod, opts.name, slots, m.io.inputs.size(), m.io.outputs.size(), plan.size > 0, kWorkspaceAlign, kernel);
   std::string err;
   llvm::raw_string_ostream os(err);
-  if (llvm::verifyModule(mod, &os)) throw Error("codegen: invalid LLVM module: " + os.str());
+  if (llvm::verifyModule(mod, &os)) throw InternalError("codegen: invalid LLVM module: " + os.str());
   return m;
 }
 

@@ -1,4 +1,4 @@
-/// \file Errors the frontend reports to users.
+/// \file Errors kiln reports to users, and the one kind it must never report as theirs.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -28,6 +28,14 @@ class NotConstant : public Error {
 
  private:
   std::string value_name_;
+};
+
+/// A broken invariant inside kiln: a bug, never the user's input. It does not derive from Error so that
+/// no handler of user errors swallows it, and the driver reports it as an internal error (exit code 3)
+/// instead of blaming the model.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
 };
 
 }  // namespace kiln

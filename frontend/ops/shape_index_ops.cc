@@ -443,8 +443,12 @@ void order_row(std::vector<int64_t>& order, const std::vector<Key>& keys, bool l
     else return a < b;
   };
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return largest ? less(keys[b], keys[a]) : less(keys[a], keys[b]);
+  // Ties keep index order (TopK's rule). An explicit tie-break instead of std::stable_sort, whose
+  // libstdc++ 12 implementation trips a deprecation warning that -Werror builds reject.
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (largest ? less(keys[b], keys[a]) : less(keys[a], keys[b])) return true;
+    if (largest ? less(keys[a], keys[b]) : less(keys[b], keys[a])) return false;
+    return a < b;
   });
 }
 

@@ -301,7 +301,7 @@ std::vector<int> topological_group_order(const std::vector<std::vector<int>>& me
     for (int t : succ[gi])
       if (--indegree[t] == 0) ready.insert({members[t].front(), t});
   }
-  if (order.size() != n) throw Error("partition: fused groups form a cycle (internal error)");
+  if (order.size() != n) throw InternalError("partition: fused groups form a cycle");
   return order;
 }
 

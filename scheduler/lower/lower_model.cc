@@ -163,13 +163,13 @@ class ModelLowering {
       for (const te::TensorRef& t : ls.dag.placeholders) {
         if (!placeholders.count(t.get())) continue;
         if (!t->constant)
-          throw Error(fmt::format("lower_model: subgraph {}: placeholder '{}' is no input of the subgraph and no constant",
+          throw InternalError(fmt::format("lower_model: subgraph {}: placeholder '{}' is no input of the subgraph and no constant",
                                   sg.id, t->name));
         lowering_constants_.push_back(t);
       }
       for (const std::string& o : sg.outputs)
         if (!producer_.emplace(o, static_cast<int>(k)).second)
-          throw Error("lower_model: value '" + o + "' is an output of two subgraphs");
+          throw InternalError("lower_model: value '" + o + "' is an output of two subgraphs");
     }
   }
 
@@ -202,7 +202,7 @@ class ModelLowering {
       const Value& v = g_.value(name);
       if (!v.constant) {
         if (producer_.count(name)) continue;  // written by a subgraph: placed with those values
-        throw Error("lower_model: value '" + name + "' is read but is no graph input, constant or subgraph output");
+        throw InternalError("lower_model: value '" + name + "' is read but is no graph input, constant or subgraph output");
       }
       ModelParam p = param_of(ModelParam::Kind::Weight);
       p.weight = v.constant;
@@ -269,7 +269,7 @@ class ModelLowering {
     for (const BufferRef& b : prog_.func.params) model_buffers.insert(b.get());
     for (const BufferRef& t : temporaries) {
       if (!t || t->local || !model_buffers.insert(t.get()).second)
-        throw Error(fmt::format("lower_model: subgraph {}: temporary '{}' is null, local or already a model buffer", sg.id,
+        throw InternalError(fmt::format("lower_model: subgraph {}: temporary '{}' is null, local or already a model buffer", sg.id,
                                 t ? t->name : "?"));
       ModelParam p = param_of(ModelParam::Kind::Workspace);
       p.bytes = t->size * static_cast<int64_t>(dtype_size(t->dtype));
@@ -321,7 +321,7 @@ SubgraphScheduler default_subgraph_scheduler(const ScheduleParams& params) {
 
 ModelProgram lower_model(const Graph& g, const SubgraphDAG& sdag, const std::string& func_name,
                          const SubgraphScheduler& schedule) {
-  if (!schedule) throw Error("lower_model: no subgraph scheduler");
+  if (!schedule) throw InternalError("lower_model: no subgraph scheduler");
   return ModelLowering(g, sdag, func_name).run(schedule);
 }
 

@@ -177,7 +177,7 @@ TEST(LowerModel, SchedulerStatementsAndTemporariesAreUsed) {
     temps.push_back(buffers.at(sg.outputs[0].get()));
     return lower::block({});
   };
-  EXPECT_THROW(lower::lower_model(g, sdag, "k", bad), Error);
+  EXPECT_THROW(lower::lower_model(g, sdag, "k", bad), InternalError);
 }
 
 TEST(LowerModel, OutputThatIsAnInputOrAConstantIsCopied) {

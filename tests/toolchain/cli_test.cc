@@ -2,6 +2,7 @@
 // `kiln run` on a package prints its timing line (benchmarks parse it).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -56,6 +57,35 @@ TEST(Cli, RunPrintsTheMedianAndTheFastestRunOfAPackage) {
   const double median = std::stod(m[1]), fastest = std::stod(m[2]);
   EXPECT_GT(fastest, 0.0) << o.out;
   EXPECT_LE(fastest, median) << o.out;
+}
+
+// Input a user hands `kiln run` is never an internal error: a package whose metadata is broken and a
+// malformed .npy each get one line naming the file, and exit code 2.
+TEST(Cli, BrokenPackageMetadataAndMalformedNpyExitTwo) {
+  testing::TempDir dir;
+  const std::string pkg = dir.path("pkg");
+  ASSERT_EQ(run("compile " + std::string(KILN_SOURCE_DIR) + "/examples/tiny_cnn.onnx --target host --name m -o " + pkg), 0);
+  const std::string good = slurp(pkg + "/m.json");
+  ASSERT_NE(good.find("\"name\": \"m\""), std::string::npos) << good;
+  auto expect_one_line_error = [&](const std::string& args, const std::string& names) {
+    testing::CliOutput o = testing::run_kiln_output(args, dir);
+    EXPECT_EQ(o.exit_code, 2) << args << "\n" << o.err;
+    EXPECT_EQ(o.err.find("internal error"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find(names), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  };
+  for (const std::string& broken : {good.substr(0, good.size() / 2), std::string("{\"name\": 3}"),
+                                   std::string("{\"name\": \"m; rm -rf /\", \"target\": {\"name\": \"x\"}, \"inputs\": [], \"outputs\": []}")}) {
+    std::ofstream(pkg + "/m.json", std::ios::binary) << broken;
+    expect_one_line_error("run " + pkg, "m.json");
+  }
+  std::ofstream(pkg + "/m.json", std::ios::binary) << good;
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 16, abc), }";
+  header.append(128 - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::ofstream(dir.path("bad.npy"), std::ios::binary)
+      << std::string("\x93NUMPY\x01\x00", 8) << static_cast<char>(header.size()) << '\0' << header << std::string(1024, '\0');
+  expect_one_line_error("run " + pkg + " --input image=" + dir.path("bad.npy"), "bad.npy");
 }
 
 }  // namespace

@@ -52,5 +52,32 @@ TEST(Npy, RejectsWhatItCannotRead) {
   EXPECT_THROW(load_npy(dir.path("missing.npy")), Error);
 }
 
+// A .npy with `shape_text` as its header's shape and `data_bytes` zero bytes after it.
+std::string npy_with_shape(const std::string& shape_text, size_t data_bytes) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text + ", }";
+  header.append(128 - 10 - header.size() - 1, ' ');
+  header += '\n';
+  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header +
+         std::string(data_bytes, '\0');
+}
+
+// The header is untrusted text: a shape that is not a tuple of non-negative integers, or whose size
+// overflows, is a one-line Error naming the file, never a crash or an allocation of its claimed size.
+TEST(Npy, MalformedShapesAreErrorsNamingTheFile) {
+  testing::TempDir dir;
+  for (const char* shape : {"(1, abc)", "(-3,)", "(2.5,)", "(99999999999999999999,)",
+                                  "(4294967296, 4294967296)", "(1, 2x)", "[2, 3]"}) {
+    std::ofstream(dir.path("bad.npy"), std::ios::binary) << npy_with_shape(shape, 16);
+    try {
+      load_npy(dir.path("bad.npy"));
+      ADD_FAILURE() << shape << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.npy"), std::string::npos) << e.what();
+    }
+  }
+  std::ofstream(dir.path("ok.npy"), std::ios::binary) << npy_with_shape("(2, 2)", 16);
+  EXPECT_EQ(load_npy(dir.path("ok.npy")).shape(), (Shape{2, 2}));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -108,6 +108,20 @@ TEST(OnnxImport, RejectsWhatItDoesNotClaim) {
   }
 }
 
+TEST(OnnxImport, AModelImportingOnlyOtherDomainsIsRejectedByName) {
+  ModelBuilder b = testing::relu_model();
+  b.proto().mutable_opset_import(0)->set_domain("com.microsoft");
+  b.proto().mutable_opset_import(0)->set_version(1);
+  b.proto().mutable_graph()->clear_node();  // nothing left that names a domain: the import itself must say no
+  b.proto().mutable_graph()->mutable_output(0)->set_name(b.proto().graph().input(0).name());
+  try {
+    import(b);
+    FAIL() << "expected Unsupported";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("default-domain"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OnnxImport, GarbageIsAnErrorNotACrash) {
   EXPECT_THROW(import_onnx_bytes(std::string("\xff\xff\xff\xff garbage", 13), "junk"), Error);
   EXPECT_THROW(import_onnx_bytes("", "empty"), Error);  // no graph
