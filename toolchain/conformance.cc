@@ -131,6 +131,56 @@ std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, cons
   return te::evaluate(lg.dag, bound);
 }
 
+}  // namespace
+
+BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set) {
+  Graph g = base;
+  auto in_files = numbered_files(set, "input_");
+  if (in_files.size() > g.inputs.size())
+    throw Error(set.string() + ": " + std::to_string(in_files.size()) + " input files for " +
+                std::to_string(g.inputs.size()) + " graph inputs");
+  std::map<std::string, Tensor> inputs;
+  ShapeBindings b;
+  for (size_t i = 0; i < in_files.size(); ++i) {
+    std::string pb_name;
+    Tensor t = load_tensor_file(in_files[i].string(), &pb_name);
+    const std::string& name = g.has_value(pb_name) && std::count(g.inputs.begin(), g.inputs.end(), pb_name)
+                                  ? pb_name
+                                  : g.inputs[i];
+    b.input_shapes[name] = t.shape();
+    inputs[name] = std::move(t);
+  }
+  if (inputs.size() != g.inputs.size())
+    throw Unsupported(set.string() + ": test data leaves graph inputs unset (optional inputs are not supported)");
+  // Inputs that shapes depend on are frozen to their test values, as a user would with --freeze.
+  Graph unbound = g;
+  for (;;) {
+    g = unbound;
+    bind_input_shapes(g, b);
+    for (const auto& [name, t] : inputs)
+      if (!b.frozen.count(name) && t.dtype() != g.value(name).dtype)
+        throw Error(set.string() + ": input '" + name + "' is " + dtype_name(t.dtype()) + ", model declares " +
+                    dtype_name(g.value(name).dtype));
+    try {
+      infer_shapes(g);
+      break;
+    } catch (const NotConstant& e) {
+      bool froze = false;
+      for (const std::string& name : graph_inputs_feeding(unbound, e.value_name())) {
+        if (b.frozen.count(name) || !inputs.count(name)) continue;
+        b.frozen[name] = inputs.at(name);
+        b.input_shapes.erase(name);
+        froze = true;
+      }
+      if (!froze) throw;
+    }
+  }
+  for (const auto& [name, t] : b.frozen) inputs.erase(name);
+  return {std::move(g), std::move(inputs)};
+}
+
+namespace {
+
 enum class Outcome { Pass, Fail, Unsupported };
 
 Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& why) {
@@ -142,48 +192,9 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
     std::sort(sets.begin(), sets.end());
     if (sets.empty()) throw Error(dir.string() + ": no test_data_set_* directory");
     for (const fs::path& set : sets) {
-      Graph g = base;
-      auto in_files = numbered_files(set, "input_");
-      if (in_files.size() > g.inputs.size())
-        throw Error(set.string() + ": " + std::to_string(in_files.size()) + " input files for " +
-                    std::to_string(g.inputs.size()) + " graph inputs");
-      std::map<std::string, Tensor> inputs;
-      ShapeBindings b;
-      for (size_t i = 0; i < in_files.size(); ++i) {
-        std::string pb_name;
-        Tensor t = load_tensor_file(in_files[i].string(), &pb_name);
-        const std::string& name = g.has_value(pb_name) && std::count(g.inputs.begin(), g.inputs.end(), pb_name)
-                                      ? pb_name
-                                      : g.inputs[i];
-        b.input_shapes[name] = t.shape();
-        inputs[name] = std::move(t);
-      }
-      if (inputs.size() != g.inputs.size())
-        throw Unsupported(set.string() + ": test data leaves graph inputs unset (optional inputs are not supported)");
-      // Inputs that shapes depend on are frozen to their test values, as a user would with --freeze.
-      Graph unbound = g;
-      for (;;) {
-        g = unbound;
-        bind_input_shapes(g, b);
-        for (const auto& [name, t] : inputs)
-          if (!b.frozen.count(name) && t.dtype() != g.value(name).dtype)
-            throw Error(set.string() + ": input '" + name + "' is " + dtype_name(t.dtype()) + ", model declares " +
-                        dtype_name(g.value(name).dtype));
-        try {
-          infer_shapes(g);
-          break;
-        } catch (const NotConstant& e) {
-          bool froze = false;
-          for (const std::string& name : graph_inputs_feeding(unbound, e.value_name())) {
-            if (b.frozen.count(name) || !inputs.count(name)) continue;
-            b.frozen[name] = inputs.at(name);
-            b.input_shapes.erase(name);
-            froze = true;
-          }
-          if (!froze) throw;
-        }
-      }
-      for (const auto& [name, t] : b.frozen) inputs.erase(name);
+      BoundTestData bound = bind_test_data(base, set);
+      const Graph& g = bound.graph;
+      const std::map<std::string, Tensor>& inputs = bound.inputs;
       std::vector<Tensor> outs = run_engine(o, g, inputs);
       auto out_files = numbered_files(set, "output_");
       if (out_files.size() != outs.size())

@@ -1,10 +1,12 @@
 /// \file `kiln conformance`: runs ONNX test cases (model.onnx + test_data_set_*/{input,output}_N.pb).
 #pragma once
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <ostream>
 #include <string>
 
+#include "frontend/ir/graph.h"
 #include "toolchain/schedule_choice.h"
 
 namespace kiln {
@@ -32,5 +34,15 @@ struct ConformanceResult {
 /// bools compare exactly. Prints one line per failure (and per unsupported case with verbose) and
 /// ends with "N passed, M failed, K unsupported".
 ConformanceResult run_conformance(const std::string& dir, const ConformanceOptions& opts, std::ostream& out);
+
+/// One test data set applied to its model: shapes bound from the input files, and the inputs that
+/// shapes depend on (a Reshape target, a Resize size) frozen to their values, as a user would with
+/// --freeze. `inputs` holds the values of the graph inputs left.
+struct BoundTestData {
+  Graph graph;
+  std::map<std::string, Tensor> inputs;
+};
+/// Throws Error / Unsupported naming `set` when its files do not fit the model.
+BoundTestData bind_test_data(const Graph& model, const std::filesystem::path& set);
 
 }  // namespace kiln

@@ -81,6 +81,13 @@ OpPattern batch_norm_pattern(const Node& n) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, OpPattern>> op_pattern_table_rows() {
+  std::vector<std::pair<std::string, OpPattern>> rows;
+  for (const PatternRow& row : pattern_rows())
+    for (const char* op : row.ops) rows.emplace_back(op, row.pattern);
+  return rows;
+}
+
 OpPattern node_op_pattern(const Node& n) {
   if (!n.domain.empty() && n.domain != "ai.onnx") return OpPattern::Opaque;
   if (n.op_type == "BatchNormalization") return batch_norm_pattern(n);

@@ -8,6 +8,8 @@
 /// pattern this table gives.
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "frontend/ir/graph.h"
 
@@ -35,5 +37,9 @@ bool is_anchor_pattern(OpPattern p);
 /// (BatchNormalization's training mode). Ops outside the default domain, and ops the table does not
 /// list, are Opaque: they form a subgraph of their own, which is always correct, only less fused.
 OpPattern node_op_pattern(const Node& n);
+
+/// Every op type the table names (default domain), with its pattern: for the test that checks the
+/// table against the op registry and the TE lowerings.
+std::vector<std::pair<std::string, OpPattern>> op_pattern_table_rows();
 
 }  // namespace kiln

@@ -1,7 +1,7 @@
 // Task extraction: identical subgraphs are one task whatever their names and node order, shapes
-// change the key, keys are stable, FLOPs counted from the stages agree with the per-op formulas, the
-// op pattern table agrees with the TE lowering's stage tags, and every subgraph's lowered DAG computes
-// what the reference interpreter computes for the same values.
+// change the key, keys are stable, FLOPs counted from the stages agree with the per-op formulas, and
+// every subgraph's lowered DAG computes what the reference interpreter computes for the same values.
+// (The op pattern table against the lowerings: tests/scheduler/te/op_consistency_test.cc.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -134,54 +134,6 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ZooTasks,
                          ::testing::Values(ZooTaskCase{"resnet18", 32, 30}, ZooTaskCase{"resnet50", 32, 40},
                                            ZooTaskCase{"mobilenet_v2", 32, 40}),
                          [](const auto& info) { return std::string(info.param.name); });
-
-// ---- The per-op pattern table against the TE lowering's stage tags ----------------------------------------
-
-OpPattern pattern_from_stage_tags(const te::ComputeDAG& dag) {
-  OpPattern p = OpPattern::ElemWise;
-  for (const te::TensorRef& t : dag.tensors) {
-    const std::string& tag = t->stage->tag;
-    OpPattern s = tag == "extern"                                           ? OpPattern::Opaque
-                  : tag == "conv" || tag == "matmul" || tag == "pool"       ? OpPattern::OutEWiseFusable
-                  : tag == "reduction"                                      ? OpPattern::CommReduce
-                  : tag == "injective"                                      ? OpPattern::Injective
-                  : tag == "broadcast"                                      ? OpPattern::Broadcast
-                                                                            : OpPattern::ElemWise;
-    p = combine_patterns(p, s);
-  }
-  return p;
-}
-
-// The table may say Broadcast where a lowering saw equal shapes and tagged its stage elementwise
-// (the partitioner makes such an edge elementwise too).
-bool table_agrees(OpPattern table, OpPattern tags) {
-  return table == tags || (table == OpPattern::Broadcast && tags == OpPattern::ElemWise);
-}
-
-void expect_table_matches_tags(const Graph& g) {
-  for (size_t gi = 0; gi < g.nodes.size(); ++gi) {
-    const Node& n = g.nodes[gi];
-    if (!is_runtime_node(g, n)) continue;
-    Subgraph one;
-    one.nodes = {static_cast<int>(gi)};
-    for (const auto& in : n.inputs)
-      if (!in.empty()) one.inputs.push_back(in);
-    for (const auto& o : n.outputs)
-      if (!o.empty()) one.outputs.push_back(o);
-    OpPattern tags = pattern_from_stage_tags(lower_subgraph(g, one).dag);
-    EXPECT_TRUE(table_agrees(node_op_pattern(n), tags))
-        << n.label() << ": table says " << op_pattern_name(node_op_pattern(n)) << ", stage tags say "
-        << op_pattern_name(tags);
-  }
-}
-
-TEST(OpPatternTable, AgreesWithStageTags) {
-  ZooOptions small;
-  small.size = 32;
-  for (const char* name : {"resnet18", "mobilenet_v2", "dcgan", "tiny_cnn"}) expect_table_matches_tags(testing::load_zoo(name, small));
-  expect_table_matches_tags(load_built(testing::tiny_transformer_model()));
-  expect_table_matches_tags(load_built(testing::attention_model()));
-}
 
 // ---- Subgraph DAGs compute what the nodes compute -----------------------------------------------------------
 
