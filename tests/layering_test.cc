@@ -92,4 +92,28 @@ TEST(Layering, EveryIncludeInTheSourceTreeFollowsTheDirection) {
   EXPECT_TRUE(violations.empty()) << report;
 }
 
+// Tests mirror the modules folder for folder: a test of scheduler/lower lives in tests/scheduler/lower,
+// so a reader finds a module's tests without searching. Suites about the whole product (conformance,
+// package, fuzz) and repository-wide checks like this one are the exceptions.
+TEST(Layering, TestFoldersMirrorModuleFolders) {
+  const fs::path root = KILN_SOURCE_DIR;
+  const std::vector<std::string> whole_product = {"conformance", "package", "fuzz"};
+  std::vector<std::string> orphans;
+  int test_files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root / "tests")) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || !name.ends_with("_test.cc")) continue;
+    const fs::path folder = fs::relative(e.path().parent_path(), root / "tests");
+    if (folder.empty() || folder == ".") continue;  // repository-wide checks
+    const std::string top = *folder.begin();
+    if (std::find(whole_product.begin(), whole_product.end(), top) != whole_product.end()) continue;
+    ++test_files;
+    if (!fs::is_directory(root / folder)) orphans.push_back((fs::path("tests") / folder / name).string());
+  }
+  EXPECT_GT(test_files, 50);
+  std::string report;
+  for (const std::string& o : orphans) report += o + " has no module folder to mirror\n";
+  EXPECT_TRUE(orphans.empty()) << report;
+}
+
 }  // namespace

@@ -5,8 +5,8 @@
 #   c) the server example (pool + concurrent instances) built through the package's CMake file;
 #   d) the firmware example under -fsanitize=address,undefined;
 #   e) a package whose target compiler is missing: no .o, and the CMake file builds the pool from source;
-#   f) `kiln run DIR --threads T` equals --threads 1 (tiny_cnn, and a conv2d big enough to go parallel);
-#   g) the shipped pool's stress test under ThreadSanitizer.
+#   f) `kiln run DIR --threads T` equals --threads 1 (tiny_cnn, and a conv2d big enough to go parallel).
+# The pool under ThreadSanitizer is pool_tsan_test.sh (a test of its own, so ctest can count its skip).
 # usage: package_test.sh KILN SOURCE_DIR WORK_DIR   (CC / CXX from the environment, default cc / c++)
 set -euo pipefail
 KILN=$1 SRC=$2 WORK=$3
@@ -103,14 +103,4 @@ done
 cmp "$WORK/conv_t1/output_0.pb" "$WORK/conv_t3/output_0.pb" || die "conv: --threads 3 differs from --threads 1"
 echo "same outputs"
 
-step "g) the shipped pool under ThreadSanitizer"
-"$CC" -std=c11 -O1 -g -fsanitize=thread -pthread -I"$PKG" "$SRC/tests/package/parallel_pthread_test.c" \
-  "$PKG/kiln_parallel_pthread.c" -o "$WORK/pool_tsan"
-if ! "$WORK/pool_tsan" >"$WORK/pool_tsan.txt" 2>&1; then
-  # Some kernels' address-space randomisation is more than TSan's runtime can map around.
-  if grep -q 'unexpected memory mapping' "$WORK/pool_tsan.txt"; then echo "SKIPPED: TSan cannot run here"
-  else cat "$WORK/pool_tsan.txt"; die "the pool's stress test failed under TSan"; fi
-else
-  cat "$WORK/pool_tsan.txt"
-fi
 echo "package test: all passed"
