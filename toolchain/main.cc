@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
       for (const auto& spec : run_inputs) {
         auto eq = spec.find('=');
         if (eq == std::string::npos || eq == 0) throw kiln::Error("bad --input '" + spec + "' (expected name=file.pb)");
-        run_opts.input_files[spec.substr(0, eq)] = spec.substr(eq + 1);
+        if (!run_opts.input_files.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second)
+          throw kiln::Error("--input '" + spec.substr(0, eq) + "' is given twice");
       }
       kiln::run_model(model_path, run_opts, std::cout);
       return 0;

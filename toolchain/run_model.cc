@@ -45,8 +45,23 @@ void print_outputs(const std::vector<std::string>& names, const std::vector<Tens
   }
 }
 
+// A name given with --input that the model does not have is a typo, not something to ignore while
+// the run goes on with seeded values.
+void check_input_names(const std::map<std::string, std::string>& files, const std::vector<std::string>& names,
+                       const std::string& what) {
+  for (const auto& [name, file] : files)
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw Error("--input names '" + name + "', which is not an input of " + what + " (inputs: " + list + ")");
+    }
+}
+
 void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& out) {
   PackageSignature sig = read_package_signature(dir);
+  std::vector<std::string> input_names;
+  for (const auto& io : sig.inputs) input_names.push_back(io.name);
+  check_input_names(o.input_files, input_names, dir);
   std::map<std::string, Tensor> inputs;
   for (size_t i = 0; i < sig.inputs.size(); ++i) {
     const auto& io = sig.inputs[i];
@@ -77,6 +92,7 @@ void run_model(const std::string& path, const RunOptions& o, std::ostream& out) 
   if (o.threads != 1) throw Error("--threads applies to compiled package directories, not to model files");
   PipelineOptions po;
   po.bindings = o.bindings;
+  // A name that is no graph input fails in bind_input_shapes, which names it.
   std::map<std::string, Tensor> given;
   for (const auto& [name, file] : o.input_files) {
     given[name] = load_tensor_any(file);

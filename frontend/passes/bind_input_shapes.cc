@@ -43,7 +43,7 @@ std::pair<std::string, int64_t> parse_dim(const std::string& spec) {
 void bind_input_shapes(Graph& g, const ShapeBindings& b) {
   for (const auto& [name, shape] : b.input_shapes)
     if (!g.declared_input_dims.count(name))
-      throw Error(g.source + ": --input-shape names '" + name + "', which is not a graph input");
+      throw Error(g.source + ": '" + name + "' is given a shape or a value (--input-shape, --input) but is not a graph input");
   for (const auto& [name, t] : b.frozen) {
     auto it = std::find(g.inputs.begin(), g.inputs.end(), name);
     if (it == g.inputs.end()) throw Error(g.source + ": cannot freeze '" + name + "', which is not a graph input");

@@ -88,5 +88,25 @@ TEST(Cli, BrokenPackageMetadataAndMalformedNpyExitTwo) {
   expect_one_line_error("run " + pkg + " --input image=" + dir.path("bad.npy"), "bad.npy");
 }
 
+// An --input the model does not have, or one given twice, is a mistake to report, not to ignore while
+// the run goes on with seeded or last-given values.
+TEST(Cli, UnknownOrRepeatedInputNamesExitTwo) {
+  testing::TempDir dir;
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/examples/tiny_cnn.onnx";
+  const std::string pkg = dir.path("pkg");
+  ASSERT_EQ(run("compile " + model + " --target host --name m -o " + pkg), 0);
+  ASSERT_EQ(run("run " + model + " --save-inputs " + dir.path("in")), 0);
+  const std::string good = "image=" + dir.path("in") + "/input_0.pb";
+  ASSERT_EQ(run("run " + pkg + " --input " + good), 0);
+  for (const std::string& target : {pkg, model}) {
+    testing::CliOutput o = testing::run_kiln_output("run " + target + " --input Nope=" + dir.path("in") + "/input_0.pb", dir);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("'Nope'"), std::string::npos) << o.err;
+    o = testing::run_kiln_output("run " + target + " --input " + good + " --input " + good, dir);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("given twice"), std::string::npos) << o.err;
+  }
+}
+
 }  // namespace
 }  // namespace kiln
