@@ -11,8 +11,17 @@ void apply_split(State& s, int stage_id, int iter_id, const std::vector<std::opt
   const Stage& cst = schedulable_stage(s, stage_id, step_name);
   check_iter(cst, iter_id, step_name);
   if (lengths.empty()) throw ScheduleError(fmt::format("{}: stage '{}': no split lengths", step_name, cst.name()));
-  for (const auto& l : lengths)
-    if (l && *l <= 0) throw ScheduleError(fmt::format("{}: stage '{}': split length {} is not positive", step_name, cst.name(), *l));
+  // Loop extents are products of split lengths: a product that wraps (a hand-edited record with
+  // [2^32, 2^32]) became extent 0, a division by zero or a loop that silently never runs. No loop kiln
+  // schedules comes near 2^31 iterations, so larger tiles are refused before any arithmetic.
+  constexpr int64_t kMaxTile = (int64_t{1} << 31) - 1;
+  int64_t product = 1;
+  for (const auto& l : lengths) {
+    if (!l) continue;
+    if (*l <= 0) throw ScheduleError(fmt::format("{}: stage '{}': split length {} is not positive", step_name, cst.name(), *l));
+    if (*l > kMaxTile || (product *= *l) > kMaxTile)
+      throw ScheduleError(fmt::format("{}: stage '{}': split lengths multiply past {} iterations", step_name, cst.name(), kMaxTile));
+  }
   Stage& st = s.mutable_stage(stage_id);
   const Iterator old = st.iters[static_cast<size_t>(iter_id)];
   const IterNode parent = st.nodes[static_cast<size_t>(old.node)];

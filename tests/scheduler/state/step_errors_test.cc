@@ -58,6 +58,9 @@ TEST(StepErrors, SplitLengthZeroOrNoLengths) {
   expect_refused(s, split(C, 0, {0}), {"split", "'C'", "length 0"});
   expect_refused(s, split(C, 0, {4, -2}), {"'C'", "length -2"});
   expect_refused(s, split(C, 0, {}), {"'C'", "no split lengths"});
+  // Lengths whose product wraps int64 (or reaches 2^31) would make a loop of extent 0: refused.
+  expect_refused(s, split(C, 0, {int64_t{1} << 32, int64_t{1} << 32}), {"'C'", "multiply past"});
+  expect_refused(s, split(C, 0, {1 << 16, 1 << 16}), {"'C'", "multiply past"});
 }
 
 TEST(StepErrors, FuseNonAdjacentOrMixedLoops) {
