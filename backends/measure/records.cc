@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -167,8 +168,11 @@ double mean_cost(const Record& r) {
   return std::accumulate(r.result.costs.begin(), r.result.costs.end(), 0.0) / static_cast<double>(r.result.costs.size());
 }
 
+// A measured time is finite and positive: a cost of -1 or 0 in a hand-edited or foreign log would
+// otherwise win every comparison and be compiled as "the fastest program".
 bool is_valid_record(const Record& r) {
-  return r.result.error == MeasureError::None && !r.result.costs.empty() && std::isfinite(mean_cost(r));
+  if (r.result.error != MeasureError::None || r.result.costs.empty()) return false;
+  return std::all_of(r.result.costs.begin(), r.result.costs.end(), [](double c) { return std::isfinite(c) && c > 0; });
 }
 
 std::map<RecordKey, Record> best_records(const std::vector<Record>& records) {

@@ -42,6 +42,9 @@ ProgramFeatures features_or_none(const state::State& s) {
 
 double mean_cost(const measure::MeasureResult& r) {
   if (r.error != measure::MeasureError::None || r.costs.empty()) return std::numeric_limits<double>::infinity();
+  // A restored record with a cost that is no real time (-1, 0, NaN) must not become the best program.
+  for (double c : r.costs)
+    if (!std::isfinite(c) || c <= 0) return std::numeric_limits<double>::infinity();
   return std::accumulate(r.costs.begin(), r.costs.end(), 0.0) / static_cast<double>(r.costs.size());
 }
 

@@ -86,6 +86,8 @@ TEST(BestRecords, FastestValidRecordPerTaskAndTarget) {
       make_record("b", "t1", {4e-3}, MeasureError::None, 1),     // tie: the earlier wins
       make_record("b", "t1", {4e-3}, MeasureError::None, 2),
       make_record("c", "t1", {1e-3}, MeasureError::RunTimeout),  // no valid record: absent
+      make_record("a", "t1", {-1}),                              // not a time: would win every comparison
+      make_record("a", "t1", {0, 1e-3}),                         // a zero is no measured time either
   };
   const std::map<RecordKey, Record> best = best_records(records);
   ASSERT_EQ(best.size(), 3u);
@@ -95,6 +97,8 @@ TEST(BestRecords, FastestValidRecordPerTaskAndTarget) {
   EXPECT_EQ(best.count({"c", "t1"}), 0u);
   EXPECT_FALSE(is_valid_record(records[3]));
   EXPECT_FALSE(is_valid_record(records[4]));
+  EXPECT_FALSE(is_valid_record(records[9]));
+  EXPECT_FALSE(is_valid_record(records[10]));
 }
 
 TEST(BestRecords, DistilledLinesReadBackTheSame) {
