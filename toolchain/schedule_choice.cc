@@ -40,22 +40,34 @@ void note_no_replay(ModelSchedule& s, const std::string& key, const std::string&
   note(s, key, fmt::format("kiln: note: record for task {} does not replay ({}): default schedule", key, why));
 }
 
-// The recorded program of a task on its first occurrence's DAG, or nullopt (with a note).
-std::optional<state::State> recorded_program(ModelSchedule& s, const std::map<std::string, measure::Record>& best,
+// The fastest recorded program of a task that replays on its first occurrence's DAG, or nullopt
+// (with a note). A record from another kiln version or a hand edit may not replay; the next-best
+// valid record is the better fallback than the default schedule, unless the default itself was
+// measured faster.
+std::optional<state::State> recorded_program(ModelSchedule& s, const std::map<std::string, std::vector<measure::Record>>& ranked,
                                              const Task& task, const std::shared_ptr<const te::ComputeDAG>& dag) {
-  auto it = best.find(task.key);
-  if (it == best.end()) {
+  auto it = ranked.find(task.key);
+  if (it == ranked.end()) {
     note(s, task.key, fmt::format("kiln: note: no tuning record for task {} ({}): default schedule", task.key,
                                   s.label_of_task[task.key]));
     return std::nullopt;
   }
-  if (it->second.default_schedule) return std::nullopt;  // measured faster than every tuned program
-  try {
-    return measure::replay_record(it->second, dag);
-  } catch (const Error& e) {
-    note_no_replay(s, task.key, e.what());
-    return std::nullopt;
+  std::string first_failure;
+  int failures = 0;
+  for (const measure::Record& r : it->second) {
+    if (r.default_schedule) break;  // measured faster than every tuned program still in the list
+    try {
+      std::optional<state::State> program = measure::replay_record(r, dag);
+      if (failures > 0)
+        note(s, task.key, fmt::format("kiln: note: the best {} record(s) for task {} do not replay ({}): using the next-best",
+                                      failures, task.key, first_failure));
+      return program;
+    } catch (const Error& e) {
+      if (failures++ == 0) first_failure = e.what();
+    }
   }
+  if (failures > 0) note_no_replay(s, task.key, first_failure);
+  return std::nullopt;
 }
 
 std::string subgraph_list(const Task& t) {
@@ -74,10 +86,10 @@ ModelSchedule choose_schedules(const std::vector<Task>& tasks, size_t num_subgra
   s.params.vector_lanes = std::max(target.vector_bits / 32, 1);
   s.default_params.vector_bits = target.vector_bits;
   s.task_of_subgraph.resize(num_subgraphs);
-  std::map<std::string, measure::Record> best;
+  std::map<std::string, std::vector<measure::Record>> ranked;
   if (choice.kind == ScheduleChoice::Kind::Records)
-    for (auto& [k, r] : measure::best_records(measure::load_records(choice.records_path)))
-      if (k.second == target.name) best.emplace(k.first, std::move(r));
+    for (auto& [k, list] : measure::ranked_records(measure::load_records(choice.records_path)))
+      if (k.second == target.name) ranked.emplace(k.first, std::move(list));
   for (const Task& task : tasks) {
     for (int id : task.subgraphs) s.task_of_subgraph.at(static_cast<size_t>(id)) = task.key;
     s.label_of_task[task.key] = task.anchor + " " + (task.node_names.empty() ? "?" : task.node_names.front());
@@ -98,7 +110,7 @@ ModelSchedule choose_schedules(const std::vector<Task>& tasks, size_t num_subgra
       sketch::Rng rng(choice.seed * 0x9E3779B97F4A7C15ull ^ std::hash<std::string>{}(task.key));
       program = sketch::sample_program(sketches, s.params, rng);
     } else if (choice.kind == ScheduleChoice::Kind::Records) {
-      program = recorded_program(s, best, task, dag);
+      program = recorded_program(s, ranked, task, dag);
     }
     dump.dump("schedule", [&] {
       const std::string head = fmt::format("{}, subgraphs {}\n", s.label_of_task[task.key], subgraph_list(task));

@@ -175,13 +175,18 @@ bool is_valid_record(const Record& r) {
   return std::all_of(r.result.costs.begin(), r.result.costs.end(), [](double c) { return std::isfinite(c) && c > 0; });
 }
 
+std::map<RecordKey, std::vector<Record>> ranked_records(const std::vector<Record>& records) {
+  std::map<RecordKey, std::vector<Record>> ranked;
+  for (const Record& r : records)
+    if (is_valid_record(r)) ranked[RecordKey{r.task_key, r.target}].push_back(r);
+  for (auto& [key, list] : ranked)
+    std::stable_sort(list.begin(), list.end(), [](const Record& a, const Record& b) { return mean_cost(a) < mean_cost(b); });
+  return ranked;
+}
+
 std::map<RecordKey, Record> best_records(const std::vector<Record>& records) {
   std::map<RecordKey, Record> best;
-  for (const Record& r : records) {
-    if (!is_valid_record(r)) continue;
-    auto [it, inserted] = best.try_emplace(RecordKey{r.task_key, r.target}, r);
-    if (!inserted && mean_cost(r) < mean_cost(it->second)) it->second = r;
-  }
+  for (auto& [key, list] : ranked_records(records)) best.emplace(key, std::move(list.front()));
   return best;
 }
 

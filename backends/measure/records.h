@@ -82,6 +82,10 @@ using RecordKey = std::pair<std::string, std::string>;
 /// absent.
 std::map<RecordKey, Record> best_records(const std::vector<Record>& records);
 
+/// Every valid record per (task key, target), fastest first (ties: earlier first): what a compile falls
+/// back through when the best record does not replay on this kiln's DAG.
+std::map<RecordKey, std::vector<Record>> ranked_records(const std::vector<Record>& records);
+
 /// Rebuilds a record's state by replaying its steps on `dag`'s initial state. Throws ScheduleError or
 /// kiln::Error when a step does not read or apply.
 state::State replay_record(const Record& r, std::shared_ptr<const te::ComputeDAG> dag);

@@ -238,5 +238,32 @@ TEST(RecordsCli, ARecordThatDoesNotReplayFallsBackToTheDefault) {
   expect_package_matches(dir.path("pkg"), m);
 }
 
+// The best record does not replay (a foreign or edited line); the next-best valid one does, and is
+// used instead of the default schedule.
+TEST(RecordsCli, ABestRecordThatDoesNotReplayFallsBackToTheNextBest) {
+  if (!std::filesystem::exists(kMnistDir + "/model.onnx")) GTEST_SKIP() << kMnistDir << " is missing";
+  testing::TempDir dir;
+  const Mnist m = load_mnist();
+  const Task& task = m.tasks.at(0);
+  auto dag = std::make_shared<const te::ComputeDAG>(task.dag);
+  sketch::SearchParams params;
+  sketch::Rng rng(11);
+  const state::State program = sketch::sample_program(sketch::generate_sketches(state::State(dag), params), params, rng);
+  const std::string records = dir.path("r.json");
+  measure::MeasureResult slower;
+  slower.costs = {1e-3};
+  std::ofstream(records) << line_of(task.key, host_target().name, {1e-4}, measure::MeasureError::None, 1.7e9,
+                                    nlohmann::json::parse(R"([["SP", 99, 0, 8, [2], 1]])"))
+                         << "\n";
+  measure::append_record(records, task.key, host_target(), program, slower);
+  const Output o = run("compile " + kMnistDir + "/model.onnx -o " + dir.path("pkg") + " --records " + records +
+                           " --dump-after schedule",
+                       dir);
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  EXPECT_NE(o.err.find("kiln: note: the best 1 record(s) for task " + task.key + " do not replay"), std::string::npos) << o.err;
+  EXPECT_NE(o.out.find(state::print_steps(program)), std::string::npos) << o.out;
+  expect_package_matches(dir.path("pkg"), m);
+}
+
 }  // namespace
 }  // namespace kiln
