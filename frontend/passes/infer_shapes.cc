@@ -1,5 +1,8 @@
 #include "frontend/passes/infer_shapes.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "frontend/ops/op_registry.h"
 
 namespace kiln {
@@ -8,6 +11,18 @@ namespace {
 // Folding evaluates with the double-precision reference; keep it to tensors of a sane size so that
 // compile time stays bounded (the compiled kernel handles the rest at run time).
 constexpr int64_t kMaxFoldElements = int64_t{1} << 27;
+
+// Every size kiln computes from a shape (buffer bytes, workspace offsets, the header's *_SIZE macros)
+// is int64 arithmetic; a shape whose bytes pass 2^48 (256 TiB) is a mistake or an attack, and past
+// 2^63 its size would wrap. Checked with overflow-safe products before anything uses the size.
+constexpr uint64_t kMaxValueBytes = uint64_t{1} << 48;
+
+void check_value_size(const std::string& what, DType dtype, const Shape& shape) {
+  uint64_t bytes = std::max<size_t>(dtype_size(dtype), 1);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > kMaxValueBytes)
+      throw Error(what + " has shape " + shape_str(shape) + ", which is too large (over 2^48 bytes)");
+}
 
 bool all_inputs_constant(const Node& n, const Graph& g) {
   for (const auto& in : n.inputs)
@@ -49,8 +64,10 @@ void naming_source(const Graph& g, Fn&& fn) {
 }
 
 void infer_all_nodes(Graph& g) {
-  for (const std::string& in : g.inputs)
+  for (const std::string& in : g.inputs) {
     if (!g.value(in).typed) throw Error("graph input '" + in + "' has no bound shape");
+    check_value_size("graph input '" + in + "'", g.value(in).dtype, g.value(in).shape);
+  }
   for (const Node& n : g.nodes) {
     const OpDef* op = find_op(n.domain, n.op_type);
     if (!op) throw Unsupported(n.label() + ": op is not supported");
@@ -66,6 +83,7 @@ void infer_all_nodes(Graph& g) {
       if (i >= outs.size() || !outs[i].set) throw Error(n.label() + ": shape inference set no output " + std::to_string(i));
       if (!is_supported(outs[i].dtype))
         throw Unsupported(n.label() + ": output dtype " + dtype_name(outs[i].dtype) + " is not supported");
+      check_value_size(n.label() + ": output " + std::to_string(i), outs[i].dtype, outs[i].shape);
       Value& v = g.value(n.outputs[i]);
       v.dtype = outs[i].dtype;
       v.shape = outs[i].shape;

@@ -87,5 +87,35 @@ TEST(InferShapes, IncompatibleBroadcastIsAnError) {
   }
 }
 
+// Sizes are int64 arithmetic downstream (buffers, the workspace, the header's *_SIZE macros): a value
+// whose bytes pass 2^48 is refused by name instead of compiling into a wrapped or zero size.
+TEST(InferShapes, ValuesTooLargeToAddressAreErrorsNamingThem) {
+  {
+    ModelBuilder b("huge_input", 13);
+    b.input("x", DType::Float32, Shape{int64_t{1} << 31, int64_t{1} << 31, 16});
+    b.node("Relu", {"x"}, {"y"});
+    b.output("y", DType::Float32, Shape{});
+    try {
+      prepared(b);
+      FAIL() << "expected Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("graph input 'x'"), std::string::npos) << e.what();
+    }
+  }
+  {
+    ModelBuilder b("huge_tile", 13);
+    b.input("x", DType::Float32, Shape{2, 2});
+    b.initializer("reps", Tensor::from_ints(DType::Int64, {2}, std::vector<int64_t>{int64_t{1} << 40, int64_t{1} << 40}));
+    b.node("Tile", {"x", "reps"}, {"y"}, "big_tile");
+    b.output("y", DType::Float32, Shape{});
+    try {
+      prepared(b);
+      FAIL() << "expected Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("big_tile"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
