@@ -1,5 +1,7 @@
 #include "toolchain/inspect.h"
 
+#include "frontend/ir/error.h"
+
 #include <fmt/format.h>
 
 #include <set>
@@ -60,7 +62,18 @@ ModelSummary summarize_model(const std::string& path, ShapeBindings bindings, bo
   std::map<std::string, std::string> declared;
   for (const auto& in : g.inputs) declared[in] = dims_str(g.declared_input_dims.at(in));
   bind_input_shapes(g, bindings);
-  infer_shapes(g);
+  try {
+    infer_shapes(g);
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const Error& e) {
+    if (s.defaulted_dims.empty()) throw;
+    // The error may come from the 1 inspect chose, not from the model: say so, and how to choose.
+    std::string dims;
+    for (const auto& d : s.defaulted_dims) dims += (dims.empty() ? "" : ", ") + d;
+    throw Error(std::string(e.what()) + " (inspect bound the symbolic dims " + dims +
+                " to 1; bind them with --dim NAME=N or --input-shape INPUT=AxBx...)");
+  }
   remove_dead_nodes(g);
   s.runtime_nodes = static_cast<int64_t>(g.nodes.size());
   // Parameters are the constants the remaining nodes read: initializers, and weights a model builds
