@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include "frontend/ops/shape_attributes.h"
 #include "frontend/ops/shape_common.h"
 
 namespace kiln {
@@ -14,24 +15,11 @@ using namespace shape_family;
 
 // ---- Shape, Size -------------------------------------------------------------------------------------
 
-// Shape's output: the extents in [start, end) (opset 15+), both clamped after wrapping negatives.
-Tensor shape_value(const Node& node, const Shape& s) {
-  int64_t r = static_cast<int64_t>(s.size());
-  int64_t start = node.attr_int("start", 0);
-  int64_t end = node.attr_int("end", r);
-  if (start < 0) start += r;
-  if (end < 0) end += r;
-  start = std::clamp<int64_t>(start, 0, r);
-  end = std::clamp<int64_t>(end, start, r);
-  std::vector<int64_t> dims(s.begin() + start, s.begin() + end);
-  return Tensor::from_ints(DType::Int64, {static_cast<int64_t>(dims.size())}, dims);
-}
-
 OpDef shape_op() {
   OpDef d;
   d.op_type = "Shape";
-  d.infer = [](InferContext& c) { c.set_output_constant(0, shape_value(c.node(), c.shape(0))); };
-  d.eval = [](EvalContext& c) { c.set_output(0, shape_value(c.node(), c.input(0).shape())); };
+  d.infer = [](InferContext& c) { c.set_output_constant(0, shape_op_value(c.node(), c.shape(0))); };
+  d.eval = [](EvalContext& c) { c.set_output(0, shape_op_value(c.node(), c.input(0).shape())); };
   return d;
 }
 
@@ -221,25 +209,6 @@ OpDef dropout_op() {
   return d;
 }
 
-// Constant's value comes from exactly one of its attributes.
-Tensor constant_value(const Node& n) {
-  if (const Tensor* t = n.attr_tensor("value")) return *t;
-  if (n.has_attr("value_float")) return Tensor::scalar_double(DType::Float32, n.attr_float("value_float", 0));
-  if (n.has_attr("value_int")) return Tensor::scalar_int(DType::Int64, n.attr_int("value_int", 0));
-  if (n.has_attr("value_floats")) {
-    auto v = n.attr_floats("value_floats");
-    return Tensor::from_doubles(DType::Float32, {static_cast<int64_t>(v.size())}, v);
-  }
-  if (n.has_attr("value_ints")) {
-    auto v = n.attr_ints("value_ints");
-    return Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v);
-  }
-  if (n.has_attr("sparse_value")) throw Unsupported(n.label() + ": sparse_value is not supported");
-  if (n.has_attr("value_string") || n.has_attr("value_strings"))
-    throw Unsupported(n.label() + ": string constants are not supported");
-  fail(n, "Constant has no value attribute");
-}
-
 OpDef constant_op() {
   OpDef d;
   d.op_type = "Constant";
@@ -249,14 +218,6 @@ OpDef constant_op() {
 }
 
 // ---- ConstantOfShape, EyeLike, Range: generated tensors ---------------------------------------------------
-
-// ConstantOfShape's fill: the one-element `value` tensor, float32 zero by default.
-Tensor constant_of_shape_fill(const Node& n) {
-  const Tensor* v = n.attr_tensor("value");
-  if (!v) return Tensor::scalar_double(DType::Float32, 0.0);
-  if (v->size() != 1) fail(n, "value must have exactly one element, got " + std::to_string(v->size()));
-  return *v;
-}
 
 Shape shape_from_values(const Node& n, const std::vector<int64_t>& dims) {
   for (int64_t d : dims)
@@ -419,23 +380,6 @@ OpDef tile_op() {
   return d;
 }
 
-std::vector<int64_t> transpose_perm(const Node& n, int64_t rank) {
-  std::vector<int64_t> perm = n.attr_ints("perm");
-  if (!n.has_attr("perm")) {
-    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-    return perm;
-  }
-  if (static_cast<int64_t>(perm.size()) != rank)
-    fail(n, "perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(rank));
-  std::vector<bool> seen(rank, false);
-  for (int64_t& p : perm) {
-    p = normalize_axis(n, p, rank);
-    if (seen[p]) fail(n, "perm is not a permutation");
-    seen[p] = true;
-  }
-  return perm;
-}
-
 OpDef transpose_op() {
   OpDef d;
   d.op_type = "Transpose";
@@ -517,52 +461,13 @@ OpDef concat_op() {
   return d;
 }
 
-// Split's chunk sizes: given (attribute before 13, input since), num_outputs (18+, last chunk smaller),
-// or equal parts, one per output.
-template <typename Ctx>
-std::vector<int64_t> split_sizes(const Ctx& c, const Shape& in, int64_t axis) {
-  const Node& n = c.node();
-  int64_t extent = in[axis];
-  int64_t outputs = static_cast<int64_t>(n.outputs.size());
-  std::vector<int64_t> sizes;
-  if (c.opset() < 13) {
-    sizes = n.attr_ints("split");
-  } else if (auto given = int_input_values(c, 1, "split")) {
-    sizes = *given;
-  }
-  if (!sizes.empty()) {
-    if (static_cast<int64_t>(sizes.size()) != outputs)
-      fail(n, "split has " + std::to_string(sizes.size()) + " entries for " + std::to_string(outputs) + " outputs");
-    int64_t total = 0;
-    for (int64_t s : sizes) {
-      if (s < 0) fail(n, "negative split size " + std::to_string(s));
-      total += s;
-    }
-    if (total != extent) fail(n, "split sizes sum to " + std::to_string(total) + ", axis extent is " + std::to_string(extent));
-    return sizes;
-  }
-  if (c.opset() >= 18 && n.has_attr("num_outputs")) {
-    int64_t parts = n.attr_int("num_outputs", 0);
-    if (parts != outputs) fail(n, "num_outputs is " + std::to_string(parts) + " but the node has " + std::to_string(outputs) + " outputs");
-    int64_t chunk = parts > 0 ? (extent + parts - 1) / parts : 0;
-    int64_t last = extent - chunk * (parts - 1);
-    if (parts <= 0 || last < 0) fail(n, "cannot split extent " + std::to_string(extent) + " into " + std::to_string(parts) + " parts");
-    sizes.assign(parts, chunk);
-    sizes.back() = last;
-    return sizes;
-  }
-  if (outputs <= 0 || extent % outputs != 0)
-    fail(n, "cannot split extent " + std::to_string(extent) + " into " + std::to_string(outputs) + " equal parts");
-  return std::vector<int64_t>(outputs, extent / outputs);
-}
-
 OpDef split_op() {
   OpDef d;
   d.op_type = "Split";
   d.infer = [](InferContext& c) {
     c.require_input(0, "input");
     int64_t axis = normalize_axis(c.node(), c.node().attr_int("axis", 0), c.rank(0));
-    std::vector<int64_t> sizes = split_sizes(c, c.shape(0), axis);
+    std::vector<int64_t> sizes = split_sizes(c.node(), c.shape(0)[axis], int_inputs(c));
     for (size_t i = 0; i < sizes.size(); ++i) {
       Shape s = c.shape(0);
       s[axis] = sizes[i];
@@ -572,7 +477,7 @@ OpDef split_op() {
   d.eval = [](EvalContext& c) {
     const Tensor& x = c.input(0);
     int64_t axis = normalize_axis(c.node(), c.node().attr_int("axis", 0), x.rank());
-    std::vector<int64_t> sizes = split_sizes(c, x.shape(), axis);
+    std::vector<int64_t> sizes = split_sizes(c.node(), x.shape()[axis], int_inputs(c));
     int64_t rows = extent_product(x.shape(), 0, axis);
     int64_t inner = extent_product(x.shape(), axis + 1, x.shape().size());
     int64_t in_row = x.shape()[axis] * inner;

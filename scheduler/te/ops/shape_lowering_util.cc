@@ -11,6 +11,10 @@ std::optional<std::vector<int64_t>> optional_ints(const LowerContext& c, size_t 
   return tensor_ints(c.require_constant(i, what));
 }
 
+IntInputLookup int_inputs(const LowerContext& c) {
+  return [&c](size_t i, const char* what) { return optional_ints(c, i, what); };
+}
+
 std::vector<int64_t> required_ints(const LowerContext& c, size_t i, const char* what) {
   if (!c.has_input(i)) c.fail(std::string("missing required input '") + what + "'");
   return tensor_ints(c.require_constant(i, what));
