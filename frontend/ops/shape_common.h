@@ -1,4 +1,4 @@
-/// \file Helpers internal to the `shape` op family (shape_ops.cc, shape_index_ops.cc, shape_layout_ops.cc):
+/// \file Helpers internal to the `shape` op family (shape_ops.cc and the files it registers below):
 /// most of these ops only move elements, so they share byte-exact element copies and index maps.
 #pragma once
 #include <cstdint>
@@ -64,6 +64,9 @@ int64_t extent_product(const Shape& shape, size_t begin, size_t end);
 /// dst[dst_index] = reduce(dst[dst_index], src[src_index]), in double for floats and int64 otherwise.
 void reduce_into(ScatterReduction r, Tensor& dst, int64_t dst_index, const Tensor& src, int64_t src_index);
 
+void register_generated_tensor_ops(OpRegistry& r);       // Constant, ConstantOfShape, EyeLike, Range
+void register_expand_tile_transpose_ops(OpRegistry& r);  // Expand, Tile, Transpose
+void register_concat_split_ops(OpRegistry& r);           // Concat, Split
 void register_shape_index_ops(OpRegistry& r);   // Slice, Gather*, Scatter*, Compress, OneHot, TopK
 void register_shape_layout_ops(OpRegistry& r);  // Pad, CenterCropPad, Depth/SpaceToDepth, Trilu, ...
 
