@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln::misc {
 

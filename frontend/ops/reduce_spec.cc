@@ -1,6 +1,6 @@
 #include "frontend/ops/reduce_spec.h"
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 #include "frontend/ops/shape_attributes.h"
 
 namespace kiln::shape_family {

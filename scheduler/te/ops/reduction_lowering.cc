@@ -2,9 +2,9 @@
 // ArgMax, ArgMin. This file also holds the family's entry point, register_reduction_lowerings; the
 // softmax/loss and normalisation ops live in reduction_softmax_lowering.cc and reduction_norm_lowering.cc.
 // The Reduce* ops and the axes they reduce come from frontend/ops/reduce_spec.h, as shape inference does.
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 #include "frontend/ops/reduce_spec.h"
-#include "scheduler/te/ops/reduction_lowering_util.h"
+#include "scheduler/te/ops/reduction_lowering_common.h"
 
 namespace kiln::te {
 namespace reduction_lowering {

@@ -6,7 +6,7 @@
 #include <string>
 #include <tuple>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 #include "scheduler/te/ops/misc_family_lowering.h"
 
 namespace kiln::te {

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <memory>
 
-#include "frontend/ops/op_util.h"
-#include "scheduler/te/ops/shape_lowering_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
+#include "scheduler/te/ops/shape_lowering_common.h"
 
 namespace kiln::te {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "frontend/ops/shape_attributes.h"
-#include "scheduler/te/ops/lowering_util.h"
+#include "scheduler/te/ops/broadcast_lowering.h"
 
 namespace kiln::te::shape_lowering {
 

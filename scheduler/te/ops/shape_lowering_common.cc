@@ -1,8 +1,8 @@
-#include "scheduler/te/ops/shape_lowering_util.h"
+#include "scheduler/te/ops/shape_lowering_common.h"
 
 #include <algorithm>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln::te::shape_lowering {
 
