@@ -1,11 +1,11 @@
 /// \file Helpers shared by the linalg family's files (matmul, einsum, attention, quantization). Not for
-/// use by other op families: op_util.h holds what is shared across families.
+/// use by other op families: axes_and_broadcast.h holds what is shared across families.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln::linalg {
 

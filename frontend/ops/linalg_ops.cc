@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "frontend/ops/linalg_internal.h"
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln {
 namespace linalg {

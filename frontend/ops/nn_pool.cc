@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "frontend/ops/nn_common.h"
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln::nn {
 namespace {

@@ -122,6 +122,6 @@ void register_reduction_ops(OpRegistry& r);     // Reduce*, ArgMax/Min, Softmax 
 void register_nn_ops(OpRegistry& r);            // Conv, ConvTranspose, pooling, Resize
 void register_linalg_ops(OpRegistry& r);        // MatMul, Gemm, Einsum, Attention, quantized ops
 void register_signal_ops(OpRegistry& r);        // windows, DFT/STFT, mel filters
-void register_misc_ops(OpRegistry& r);          // sampling and detection (GridSample, RoiAlign, NMS), data-dependent shapes, ml/training domains
+void register_misc_ops(OpRegistry& r);          // ops of no other family (misc_family.h): sampling, NMS, Det, ml/training domains
 
 }  // namespace kiln

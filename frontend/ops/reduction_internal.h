@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln::reduction_family {
 

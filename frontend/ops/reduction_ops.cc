@@ -1,15 +1,15 @@
 // Reductions over axes: ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare, ArgMax, ArgMin.
+// The Reduce* ops and the axes they reduce come from reduce_spec.h, shared with the TE lowering.
 // This file also holds the family's single entry point, register_reduction_ops.
 #include <cmath>
 #include <limits>
 
+#include "frontend/ops/reduce_spec.h"
 #include "frontend/ops/reduction_internal.h"
 
 namespace kiln {
 namespace reduction_family {
 namespace {
-
-enum class ReduceKind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
 
 // Which axes a Reduce* node reduces, and the resulting shape.
 struct ReducePlan {
@@ -19,47 +19,19 @@ struct ReducePlan {
   Shape out_shape;             // kept_shape, or without the reduced axes when keepdims=0
 };
 
-// ReduceSum took its axes from an attribute before opset 13, the other Reduce* ops before opset 18;
-// from then on axes is an optional second input.
-bool axes_from_input(const Node& node, ReduceKind kind) {
-  return node.opset >= (kind == ReduceKind::Sum ? 13 : 18);
-}
-
 ReducePlan plan_reduce(const Node& node, ReduceKind kind, const Tensor* axes_input, const Shape& in_shape) {
-  int64_t rank = static_cast<int64_t>(in_shape.size());
-  std::vector<int64_t> axes;
-  if (axes_from_input(node, kind)) {
-    if (axes_input) {
-      if (!is_integer(axes_input->dtype()) || axes_input->rank() > 1)
-        throw Error(node.label() + ": 'axes' must be a 1-D integer tensor, got " + dtype_name(axes_input->dtype()) +
-                    " " + shape_str(axes_input->shape()));
-      axes = axes_input->to_ints();
-    }
-  } else {
-    axes = node.attr_ints("axes");
-  }
+  ReduceAxes axes = reduce_axes(node, kind, axes_input, static_cast<int64_t>(in_shape.size()));
   ReducePlan plan;
-  plan.reduced.assign(in_shape.size(), false);
-  if (axes.empty()) {
-    // noop_with_empty_axes exists only where axes is an input; attribute versions always reduce all.
-    if (axes_from_input(node, kind) && node.attr_int("noop_with_empty_axes", 0) != 0) {
-      plan.noop = true;
-      plan.kept_shape = plan.out_shape = in_shape;
-      return plan;
-    }
-    plan.reduced.assign(in_shape.size(), true);
+  plan.noop = axes.noop;
+  plan.reduced = axes.reduced;
+  if (plan.noop) {
+    plan.kept_shape = plan.out_shape = in_shape;
+    return plan;
   }
-  for (int64_t a : axes) {
-    int64_t axis = normalize_axis(node, a, rank);
-    if (rank == 0) continue;  // a scalar has nothing to reduce: axis 0/-1 is accepted as a no-op
-    if (plan.reduced[axis]) throw Error(node.label() + ": axis " + std::to_string(a) + " is listed twice in 'axes'");
-    plan.reduced[axis] = true;
-  }
-  bool keepdims = node.attr_int("keepdims", 1) != 0;
   for (size_t i = 0; i < in_shape.size(); ++i) {
     plan.kept_shape.push_back(plan.reduced[i] ? 1 : in_shape[i]);
     if (!plan.reduced[i]) plan.out_shape.push_back(in_shape[i]);
-    else if (keepdims) plan.out_shape.push_back(1);
+    else if (axes.keepdims) plan.out_shape.push_back(1);
   }
   return plan;
 }
@@ -220,13 +192,13 @@ OpDef reduce_op(std::string name, ReduceKind kind) {
     if (!is_float(t) && !is_integer(t) && !(t == DType::Bool && allows_bool(kind)))
       c.unsupported("dtype " + dtype_name(t) + " is not supported");
     const Tensor* axes = nullptr;
-    if (axes_from_input(c.node(), kind) && c.has_input(1)) axes = &c.require_constant(1, "axes");
+    if (reduce_axes_from_input(c.node(), kind) && c.has_input(1)) axes = &c.require_constant(1, "axes");
     ReducePlan plan = plan_reduce(c.node(), kind, axes, c.shape(0));
     c.set_output(0, t, plan.out_shape);
   };
   d.eval = [kind](EvalContext& c) {
     const Tensor& x = c.input(0);
-    const Tensor* axes = axes_from_input(c.node(), kind) && c.has_input(1) ? &c.input(1) : nullptr;
+    const Tensor* axes = reduce_axes_from_input(c.node(), kind) && c.has_input(1) ? &c.input(1) : nullptr;
     ReducePlan plan = plan_reduce(c.node(), kind, axes, x.shape());
     if (plan.noop) {
       c.set_output(0, x);
@@ -321,16 +293,7 @@ OpDef arg_extreme_op(std::string name, bool want_max) {
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
-  r.add(reduce_op("ReduceSum", ReduceKind::Sum));
-  r.add(reduce_op("ReduceMean", ReduceKind::Mean));
-  r.add(reduce_op("ReduceMax", ReduceKind::Max));
-  r.add(reduce_op("ReduceMin", ReduceKind::Min));
-  r.add(reduce_op("ReduceProd", ReduceKind::Prod));
-  r.add(reduce_op("ReduceL1", ReduceKind::L1));
-  r.add(reduce_op("ReduceL2", ReduceKind::L2));
-  r.add(reduce_op("ReduceLogSum", ReduceKind::LogSum));
-  r.add(reduce_op("ReduceLogSumExp", ReduceKind::LogSumExp));
-  r.add(reduce_op("ReduceSumSquare", ReduceKind::SumSquare));
+  for (const ReduceOp& op : reduce_ops()) r.add(reduce_op(op.op_type, op.kind));
   r.add(arg_extreme_op("ArgMax", true));
   r.add(arg_extreme_op("ArgMin", false));
 }

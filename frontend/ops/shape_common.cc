@@ -59,24 +59,16 @@ int64_t extent_product(const Shape& shape, size_t begin, size_t end) {
   return n;
 }
 
-Reduction parse_reduction(const Node& node) {
-  std::string r = node.attr_string("reduction", "none");
-  if (r == "none") return Reduction::None;
-  if (r == "add") return Reduction::Add;
-  if (r == "mul") return Reduction::Mul;
-  if (r == "max") return Reduction::Max;
-  if (r == "min") return Reduction::Min;
-  fail(node, "unknown reduction '" + r + "'");
-}
-
-void reduce_into(Reduction r, Tensor& dst, int64_t dst_index, const Tensor& src, int64_t src_index) {
-  if (r == Reduction::None) {
+void reduce_into(ScatterReduction r, Tensor& dst, int64_t dst_index, const Tensor& src, int64_t src_index) {
+  if (r == ScatterReduction::None) {
     copy_element(dst, dst_index, src, src_index);
     return;
   }
   if (is_float(dst.dtype())) {
     double a = dst.get_double(dst_index), b = src.get_double(src_index);
-    double v = r == Reduction::Add ? a + b : r == Reduction::Mul ? a * b : r == Reduction::Max ? std::max(a, b)
+    double v = r == ScatterReduction::Add   ? a + b
+               : r == ScatterReduction::Mul ? a * b
+               : r == ScatterReduction::Max ? std::max(a, b)
                                                                                                 : std::min(a, b);
     dst.set_double(dst_index, v);
     return;
@@ -87,11 +79,11 @@ void reduce_into(Reduction r, Tensor& dst, int64_t dst_index, const Tensor& src,
   bool a_less = dst.dtype() == DType::UInt64 ? ua < ub : a < b;
   int64_t v = 0;
   switch (r) {
-    case Reduction::Add: v = static_cast<int64_t>(ua + ub); break;
-    case Reduction::Mul: v = static_cast<int64_t>(ua * ub); break;
-    case Reduction::Max: v = a_less ? b : a; break;
-    case Reduction::Min: v = a_less ? a : b; break;
-    case Reduction::None: break;
+    case ScatterReduction::Add: v = static_cast<int64_t>(ua + ub); break;
+    case ScatterReduction::Mul: v = static_cast<int64_t>(ua * ub); break;
+    case ScatterReduction::Max: v = a_less ? b : a; break;
+    case ScatterReduction::Min: v = a_less ? a : b; break;
+    case ScatterReduction::None: break;
   }
   dst.set_int(dst_index, v);
 }

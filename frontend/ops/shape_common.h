@@ -1,4 +1,4 @@
-/// \file Helpers internal to the `shape` op family (shape_ops.cc, shape_index_ops.cc, shape_layout_ops.cc):
+/// \file Helpers internal to the `shape` op family (shape_ops.cc and the files it registers below):
 /// most of these ops only move elements, so they share byte-exact element copies and index maps.
 #pragma once
 #include <cstdint>
@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
+#include "frontend/ops/shape_attributes.h"
 
 namespace kiln::shape_family {
 
@@ -47,6 +48,11 @@ void require_integer_input(const InferContext& ctx, size_t i, const char* what);
 /// time (so the infer overload requires a constant); a kernel reads them from its input.
 std::optional<std::vector<int64_t>> int_input_values(const InferContext& ctx, size_t i, const char* what);
 std::optional<std::vector<int64_t>> int_input_values(const EvalContext& ctx, size_t i, const char* what);
+/// int_input_values of `ctx` as the lookup the shared attribute parsers (shape_attributes.h) take.
+template <typename Ctx>
+IntInputLookup int_inputs(const Ctx& ctx) {
+  return [&ctx](size_t i, const char* what) { return int_input_values(ctx, i, what); };
+}
 
 /// Copies `rows` blocks of `block` elements between tensors of one dtype; offsets and strides are in elements.
 void copy_blocks(Tensor& dst, int64_t dst_offset, int64_t dst_stride, const Tensor& src, int64_t src_offset,
@@ -55,12 +61,12 @@ void copy_blocks(Tensor& dst, int64_t dst_offset, int64_t dst_stride, const Tens
 /// Product of shape[begin, end).
 int64_t extent_product(const Shape& shape, size_t begin, size_t end);
 
-/// How Scatter* combine an update with the element already there.
-enum class Reduction { None, Add, Mul, Max, Min };
-Reduction parse_reduction(const Node& node);
 /// dst[dst_index] = reduce(dst[dst_index], src[src_index]), in double for floats and int64 otherwise.
-void reduce_into(Reduction r, Tensor& dst, int64_t dst_index, const Tensor& src, int64_t src_index);
+void reduce_into(ScatterReduction r, Tensor& dst, int64_t dst_index, const Tensor& src, int64_t src_index);
 
+void register_generated_tensor_ops(OpRegistry& r);       // Constant, ConstantOfShape, EyeLike, Range
+void register_expand_tile_transpose_ops(OpRegistry& r);  // Expand, Tile, Transpose
+void register_concat_split_ops(OpRegistry& r);           // Concat, Split
 void register_shape_index_ops(OpRegistry& r);   // Slice, Gather*, Scatter*, Compress, OneHot, TopK
 void register_shape_layout_ops(OpRegistry& r);  // Pad, CenterCropPad, Depth/SpaceToDepth, Trilu, ...
 

@@ -4,76 +4,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "frontend/ops/shape_attributes.h"
 #include "frontend/ops/shape_common.h"
 
 namespace kiln::shape_family {
 namespace {
 
 // ---- Slice ------------------------------------------------------------------------------------------------
-
-// One axis of a slice: output element i reads input element start + i * step.
-struct SliceAxis {
-  int64_t start = 0;
-  int64_t step = 1;
-  int64_t count = 0;
-};
-
-// Wraps negative starts/ends once, then clamps them as numpy does: to [0, extent] going forwards and to
-// [-1, extent - 1] going backwards (where -1 means "through element 0").
-SliceAxis slice_axis(int64_t start, int64_t end, int64_t step, int64_t extent) {
-  if (start < 0) start += extent;
-  if (end < 0) end += extent;
-  // Any step longer than the axis takes one element; bounding it keeps the arithmetic from overflowing.
-  int64_t max_step = std::max<int64_t>(extent, 1);
-  step = std::clamp(step, -max_step, max_step);
-  SliceAxis s;
-  s.step = step;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, extent);
-    end = std::clamp<int64_t>(end, 0, extent);
-    s.count = end > start ? (end - start - 1) / step + 1 : 0;
-  } else {
-    start = std::clamp<int64_t>(start, -1, extent - 1);
-    end = std::clamp<int64_t>(end, -1, extent - 1);
-    s.count = start > end ? (start - end - 1) / -step + 1 : 0;
-  }
-  s.start = start;
-  return s;
-}
-
-// Slice's parameters: attributes before opset 10, inputs (starts, ends, axes, steps) from then on.
-template <typename Ctx>
-std::vector<SliceAxis> slice_plan(const Ctx& c, const Shape& in) {
-  const Node& n = c.node();
-  std::vector<int64_t> starts, ends, axes, steps;
-  if (c.opset() < 10) {
-    starts = n.required_ints("starts");
-    ends = n.required_ints("ends");
-    axes = n.attr_ints("axes");
-  } else {
-    starts = int_input_values(c, 1, "starts").value_or(std::vector<int64_t>{});
-    ends = int_input_values(c, 2, "ends").value_or(std::vector<int64_t>{});
-    axes = int_input_values(c, 3, "axes").value_or(std::vector<int64_t>{});
-    steps = int_input_values(c, 4, "steps").value_or(std::vector<int64_t>{});
-  }
-  int64_t rank = static_cast<int64_t>(in.size());
-  if (axes.empty())
-    for (int64_t i = 0; i < static_cast<int64_t>(starts.size()); ++i) axes.push_back(i);
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-    fail(n, "starts, ends, axes and steps must have the same length");
-  std::vector<SliceAxis> plan(in.size());
-  for (int64_t a = 0; a < rank; ++a) plan[a] = SliceAxis{0, 1, in[a]};
-  std::vector<bool> seen(in.size(), false);
-  for (size_t i = 0; i < starts.size(); ++i) {
-    int64_t a = normalize_axis(n, axes[i], rank);
-    if (seen[a]) fail(n, "axis " + std::to_string(a) + " is sliced twice");
-    seen[a] = true;
-    if (steps[i] == 0) fail(n, "step must not be 0");
-    plan[a] = slice_axis(starts[i], ends[i], steps[i], in[a]);
-  }
-  return plan;
-}
 
 Shape slice_shape(const std::vector<SliceAxis>& plan) {
   Shape out;
@@ -90,11 +27,11 @@ OpDef slice_op() {
       c.require_input(1, "starts");
       c.require_input(2, "ends");
     }
-    c.set_output(0, c.dtype(0), slice_shape(slice_plan(c, c.shape(0))));
+    c.set_output(0, c.dtype(0), slice_shape(slice_plan(c.node(), c.shape(0), int_inputs(c))));
   };
   d.eval = [](EvalContext& c) {
     const Tensor& x = c.input(0);
-    std::vector<SliceAxis> plan = slice_plan(c, x.shape());
+    std::vector<SliceAxis> plan = slice_plan(c.node(), x.shape(), int_inputs(c));
     Shape out = slice_shape(plan);
     std::vector<int64_t> strides = strides_of(x.shape());
     std::vector<int64_t> map(num_elements(out));
@@ -272,7 +209,7 @@ OpDef scatter_nd_op() {
     for (size_t i = 0; i < 3; ++i) c.require_input(i, i == 0 ? "data" : i == 1 ? "indices" : "updates");
     require_integer_input(c, 1, "indices");
     if (c.dtype(2) != c.dtype(0)) c.fail("updates dtype differs from data dtype");
-    parse_reduction(c.node());
+    parse_scatter_reduction(c.node());
     NdIndexing g = nd_indexing(c.node(), c.shape(0), c.shape(1), 0);
     if (c.shape(2) != g.result)
       c.fail("updates have shape " + shape_str(c.shape(2)) + ", expected " + shape_str(g.result));
@@ -282,7 +219,7 @@ OpDef scatter_nd_op() {
     const Tensor &x = c.input(0), &indices = c.input(1), &updates = c.input(2);
     NdIndexing g = nd_indexing(c.node(), x.shape(), indices.shape(), 0);
     std::vector<int64_t> offsets = nd_offsets(c.node(), g, x.shape(), indices);
-    Reduction r = parse_reduction(c.node());
+    ScatterReduction r = parse_scatter_reduction(c.node());
     Tensor y = x;
     for (size_t t = 0; t < offsets.size(); ++t)
       for (int64_t e = 0; e < g.slice; ++e) reduce_into(r, y, offsets[t] + e, updates, t * g.slice + e);
@@ -300,7 +237,7 @@ OpDef scatter_elements_op(std::string name) {
     require_integer_input(c, 1, "indices");
     if (c.dtype(2) != c.dtype(0)) c.fail("updates dtype differs from data dtype");
     if (c.shape(2) != c.shape(1)) c.fail("updates shape " + shape_str(c.shape(2)) + " differs from indices shape");
-    parse_reduction(c.node());
+    parse_scatter_reduction(c.node());
     int64_t axis = normalize_axis(c.node(), c.node().attr_int("axis", 0), c.rank(0));
     check_elementwise_indices(c, c.shape(0), c.shape(1), axis);
     c.set_output(0, c.dtype(0), c.shape(0));
@@ -309,7 +246,7 @@ OpDef scatter_elements_op(std::string name) {
     const Tensor &x = c.input(0), &indices = c.input(1), &updates = c.input(2);
     int64_t axis = normalize_axis(c.node(), c.node().attr_int("axis", 0), x.rank());
     std::vector<int64_t> targets = elementwise_targets(c.node(), x.shape(), indices, axis);
-    Reduction r = parse_reduction(c.node());
+    ScatterReduction r = parse_scatter_reduction(c.node());
     Tensor y = x;
     for (size_t i = 0; i < targets.size(); ++i) reduce_into(r, y, targets[i], updates, i);
     c.set_output(0, std::move(y));

@@ -1,11 +1,14 @@
-// Shape plumbing and whole-tensor data movement: Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze,
-// Identity, Dropout, Constant, ConstantOfShape, EyeLike, Range, Expand, Tile, Transpose, Concat, Split.
-// Indexing ops live in shape_index_ops.cc, padding/layout/scan ops in shape_layout_ops.cc.
+// The shape family's entry point, and the ops that change only a tensor's shape, never its elements:
+// Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout. The family's other files:
+// generated_tensor_ops.cc (Constant, ConstantOfShape, EyeLike, Range), expand_tile_transpose_ops.cc,
+// concat_split_ops.cc, shape_index_ops.cc (Slice, Gather*, Scatter*, ...) and shape_layout_ops.cc (Pad,
+// Depth/SpaceToDepth, Trilu, ...).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
 
+#include "frontend/ops/shape_attributes.h"
 #include "frontend/ops/shape_common.h"
 
 namespace kiln {
@@ -14,24 +17,11 @@ using namespace shape_family;
 
 // ---- Shape, Size -------------------------------------------------------------------------------------
 
-// Shape's output: the extents in [start, end) (opset 15+), both clamped after wrapping negatives.
-Tensor shape_value(const Node& node, const Shape& s) {
-  int64_t r = static_cast<int64_t>(s.size());
-  int64_t start = node.attr_int("start", 0);
-  int64_t end = node.attr_int("end", r);
-  if (start < 0) start += r;
-  if (end < 0) end += r;
-  start = std::clamp<int64_t>(start, 0, r);
-  end = std::clamp<int64_t>(end, start, r);
-  std::vector<int64_t> dims(s.begin() + start, s.begin() + end);
-  return Tensor::from_ints(DType::Int64, {static_cast<int64_t>(dims.size())}, dims);
-}
-
 OpDef shape_op() {
   OpDef d;
   d.op_type = "Shape";
-  d.infer = [](InferContext& c) { c.set_output_constant(0, shape_value(c.node(), c.shape(0))); };
-  d.eval = [](EvalContext& c) { c.set_output(0, shape_value(c.node(), c.input(0).shape())); };
+  d.infer = [](InferContext& c) { c.set_output_constant(0, shape_op_value(c.node(), c.shape(0))); };
+  d.eval = [](EvalContext& c) { c.set_output(0, shape_op_value(c.node(), c.input(0).shape())); };
   return d;
 }
 
@@ -180,7 +170,7 @@ OpDef unsqueeze_op() {
   });
 }
 
-// ---- Identity, Dropout, Constant ------------------------------------------------------------------------
+// ---- Identity, Dropout ------------------------------------------------------------------------------
 
 OpDef identity_op() {
   OpDef d;
@@ -221,374 +211,6 @@ OpDef dropout_op() {
   return d;
 }
 
-// Constant's value comes from exactly one of its attributes.
-Tensor constant_value(const Node& n) {
-  if (const Tensor* t = n.attr_tensor("value")) return *t;
-  if (n.has_attr("value_float")) return Tensor::scalar_double(DType::Float32, n.attr_float("value_float", 0));
-  if (n.has_attr("value_int")) return Tensor::scalar_int(DType::Int64, n.attr_int("value_int", 0));
-  if (n.has_attr("value_floats")) {
-    auto v = n.attr_floats("value_floats");
-    return Tensor::from_doubles(DType::Float32, {static_cast<int64_t>(v.size())}, v);
-  }
-  if (n.has_attr("value_ints")) {
-    auto v = n.attr_ints("value_ints");
-    return Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v);
-  }
-  if (n.has_attr("sparse_value")) throw Unsupported(n.label() + ": sparse_value is not supported");
-  if (n.has_attr("value_string") || n.has_attr("value_strings"))
-    throw Unsupported(n.label() + ": string constants are not supported");
-  fail(n, "Constant has no value attribute");
-}
-
-OpDef constant_op() {
-  OpDef d;
-  d.op_type = "Constant";
-  d.infer = [](InferContext& c) { c.set_output_constant(0, constant_value(c.node())); };
-  d.eval = [](EvalContext& c) { c.set_output(0, constant_value(c.node())); };
-  return d;
-}
-
-// ---- ConstantOfShape, EyeLike, Range: generated tensors ---------------------------------------------------
-
-// ConstantOfShape's fill: the one-element `value` tensor, float32 zero by default.
-Tensor constant_of_shape_fill(const Node& n) {
-  const Tensor* v = n.attr_tensor("value");
-  if (!v) return Tensor::scalar_double(DType::Float32, 0.0);
-  if (v->size() != 1) fail(n, "value must have exactly one element, got " + std::to_string(v->size()));
-  return *v;
-}
-
-Shape shape_from_values(const Node& n, const std::vector<int64_t>& dims) {
-  for (int64_t d : dims)
-    if (d < 0) fail(n, "negative extent " + std::to_string(d) + " in the shape input");
-  return dims;
-}
-
-OpDef constant_of_shape_op() {
-  OpDef d;
-  d.op_type = "ConstantOfShape";
-  d.infer = [](InferContext& c) {
-    c.require_input(0, "shape");
-    require_integer_input(c, 0, "shape");
-    if (c.rank(0) != 1) c.fail("the shape input must be 1-D, got " + shape_str(c.shape(0)));
-    Tensor fill = constant_of_shape_fill(c.node());
-    c.set_output(0, fill.dtype(), shape_from_values(c.node(), tensor_ints(c.require_constant(0, "shape"))));
-  };
-  d.eval = [](EvalContext& c) {
-    Tensor fill = constant_of_shape_fill(c.node());
-    Shape s = shape_from_values(c.node(), tensor_ints(c.input(0)));
-    c.set_output(0, gather_by_map(fill, s, std::vector<int64_t>(num_elements(s), 0)));
-  };
-  return d;
-}
-
-DType eyelike_dtype(const Node& n, DType input) {
-  if (!n.has_attr("dtype")) return input;
-  DType t = dtype_from_int(static_cast<int32_t>(n.attr_int("dtype", 0)));
-  if (!is_supported(t)) throw Unsupported(n.label() + ": dtype " + dtype_name(t) + " is not supported");
-  return t;
-}
-
-OpDef eyelike_op() {
-  OpDef d;
-  d.op_type = "EyeLike";
-  d.infer = [](InferContext& c) {
-    c.require_input(0, "input");
-    if (c.rank(0) != 2) c.fail("input must be 2-D, got " + shape_str(c.shape(0)));
-    c.set_output(0, eyelike_dtype(c.node(), c.dtype(0)), c.shape(0));
-  };
-  d.eval = [](EvalContext& c) {
-    const Shape& s = c.input(0).shape();
-    int64_t k = c.node().attr_int("k", 0);
-    Tensor y(eyelike_dtype(c.node(), c.input(0).dtype()), s);
-    for (int64_t i = 0; i < s[0]; ++i)
-      if (i + k >= 0 && i + k < s[1]) y.set_int(i * s[1] + i + k, 1);
-    c.set_output(0, std::move(y));
-  };
-  return d;
-}
-
-// Range's element count: max(ceil((limit - start) / delta), 0), exact for integers.
-int64_t range_count(const Node& n, const Tensor& start, const Tensor& limit, const Tensor& delta) {
-  constexpr int64_t kMaxRange = int64_t{1} << 32;
-  double count;
-  if (is_float(start.dtype())) {
-    double s = start.get_double(0), l = limit.get_double(0), dl = delta.get_double(0);
-    if (dl == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(dl))
-      fail(n, "start, limit and delta must be finite and delta nonzero");
-    count = std::max(std::ceil((l - s) / dl), 0.0);
-  } else {
-    int64_t s = start.get_int(0), l = limit.get_int(0), dl = delta.get_int(0);
-    if (dl == 0) fail(n, "delta must be nonzero");
-    // Long double keeps int64 differences exact enough for any count that fits in memory.
-    long double diff = static_cast<long double>(l) - static_cast<long double>(s);
-    count = static_cast<double>(std::max<long double>(std::ceil(diff / static_cast<long double>(dl)), 0.0L));
-  }
-  if (count > static_cast<double>(kMaxRange)) fail(n, "range of " + std::to_string(count) + " elements is too large");
-  return static_cast<int64_t>(count);
-}
-
-OpDef range_op() {
-  OpDef d;
-  d.op_type = "Range";
-  d.infer = [](InferContext& c) {
-    for (size_t i = 0; i < 3; ++i) {
-      c.require_input(i, i == 0 ? "start" : i == 1 ? "limit" : "delta");
-      if (c.rank(i) != 0 && num_elements(c.shape(i)) != 1) c.fail("start, limit and delta must be scalars");
-    }
-    DType t = same_dtype_inputs(c);
-    if (t == DType::Bool) c.unsupported("Range on bool is not supported");
-    int64_t n = range_count(c.node(), c.require_constant(0, "start"), c.require_constant(1, "limit"),
-                            c.require_constant(2, "delta"));
-    c.set_output(0, t, {n});
-  };
-  d.eval = [](EvalContext& c) {
-    const Tensor &start = c.input(0), &limit = c.input(1), &delta = c.input(2);
-    int64_t n = range_count(c.node(), start, limit, delta);
-    Tensor y(start.dtype(), {n});
-    for (int64_t i = 0; i < n; ++i) {
-      if (y.is_float_dtype()) y.set_double(i, start.get_double(0) + static_cast<double>(i) * delta.get_double(0));
-      else y.set_int(i, static_cast<int64_t>(static_cast<uint64_t>(start.get_int(0)) +
-                                             static_cast<uint64_t>(i) * static_cast<uint64_t>(delta.get_int(0))));
-    }
-    c.set_output(0, std::move(y));
-  };
-  d.flops = flops_per_output_element;  // one add per element (the multiply is an index)
-  return d;
-}
-
-// ---- Expand, Tile, Transpose: index maps --------------------------------------------------------------
-
-Shape expand_shape(const Node& n, const Shape& in, const std::vector<int64_t>& target) {
-  for (int64_t t : target)
-    if (t < 0) fail(n, "negative extent " + std::to_string(t) + " in the shape input");
-  auto out = broadcast(in, target);
-  if (!out) fail(n, "input shape " + shape_str(in) + " does not broadcast to " + shape_str(target));
-  return *out;
-}
-
-OpDef expand_op() {
-  OpDef d;
-  d.op_type = "Expand";
-  d.infer = [](InferContext& c) {
-    c.require_input(0, "input");
-    c.require_input(1, "shape");
-    require_integer_input(c, 1, "shape");
-    c.set_output(0, c.dtype(0), expand_shape(c.node(), c.shape(0), tensor_ints(c.require_constant(1, "shape"))));
-  };
-  d.eval = [](EvalContext& c) {
-    const Tensor& x = c.input(0);
-    Shape out = expand_shape(c.node(), x.shape(), tensor_ints(c.input(1)));
-    c.set_output(0, gather_by_map(x, out, broadcast_index_map(out, x.shape())));
-  };
-  return d;
-}
-
-Shape tile_shape(const Node& n, const Shape& in, const std::vector<int64_t>& repeats) {
-  if (repeats.size() != in.size())
-    fail(n, "repeats has " + std::to_string(repeats.size()) + " entries for rank " + std::to_string(in.size()));
-  Shape out(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (repeats[i] < 0) fail(n, "negative repeat " + std::to_string(repeats[i]));
-    out[i] = in[i] * repeats[i];
-  }
-  return out;
-}
-
-OpDef tile_op() {
-  OpDef d;
-  d.op_type = "Tile";
-  d.infer = [](InferContext& c) {
-    c.require_input(0, "input");
-    c.require_input(1, "repeats");
-    require_integer_input(c, 1, "repeats");
-    c.set_output(0, c.dtype(0), tile_shape(c.node(), c.shape(0), tensor_ints(c.require_constant(1, "repeats"))));
-  };
-  d.eval = [](EvalContext& c) {
-    const Tensor& x = c.input(0);
-    Shape out = tile_shape(c.node(), x.shape(), tensor_ints(c.input(1)));
-    std::vector<int64_t> in_strides = strides_of(x.shape());
-    std::vector<int64_t> map(num_elements(out));
-    for_each_index(out, [&](const std::vector<int64_t>& idx, int64_t flat) {
-      int64_t src = 0;
-      for (size_t a = 0; a < idx.size(); ++a) src += (idx[a] % x.shape()[a]) * in_strides[a];
-      map[flat] = src;
-    });
-    c.set_output(0, gather_by_map(x, out, map));
-  };
-  return d;
-}
-
-std::vector<int64_t> transpose_perm(const Node& n, int64_t rank) {
-  std::vector<int64_t> perm = n.attr_ints("perm");
-  if (!n.has_attr("perm")) {
-    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-    return perm;
-  }
-  if (static_cast<int64_t>(perm.size()) != rank)
-    fail(n, "perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(rank));
-  std::vector<bool> seen(rank, false);
-  for (int64_t& p : perm) {
-    p = normalize_axis(n, p, rank);
-    if (seen[p]) fail(n, "perm is not a permutation");
-    seen[p] = true;
-  }
-  return perm;
-}
-
-OpDef transpose_op() {
-  OpDef d;
-  d.op_type = "Transpose";
-  d.infer = [](InferContext& c) {
-    c.require_input(0, "data");
-    std::vector<int64_t> perm = transpose_perm(c.node(), c.rank(0));
-    Shape out;
-    for (int64_t p : perm) out.push_back(c.shape(0)[p]);
-    c.set_output(0, c.dtype(0), out);
-  };
-  d.eval = [](EvalContext& c) {
-    const Tensor& x = c.input(0);
-    std::vector<int64_t> perm = transpose_perm(c.node(), x.rank());
-    std::vector<int64_t> in_strides = strides_of(x.shape());
-    Shape out;
-    std::vector<int64_t> strides;  // input stride of each output axis
-    for (int64_t p : perm) {
-      out.push_back(x.shape()[p]);
-      strides.push_back(in_strides[p]);
-    }
-    std::vector<int64_t> map(num_elements(out));
-    for_each_index(out, [&](const std::vector<int64_t>& idx, int64_t flat) {
-      int64_t src = 0;
-      for (size_t a = 0; a < idx.size(); ++a) src += idx[a] * strides[a];
-      map[flat] = src;
-    });
-    c.set_output(0, gather_by_map(x, out, map));
-  };
-  return d;
-}
-
-// ---- Concat, Split: blocks along one axis ---------------------------------------------------------------
-
-Shape concat_shape(const Node& n, const std::vector<Shape>& ins, int64_t& axis) {
-  if (ins.empty()) fail(n, "needs at least one input");
-  int64_t r = static_cast<int64_t>(ins[0].size());
-  if (r == 0) fail(n, "cannot concatenate scalars");
-  axis = normalize_axis(n, n.required_int("axis"), r);
-  Shape out = ins[0];
-  for (size_t i = 1; i < ins.size(); ++i) {
-    if (static_cast<int64_t>(ins[i].size()) != r) fail(n, "inputs have different ranks");
-    for (int64_t a = 0; a < r; ++a)
-      if (a != axis && ins[i][a] != out[a])
-        fail(n, "input " + std::to_string(i) + " has shape " + shape_str(ins[i]) + ", incompatible with " +
-                    shape_str(ins[0]) + " off axis " + std::to_string(axis));
-    out[axis] += ins[i][axis];
-  }
-  return out;
-}
-
-OpDef concat_op() {
-  OpDef d;
-  d.op_type = "Concat";
-  d.infer = [](InferContext& c) {
-    std::vector<Shape> ins;
-    for (size_t i = 0; i < c.num_inputs(); ++i) {
-      c.require_input(i, "inputs");
-      ins.push_back(c.shape(i));
-    }
-    int64_t axis = 0;
-    c.set_output(0, same_dtype_inputs(c), concat_shape(c.node(), ins, axis));
-  };
-  d.eval = [](EvalContext& c) {
-    std::vector<Shape> ins;
-    for (size_t i = 0; i < c.num_inputs(); ++i) ins.push_back(c.input(i).shape());
-    int64_t axis = 0;
-    Shape out_shape = concat_shape(c.node(), ins, axis);
-    Tensor out(c.input(0).dtype(), out_shape);
-    int64_t rows = extent_product(out_shape, 0, axis);
-    int64_t out_row = extent_product(out_shape, axis, out_shape.size());
-    int64_t offset = 0;
-    for (size_t i = 0; i < c.num_inputs(); ++i) {
-      int64_t in_row = extent_product(ins[i], axis, ins[i].size());
-      copy_blocks(out, offset, out_row, c.input(i), 0, in_row, rows, in_row);
-      offset += in_row;
-    }
-    c.set_output(0, std::move(out));
-  };
-  return d;
-}
-
-// Split's chunk sizes: given (attribute before 13, input since), num_outputs (18+, last chunk smaller),
-// or equal parts, one per output.
-template <typename Ctx>
-std::vector<int64_t> split_sizes(const Ctx& c, const Shape& in, int64_t axis) {
-  const Node& n = c.node();
-  int64_t extent = in[axis];
-  int64_t outputs = static_cast<int64_t>(n.outputs.size());
-  std::vector<int64_t> sizes;
-  if (c.opset() < 13) {
-    sizes = n.attr_ints("split");
-  } else if (auto given = int_input_values(c, 1, "split")) {
-    sizes = *given;
-  }
-  if (!sizes.empty()) {
-    if (static_cast<int64_t>(sizes.size()) != outputs)
-      fail(n, "split has " + std::to_string(sizes.size()) + " entries for " + std::to_string(outputs) + " outputs");
-    int64_t total = 0;
-    for (int64_t s : sizes) {
-      if (s < 0) fail(n, "negative split size " + std::to_string(s));
-      total += s;
-    }
-    if (total != extent) fail(n, "split sizes sum to " + std::to_string(total) + ", axis extent is " + std::to_string(extent));
-    return sizes;
-  }
-  if (c.opset() >= 18 && n.has_attr("num_outputs")) {
-    int64_t parts = n.attr_int("num_outputs", 0);
-    if (parts != outputs) fail(n, "num_outputs is " + std::to_string(parts) + " but the node has " + std::to_string(outputs) + " outputs");
-    int64_t chunk = parts > 0 ? (extent + parts - 1) / parts : 0;
-    int64_t last = extent - chunk * (parts - 1);
-    if (parts <= 0 || last < 0) fail(n, "cannot split extent " + std::to_string(extent) + " into " + std::to_string(parts) + " parts");
-    sizes.assign(parts, chunk);
-    sizes.back() = last;
-    return sizes;
-  }
-  if (outputs <= 0 || extent % outputs != 0)
-    fail(n, "cannot split extent " + std::to_string(extent) + " into " + std::to_string(outputs) + " equal parts");
-  return std::vector<int64_t>(outputs, extent / outputs);
-}
-
-OpDef split_op() {
-  OpDef d;
-  d.op_type = "Split";
-  d.infer = [](InferContext& c) {
-    c.require_input(0, "input");
-    int64_t axis = normalize_axis(c.node(), c.node().attr_int("axis", 0), c.rank(0));
-    std::vector<int64_t> sizes = split_sizes(c, c.shape(0), axis);
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      Shape s = c.shape(0);
-      s[axis] = sizes[i];
-      c.set_output(i, c.dtype(0), s);
-    }
-  };
-  d.eval = [](EvalContext& c) {
-    const Tensor& x = c.input(0);
-    int64_t axis = normalize_axis(c.node(), c.node().attr_int("axis", 0), x.rank());
-    std::vector<int64_t> sizes = split_sizes(c, x.shape(), axis);
-    int64_t rows = extent_product(x.shape(), 0, axis);
-    int64_t inner = extent_product(x.shape(), axis + 1, x.shape().size());
-    int64_t in_row = x.shape()[axis] * inner;
-    int64_t offset = 0;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      Shape s = x.shape();
-      s[axis] = sizes[i];
-      Tensor part(x.dtype(), s);
-      copy_blocks(part, 0, sizes[i] * inner, x, offset, in_row, rows, sizes[i] * inner);
-      offset += sizes[i] * inner;
-      c.set_output(i, std::move(part));
-    }
-  };
-  return d;
-}
-
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
@@ -600,15 +222,9 @@ void register_shape_ops(OpRegistry& r) {
   r.add(unsqueeze_op());
   r.add(identity_op());
   r.add(dropout_op());
-  r.add(constant_op());
-  r.add(constant_of_shape_op());
-  r.add(eyelike_op());
-  r.add(range_op());
-  r.add(expand_op());
-  r.add(tile_op());
-  r.add(transpose_op());
-  r.add(concat_op());
-  r.add(split_op());
+  shape_family::register_generated_tensor_ops(r);
+  shape_family::register_expand_tile_transpose_ops(r);
+  shape_family::register_concat_split_ops(r);
   shape_family::register_shape_index_ops(r);
   shape_family::register_shape_layout_ops(r);
 }

@@ -8,7 +8,7 @@
 #include <numbers>
 #include <optional>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln {
 namespace {

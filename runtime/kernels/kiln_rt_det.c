@@ -1,5 +1,5 @@
 /* kiln_rt_det: Det as a runtime kernel. Elimination picks pivots by value (row swaps depend on the
- * data), which a static loop nest cannot express. Mirrors the reference (frontend/ops/misc_ops.cc):
+ * data), which a static loop nest cannot express. Mirrors the reference (frontend/ops/det_op.cc):
  * Gaussian elimination with partial pivoting in double, whatever the input's float width. */
 #include "kiln_rt_kernels.h"
 

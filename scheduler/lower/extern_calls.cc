@@ -1,7 +1,7 @@
 #include "scheduler/lower/extern_calls.h"
 
 #include "frontend/ir/error.h"
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln::lower {
 namespace {

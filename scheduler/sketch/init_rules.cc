@@ -7,7 +7,7 @@
 #include "scheduler/state/stage_exprs.h"
 #include "scheduler/state/step.h"
 #include "scheduler/state/steps/annotation_step.h"
-#include "scheduler/state/steps/attach_util.h"
+#include "scheduler/state/steps/attachments.h"
 #include "scheduler/state/steps/compute_location_steps.h"
 #include "scheduler/state/steps/fuse_step.h"
 #include "scheduler/state/steps/pragma_step.h"

@@ -9,7 +9,7 @@
 #include "scheduler/state/steps/fuse_step.h"
 #include "scheduler/state/steps/rfactor_step.h"
 #include "scheduler/state/steps/split_step.h"
-#include "scheduler/state/steps/attach_util.h"
+#include "scheduler/state/steps/attachments.h"
 #include "scheduler/state/stage_exprs.h"
 
 namespace kiln::sketch {

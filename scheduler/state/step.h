@@ -10,7 +10,7 @@
 ///  3. `to_json` writes ["PREFIX", stage_id, fields...] in a fixed order; add the prefix and a reader to
 ///     the table in step_registry.cc.
 ///  4. If the step inserts stages, renumber through State::insert_stage; if it changes a stage's loops,
-///     move attachments that point at removed nodes (steps/attach_util.h).
+///     move attachments that point at removed nodes (steps/attachments.h).
 ///  5. Lowering (scheduler/lower/lower_state.cc) must honour the step's effect; add the step to the
 ///     round-trip test (tests/scheduler/state/step_json_test.cc) and document it in docs/records.md.
 #pragma once

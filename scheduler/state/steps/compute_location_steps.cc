@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "scheduler/state/stage_exprs.h"
-#include "scheduler/state/steps/attach_util.h"
+#include "scheduler/state/steps/attachments.h"
 #include "scheduler/te/substitute.h"
 
 namespace kiln::state {

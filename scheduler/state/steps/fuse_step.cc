@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "scheduler/state/steps/attach_util.h"
+#include "scheduler/state/steps/attachments.h"
 
 namespace kiln::state {
 

@@ -5,8 +5,8 @@
 #include <map>
 
 #include "scheduler/state/stage_exprs.h"
-#include "scheduler/state/steps/attach_util.h"
-#include "scheduler/state/steps/new_stage_util.h"
+#include "scheduler/state/steps/attachments.h"
+#include "scheduler/state/steps/stage_insertion.h"
 #include "scheduler/te/substitute.h"
 
 namespace kiln::state {

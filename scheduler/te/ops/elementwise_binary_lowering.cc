@@ -1,7 +1,7 @@
 // Elementwise ops as tensor expressions, binary part: arithmetic, Pow, Mod, comparisons, logic, bitwise
 // ops and the variadic Min/Max/Sum/Mean. All broadcast numpy-style; the formulas mirror
 // frontend/ops/elementwise_binary.cc.
-#include "scheduler/te/ops/elementwise_lowering_util.h"
+#include "scheduler/te/ops/elementwise_lowering_common.h"
 
 namespace kiln::te::elementwise {
 namespace {

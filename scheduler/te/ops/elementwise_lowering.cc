@@ -6,7 +6,7 @@
 #include <numbers>
 #include <utility>
 
-#include "scheduler/te/ops/elementwise_lowering_util.h"
+#include "scheduler/te/ops/elementwise_lowering_common.h"
 
 namespace kiln::te {
 namespace {

@@ -2,7 +2,7 @@
 // Clip, Where, PRelu. The formulas mirror frontend/ops/elementwise_special.cc.
 #include <limits>
 
-#include "scheduler/te/ops/elementwise_lowering_util.h"
+#include "scheduler/te/ops/elementwise_lowering_common.h"
 
 namespace kiln::te::elementwise {
 namespace {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "frontend/ops/linalg_internal.h"
-#include "scheduler/te/ops/lowering_util.h"
+#include "scheduler/te/ops/broadcast_lowering.h"
 
 namespace kiln::te {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "frontend/ops/nn_common.h"
-#include "scheduler/te/ops/lowering_util.h"
+#include "scheduler/te/ops/broadcast_lowering.h"
 
 namespace kiln::te::nn_lower {
 

@@ -1,39 +1,14 @@
 // Reductions as tensor expressions: ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare,
 // ArgMax, ArgMin. This file also holds the family's entry point, register_reduction_lowerings; the
 // softmax/loss and normalisation ops live in reduction_softmax_lowering.cc and reduction_norm_lowering.cc.
-#include "frontend/ops/op_util.h"
-#include "scheduler/te/ops/reduction_lowering_util.h"
+// The Reduce* ops and the axes they reduce come from frontend/ops/reduce_spec.h, as shape inference does.
+#include "frontend/ops/axes_and_broadcast.h"
+#include "frontend/ops/reduce_spec.h"
+#include "scheduler/te/ops/reduction_lowering_common.h"
 
 namespace kiln::te {
 namespace reduction_lowering {
 namespace {
-
-enum class ReduceKind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
-
-// ReduceSum took its axes from an attribute before opset 13, the other Reduce* ops before opset 18;
-// from then on axes is an optional (compile-time) second input.
-bool axes_from_input(const LowerContext& c, ReduceKind kind) { return c.opset() >= (kind == ReduceKind::Sum ? 13 : 18); }
-
-// Which input axes a Reduce* node reduces; `noop` when noop_with_empty_axes turns it into the identity.
-std::vector<bool> reduced_axes(const LowerContext& c, ReduceKind kind, bool& noop) {
-  int64_t rank = c.rank(0);
-  std::vector<int64_t> axes;
-  if (axes_from_input(c, kind)) {
-    if (c.has_input(1)) axes = tensor_ints(c.require_constant(1, "axes"));
-  } else {
-    axes = c.node().attr_ints("axes");
-  }
-  noop = false;
-  if (axes.empty()) {
-    // noop_with_empty_axes exists only where axes is an input; attribute versions always reduce all.
-    noop = axes_from_input(c, kind) && c.node().attr_int("noop_with_empty_axes", 0) != 0;
-    return std::vector<bool>(static_cast<size_t>(rank), !noop);
-  }
-  std::vector<bool> reduced(static_cast<size_t>(rank), false);
-  for (int64_t a : axes)
-    if (rank > 0) reduced[static_cast<size_t>(normalize_axis(c.node(), a, rank))] = true;  // a scalar has nothing to reduce
-  return reduced;
-}
 
 // Kinds whose integer results the reference kernel computes exactly (wrapping); the others go
 // through double and truncate.
@@ -64,13 +39,15 @@ Reducer reducer_of(ReduceKind kind) {
 void lower_reduce(LowerContext& c, ReduceKind kind) {
   const TensorRef& x = c.input(0);
   DType out_t = c.out_dtype(0);
-  bool noop = false;
-  std::vector<bool> reduced = reduced_axes(c, kind, noop);
-  if (noop) {
+  const Tensor* axes_input = nullptr;
+  if (reduce_axes_from_input(c.node(), kind) && c.has_input(1)) axes_input = &c.require_constant(1, "axes");
+  ReduceAxes axes = reduce_axes(c.node(), kind, axes_input, c.rank(0));
+  if (axes.noop) {
     c.set_output(0, compute(c.name(), "injective", out_t, x->shape, [&](const std::vector<Expr>& idx) { return at(x, idx); }));
     return;
   }
-  bool keepdims = c.node().attr_int("keepdims", 1) != 0;
+  const std::vector<bool>& reduced = axes.reduced;
+  bool keepdims = axes.keepdims;
   int64_t count = reduced_count(x->shape, reduced);
   bool is_int = !is_float(x->dtype);
 
@@ -192,16 +169,7 @@ OpLowering arg_extreme_lowering(const std::string& op_type, bool want_max) {
 }  // namespace
 
 void register_reduce_lowerings(LoweringRegistry& r) {
-  r.add(reduce_lowering("ReduceSum", ReduceKind::Sum));
-  r.add(reduce_lowering("ReduceMean", ReduceKind::Mean));
-  r.add(reduce_lowering("ReduceMax", ReduceKind::Max));
-  r.add(reduce_lowering("ReduceMin", ReduceKind::Min));
-  r.add(reduce_lowering("ReduceProd", ReduceKind::Prod));
-  r.add(reduce_lowering("ReduceL1", ReduceKind::L1));
-  r.add(reduce_lowering("ReduceL2", ReduceKind::L2));
-  r.add(reduce_lowering("ReduceLogSum", ReduceKind::LogSum));
-  r.add(reduce_lowering("ReduceLogSumExp", ReduceKind::LogSumExp));
-  r.add(reduce_lowering("ReduceSumSquare", ReduceKind::SumSquare));
+  for (const ReduceOp& op : reduce_ops()) r.add(reduce_lowering(op.op_type, op.kind));
   r.add(arg_extreme_lowering("ArgMax", true));
   r.add(arg_extreme_lowering("ArgMin", false));
 }

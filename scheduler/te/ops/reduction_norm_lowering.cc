@@ -1,8 +1,8 @@
 // Normalisations as tensor expressions: BatchNormalization, InstanceNormalization, LayerNormalization,
 // GroupNormalization, RMSNormalization, LpNormalization, MeanVarianceNormalization, LRN. Statistics
 // are reductions to keep-dims tensors that the normalising stage reads back with broadcast indices.
-#include "frontend/ops/op_util.h"
-#include "scheduler/te/ops/reduction_lowering_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
+#include "scheduler/te/ops/reduction_lowering_common.h"
 
 namespace kiln::te::reduction_lowering {
 namespace {

@@ -2,8 +2,8 @@
 // Hardmax, NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss.
 #include <limits>
 
-#include "frontend/ops/op_util.h"
-#include "scheduler/te/ops/reduction_lowering_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
+#include "scheduler/te/ops/reduction_lowering_common.h"
 
 namespace kiln::te::reduction_lowering {
 namespace {

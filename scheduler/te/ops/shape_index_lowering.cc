@@ -4,58 +4,19 @@
 #include <algorithm>
 #include <memory>
 
-#include "frontend/ops/op_util.h"
-#include "scheduler/te/ops/shape_lowering_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
+#include "scheduler/te/ops/shape_lowering_common.h"
 
 namespace kiln::te::shape_lowering {
 namespace {
 
 // ---- Slice ------------------------------------------------------------------------------------------------
 
-// One axis of a slice: output element i reads input element start + i * step.
-struct SliceAxis {
-  int64_t start = 0;
-  int64_t step = 1;
-};
-
-// The frontend's numpy-style clamping of one axis (the count comes from shape inference): starts wrap
-// once, then clamp to [0, extent] going forwards and to [-1, extent - 1] going backwards.
-SliceAxis slice_axis(int64_t start, int64_t step, int64_t extent) {
-  if (start < 0) start += extent;
-  int64_t max_step = std::max<int64_t>(extent, 1);
-  step = std::clamp(step, -max_step, max_step);
-  start = step > 0 ? std::clamp<int64_t>(start, 0, extent) : std::clamp<int64_t>(start, -1, extent - 1);
-  return {start, step};
-}
-
-// Slice's parameters: attributes before opset 10, constant inputs (starts, ends, axes, steps) after.
-std::vector<SliceAxis> slice_plan(const LowerContext& c) {
-  const Node& n = c.node();
-  const Shape& in = c.shape(0);
-  std::vector<int64_t> starts, axes, steps;
-  if (c.opset() < 10) {
-    starts = n.required_ints("starts");
-    axes = n.attr_ints("axes");
-  } else {
-    starts = required_ints(c, 1, "starts");
-    axes = optional_ints(c, 3, "axes").value_or(std::vector<int64_t>{});
-    steps = optional_ints(c, 4, "steps").value_or(std::vector<int64_t>{});
-  }
-  if (axes.empty())
-    for (int64_t i = 0; i < static_cast<int64_t>(starts.size()); ++i) axes.push_back(i);
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  std::vector<SliceAxis> plan(in.size());
-  for (size_t i = 0; i < starts.size(); ++i) {
-    int64_t a = normalize_axis(n, axes[i], static_cast<int64_t>(in.size()));
-    plan[a] = slice_axis(starts[i], steps[i], in[a]);
-  }
-  return plan;
-}
-
+// The plan (starts clamped, steps bounded) is shape inference's; its counts are the output shape.
 OpLowering slice_lowering() {
   return {"Slice", "", [](LowerContext& c) {
             const TensorRef& x = c.input(0);
-            std::vector<SliceAxis> plan = slice_plan(c);
+            std::vector<SliceAxis> plan = slice_plan(c.node(), c.shape(0), int_inputs(c));
             c.set_output(0, compute(c.name(), "injective", x->dtype, c.out_shape(0), [&](const std::vector<Expr>& idx) {
                            std::vector<Expr> src;
                            for (size_t a = 0; a < idx.size(); ++a)
@@ -119,25 +80,13 @@ OpLowering gather_nd_lowering() {
 
 // ---- ScatterND, ScatterElements, Scatter ---------------------------------------------------------------
 
-enum class Combine { None, Add, Mul, Max, Min };
-
-Combine parse_combine(const LowerContext& c) {
-  std::string r = c.node().attr_string("reduction", "none");
-  if (r == "none") return Combine::None;
-  if (r == "add") return Combine::Add;
-  if (r == "mul") return Combine::Mul;
-  if (r == "max") return Combine::Max;
-  if (r == "min") return Combine::Min;
-  c.fail("unknown reduction '" + r + "'");
-}
-
-Reducer reducer_of(Combine r) {
+Reducer reducer_of(ScatterReduction r) {
   switch (r) {
-    case Combine::Add: return Reducer::Sum;
-    case Combine::Mul: return Reducer::Prod;
-    case Combine::Max: return Reducer::Max;
-    case Combine::Min: return Reducer::Min;
-    case Combine::None: break;
+    case ScatterReduction::Add: return Reducer::Sum;
+    case ScatterReduction::Mul: return Reducer::Prod;
+    case ScatterReduction::Max: return Reducer::Max;
+    case ScatterReduction::Min: return Reducer::Min;
+    case ScatterReduction::None: break;
   }
   return Reducer::None;
 }
@@ -159,9 +108,9 @@ struct ScatterForm {
 TensorRef lower_scatter(LowerContext& c, const ScatterForm& f) {
   const TensorRef& data = c.input(0);
   const Shape& shape = c.out_shape(0);
-  Combine mode = parse_combine(c);
+  ScatterReduction mode = parse_scatter_reduction(c.node());
   if (f.count == 0) return reshaped_copy(data, shape, c.name());
-  if (mode == Combine::None) {
+  if (mode == ScatterReduction::None) {
     TensorRef last = reduce(c.name("last"), "reduction", DType::Int64, shape, Reducer::Max, {f.count},
                             [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
                               return select(f.matches(idx, r[0]), r[0], int_imm(-1));

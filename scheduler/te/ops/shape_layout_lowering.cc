@@ -2,8 +2,8 @@
 // SpaceToDepth, Trilu, ReverseSequence, and the scans CumSum and CumProd.
 #include <algorithm>
 
-#include "frontend/ops/op_util.h"
-#include "scheduler/te/ops/shape_lowering_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
+#include "scheduler/te/ops/shape_lowering_common.h"
 
 namespace kiln::te::shape_lowering {
 namespace {

@@ -1,12 +1,13 @@
 // Shape plumbing and whole-tensor data movement as tensor expressions: Shape, Size, Reshape, Flatten,
 // Squeeze, Unsqueeze, Identity, Dropout, Constant, ConstantOfShape, EyeLike, Range, Expand, Tile,
 // Transpose, Concat, Split. Indexing ops are in shape_index_lowering.cc, padding/layout/scan ops in
-// shape_layout_lowering.cc (mirroring frontend/ops/shape_*.cc).
+// shape_layout_lowering.cc (mirroring frontend/ops/shape_*.cc). Attributes are parsed by
+// frontend/ops/shape_attributes.h, as shape inference parses them.
 #include <algorithm>
 #include <memory>
 
-#include "frontend/ops/op_util.h"
-#include "scheduler/te/ops/shape_lowering_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
+#include "scheduler/te/ops/shape_lowering_common.h"
 
 namespace kiln::te {
 namespace {
@@ -24,15 +25,7 @@ void set_constant_output(LowerContext& c, Tensor value) {
 
 OpLowering shape_of_lowering() {
   return {"Shape", "", [](LowerContext& c) {
-            // The extents in [start, end) (opset 15+), both wrapped once and clamped, as the frontend does.
-            int64_t r = c.rank(0);
-            int64_t start = c.node().attr_int("start", 0), end = c.node().attr_int("end", r);
-            if (start < 0) start += r;
-            if (end < 0) end += r;
-            start = std::clamp<int64_t>(start, 0, r);
-            end = std::clamp<int64_t>(end, start, r);
-            std::vector<int64_t> dims(c.shape(0).begin() + start, c.shape(0).begin() + end);
-            set_constant_output(c, Tensor::from_ints(DType::Int64, {static_cast<int64_t>(dims.size())}, dims));
+            set_constant_output(c, shape_op_value(c.node(), c.shape(0)));
           }};
 }
 
@@ -42,24 +35,8 @@ OpLowering size_lowering() {
           }};
 }
 
-Tensor constant_attr_value(const LowerContext& c) {
-  const Node& n = c.node();
-  if (const Tensor* t = n.attr_tensor("value")) return *t;
-  if (n.has_attr("value_float")) return Tensor::scalar_double(DType::Float32, n.attr_float("value_float", 0));
-  if (n.has_attr("value_int")) return Tensor::scalar_int(DType::Int64, n.attr_int("value_int", 0));
-  if (n.has_attr("value_floats")) {
-    auto v = n.attr_floats("value_floats");
-    return Tensor::from_doubles(DType::Float32, {static_cast<int64_t>(v.size())}, v);
-  }
-  if (n.has_attr("value_ints")) {
-    auto v = n.attr_ints("value_ints");
-    return Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v);
-  }
-  c.unsupported("only tensor, float and int Constant values are supported");
-}
-
 OpLowering constant_lowering() {
-  return {"Constant", "", [](LowerContext& c) { set_constant_output(c, constant_attr_value(c)); }};
+  return {"Constant", "", [](LowerContext& c) { set_constant_output(c, constant_value(c.node())); }};
 }
 
 // ---- Same elements under a new shape -----------------------------------------------------------------------
@@ -94,8 +71,7 @@ Expr immediate_of(const Tensor& v) {
 
 OpLowering constant_of_shape_lowering() {
   return {"ConstantOfShape", "", [](LowerContext& c) {
-            const Tensor* v = c.node().attr_tensor("value");
-            Expr fill = v ? immediate_of(*v) : float_imm(0.0, DType::Float32);
+            Expr fill = immediate_of(constant_of_shape_fill(c.node()));
             c.set_output(0, compute(c.name(), "elementwise", fill->dtype, c.out_shape(0),
                                     [&](const std::vector<Expr>&) { return fill; }));
           }};
@@ -150,20 +126,10 @@ OpLowering tile_lowering() {
           }};
 }
 
-std::vector<int64_t> transpose_perm(const LowerContext& c) {
-  int64_t rank = c.rank(0);
-  if (!c.node().has_attr("perm")) {
-    std::vector<int64_t> perm;
-    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-    return perm;
-  }
-  return normalize_axes(c.node(), c.node().attr_ints("perm"), rank);
-}
-
 OpLowering transpose_lowering() {
   return {"Transpose", "", [](LowerContext& c) {
             const TensorRef& x = c.input(0);
-            std::vector<int64_t> perm = transpose_perm(c);
+            std::vector<int64_t> perm = transpose_perm(c.node(), c.rank(0));
             c.set_output(0, compute(c.name(), "injective", x->dtype, c.out_shape(0), [&](const std::vector<Expr>& idx) {
                            // Output axis k is input axis perm[k].
                            std::vector<Expr> src(idx.size());
@@ -206,30 +172,11 @@ OpLowering concat_lowering() {
           }};
 }
 
-// Split's chunk sizes, as the frontend computes them: given (attribute before opset 13, input since),
-// num_outputs (18+, the last chunk smaller), or equal parts.
-std::vector<int64_t> split_sizes(const LowerContext& c, int64_t extent) {
-  const Node& n = c.node();
-  int64_t outputs = static_cast<int64_t>(n.outputs.size());
-  std::vector<int64_t> sizes;
-  if (c.opset() < 13) sizes = n.attr_ints("split");
-  else if (auto given = optional_ints(c, 1, "split")) sizes = *given;
-  if (!sizes.empty()) return sizes;
-  if (c.opset() >= 18 && n.has_attr("num_outputs")) {
-    int64_t parts = n.attr_int("num_outputs", 0);
-    int64_t chunk = (extent + parts - 1) / parts;
-    sizes.assign(parts, chunk);
-    sizes.back() = extent - chunk * (parts - 1);
-    return sizes;
-  }
-  return std::vector<int64_t>(outputs, extent / outputs);
-}
-
 OpLowering split_lowering() {
   return {"Split", "", [](LowerContext& c) {
             const TensorRef& x = c.input(0);
             int64_t axis = axis_attr(c, "axis", 0, c.rank(0));
-            std::vector<int64_t> sizes = split_sizes(c, x->shape[axis]);
+            std::vector<int64_t> sizes = split_sizes(c.node(), x->shape[axis], int_inputs(c));
             int64_t offset = 0;
             for (size_t i = 0; i < sizes.size(); ++i) {
               if (c.has_output(i)) {

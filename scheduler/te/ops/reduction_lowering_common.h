@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/te/ops/lowering_util.h"
+#include "scheduler/te/ops/broadcast_lowering.h"
 
 namespace kiln::te::reduction_lowering {
 

@@ -1,12 +1,11 @@
-/// \file Internals shared by the misc family files: misc_ops.cc (entry point, small ops, ml and training
-/// domains), misc_sampling.cc (GridSample, AffineGrid, RoiAlign, DeformConv, Col2Im) and misc_dynamic.cc
-/// (NonMaxSuppression, NonZero, Unique: ops whose output shape depends on input values).
+/// \file The misc family: ops that belong to no other family. Its entry point register_misc_ops
+/// (misc_family.cc) calls one registration function per file below; the helpers are shared by them.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln::misc {
 
@@ -30,7 +29,13 @@ inline std::vector<int64_t> constant_ints(const InferContext& c, size_t i, const
   return tensor_ints(c.require_constant(i, what));
 }
 
-void register_sampling_ops(OpRegistry& r);
-void register_dynamic_shape_ops(OpRegistry& r);
+void register_det_op(OpRegistry& r);                  // Det (det_op.cc)
+void register_bitcast_op(OpRegistry& r);              // BitCast (bitcast_op.cc)
+void register_swiglu_op(OpRegistry& r);               // SwiGLU (swiglu_op.cc)
+void register_tensor_scatter_op(OpRegistry& r);       // TensorScatter (tensor_scatter_op.cc)
+void register_ml_domain_ops(OpRegistry& r);           // ai.onnx.ml Binarizer, ArrayFeatureExtractor
+void register_training_optimizer_ops(OpRegistry& r);  // ai.onnx.preview.training Adagrad, Momentum, Adam
+void register_sampling_ops(OpRegistry& r);            // GridSample, AffineGrid, RoiAlign, DeformConv, Col2Im
+void register_dynamic_shape_ops(OpRegistry& r);       // NonMaxSuppression, NonZero, Unique (value_dependent_ops.cc)
 
 }  // namespace kiln::misc

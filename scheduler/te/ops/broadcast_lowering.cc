@@ -1,4 +1,4 @@
-#include "scheduler/te/ops/lowering_util.h"
+#include "scheduler/te/ops/broadcast_lowering.h"
 
 namespace kiln::te {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "scheduler/te/ops/misc_lowering_common.h"
+#include "scheduler/te/ops/misc_family_lowering.h"
 
 namespace kiln::te {
 namespace misc {

@@ -1,4 +1,4 @@
-#include "scheduler/te/ops/reduction_lowering_util.h"
+#include "scheduler/te/ops/reduction_lowering_common.h"
 
 namespace kiln::te::reduction_lowering {
 

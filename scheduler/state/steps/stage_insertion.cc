@@ -1,4 +1,4 @@
-#include "scheduler/state/steps/new_stage_util.h"
+#include "scheduler/state/steps/stage_insertion.h"
 
 #include <fmt/format.h>
 

@@ -6,13 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/te/ops/lowering_util.h"
+#include "frontend/ops/shape_attributes.h"
+#include "scheduler/te/ops/broadcast_lowering.h"
 
 namespace kiln::te::shape_lowering {
 
 /// The values of integer input i, which shape inference already required to be a compile-time
 /// constant; nullopt when the optional input is absent.
 std::optional<std::vector<int64_t>> optional_ints(const LowerContext& c, size_t i, const char* what);
+/// optional_ints of `c` as the lookup the shared attribute parsers (frontend/ops/shape_attributes.h) take.
+IntInputLookup int_inputs(const LowerContext& c);
 /// Like optional_ints, but the input must be present.
 std::vector<int64_t> required_ints(const LowerContext& c, size_t i, const char* what);
 

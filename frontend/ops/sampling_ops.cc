@@ -5,7 +5,7 @@
 #include <array>
 #include <cmath>
 
-#include "frontend/ops/misc_common.h"
+#include "frontend/ops/misc_family.h"
 
 namespace kiln {
 namespace misc {

@@ -1,4 +1,5 @@
-/// \file Small helpers shared by the op family files: axes, broadcasting, index arithmetic.
+/// \file Helpers shared by the op family files: normalizing axes, numpy broadcasting, index arithmetic,
+/// integer input values, a dtype check and the one-FLOP-per-element count.
 #pragma once
 #include <cstdint>
 #include <optional>

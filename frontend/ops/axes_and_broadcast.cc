@@ -1,4 +1,4 @@
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 #include <algorithm>
 

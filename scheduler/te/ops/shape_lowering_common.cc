@@ -1,14 +1,18 @@
-#include "scheduler/te/ops/shape_lowering_util.h"
+#include "scheduler/te/ops/shape_lowering_common.h"
 
 #include <algorithm>
 
-#include "frontend/ops/op_util.h"
+#include "frontend/ops/axes_and_broadcast.h"
 
 namespace kiln::te::shape_lowering {
 
 std::optional<std::vector<int64_t>> optional_ints(const LowerContext& c, size_t i, const char* what) {
   if (!c.has_input(i)) return std::nullopt;
   return tensor_ints(c.require_constant(i, what));
+}
+
+IntInputLookup int_inputs(const LowerContext& c) {
+  return [&c](size_t i, const char* what) { return optional_ints(c, i, what); };
 }
 
 std::vector<int64_t> required_ints(const LowerContext& c, size_t i, const char* what) {

@@ -1,13 +1,13 @@
 // Lowerings of the ops that sample or scatter images at computed positions: GridSample, AffineGrid,
-// RoiAlign, DeformConv and Col2Im. Coordinates and interpolation mirror frontend/ops/misc_sampling.cc.
+// RoiAlign, DeformConv and Col2Im. Coordinates and interpolation mirror frontend/ops/sampling_ops.cc.
 // Positions computed from data are clamped into their tensors and guarded by selects.
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
 
-#include "frontend/ops/op_util.h"
-#include "scheduler/te/ops/misc_lowering_common.h"
+#include "frontend/ops/axes_and_broadcast.h"
+#include "scheduler/te/ops/misc_family_lowering.h"
 
 namespace kiln::te {
 namespace misc {

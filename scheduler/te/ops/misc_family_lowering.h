@@ -1,11 +1,11 @@
-/// \file Helpers shared by the misc family's lowering files: misc_lowering.cc (entry point, small ops,
-/// ml and training domains, extern ops), misc_sampling_lowering.cc (GridSample, AffineGrid, RoiAlign,
-/// DeformConv, Col2Im) and misc_signal_lowering.cc (windows, MelWeightMatrix, DFT, STFT).
+/// \file The misc family's lowerings: ops of no other family. Its entry point register_misc_lowerings
+/// (misc_family_lowering.cc) calls one registration function per lowering file below; the helpers are
+/// shared by them.
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "scheduler/te/ops/lowering_util.h"
+#include "scheduler/te/ops/broadcast_lowering.h"
 
 namespace kiln::te::misc {
 
@@ -41,7 +41,12 @@ inline TensorRef cast_stage(const LowerContext& c, const TensorRef& t, DType out
   });
 }
 
-void register_sampling_lowerings(LoweringRegistry& r);
-void register_signal_lowerings(LoweringRegistry& r);
+void register_bitcast_lowering(LoweringRegistry& r);              // bitcast_lowering.cc
+void register_swiglu_lowering(LoweringRegistry& r);               // swiglu_lowering.cc
+void register_tensor_scatter_lowering(LoweringRegistry& r);       // tensor_scatter_lowering.cc
+void register_ml_domain_lowerings(LoweringRegistry& r);           // Binarizer, ArrayFeatureExtractor
+void register_training_optimizer_lowerings(LoweringRegistry& r);  // Adagrad, Momentum, Adam
+void register_sampling_lowerings(LoweringRegistry& r);  // GridSample, AffineGrid, RoiAlign, DeformConv, Col2Im
+void register_signal_lowerings(LoweringRegistry& r);    // windows, MelWeightMatrix, DFT, STFT
 
 }  // namespace kiln::te::misc

@@ -1,4 +1,5 @@
-/// \file Helpers shared by the op lowering files.
+/// \file Numpy broadcasting in tensor expressions, shared by the op lowering files: the input indices an
+/// output index reads, and a stage computing a function of every input over their broadcast shape.
 #pragma once
 #include <vector>
 

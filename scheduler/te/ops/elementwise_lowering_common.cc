@@ -1,4 +1,4 @@
-#include "scheduler/te/ops/elementwise_lowering_util.h"
+#include "scheduler/te/ops/elementwise_lowering_common.h"
 
 namespace kiln::te::elementwise {
 

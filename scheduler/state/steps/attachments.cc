@@ -1,4 +1,4 @@
-#include "scheduler/state/steps/attach_util.h"
+#include "scheduler/state/steps/attachments.h"
 
 namespace kiln::state {
 
