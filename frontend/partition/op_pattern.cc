@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "frontend/ops/reduce_spec.h"
+
 namespace kiln {
 
 const char* op_pattern_name(OpPattern p) {
@@ -49,8 +51,8 @@ const std::vector<PatternRow>& pattern_rows() {
         "Split", "Slice", "Gather", "GatherElements", "GatherND", "OneHot", "Pad", "CenterCropPad", "DepthToSpace",
         "SpaceToDepth", "ReverseSequence", "Trilu", "Resize", "Upsample"}},
       {OpPattern::CommReduce,
-       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
-        "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "Softmax", "LogSoftmax", "Hardmax",
+       {// the Reduce* ops come from frontend/ops/reduce_spec.h's table (pattern_table adds them)
+        "ArgMax", "ArgMin", "Softmax", "LogSoftmax", "Hardmax",
         "LayerNormalization", "InstanceNormalization", "GroupNormalization", "RMSNormalization", "LpNormalization",
         "MeanVarianceNormalization", "LRN", "DynamicQuantizeLinear",
         // global pooling is a plain reduction over the spatial axes (TVM files it with pooling)
@@ -67,6 +69,7 @@ const std::map<std::string, OpPattern>& pattern_table() {
     std::map<std::string, OpPattern> t;
     for (const PatternRow& row : pattern_rows())
       for (const char* op : row.ops) t.emplace(op, row.pattern);
+    for (const ReduceOp& r : reduce_ops()) t.emplace(r.op_type, OpPattern::CommReduce);
     return t;
   }();
   return table;
@@ -85,6 +88,7 @@ std::vector<std::pair<std::string, OpPattern>> op_pattern_table_rows() {
   std::vector<std::pair<std::string, OpPattern>> rows;
   for (const PatternRow& row : pattern_rows())
     for (const char* op : row.ops) rows.emplace_back(op, row.pattern);
+  for (const ReduceOp& r : reduce_ops()) rows.emplace_back(r.op_type, OpPattern::CommReduce);
   return rows;
 }
 
