@@ -38,7 +38,7 @@ ModelSummary summarize_model(const std::string& path, ShapeBindings bindings, bo
   ModelSummary s;
   s.file = path;
   s.ir_version = g.ir_version;
-  s.opset = g.opsets.at("");
+  s.opset = g.opsets.count("") ? g.opsets.at("") : 0;  // 0: the model imports only other domains
   s.imported_nodes = static_cast<int64_t>(g.nodes.size());
   for (const Node& n : g.nodes) s.op_histogram[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
   for (const auto& in : g.inputs) {

@@ -157,11 +157,9 @@ Graph import_model(const onnx::ModelProto& m, const std::string& file, const Imp
     g.opsets[d] = o.version();
   }
   if (!g.opsets.count("") && m.opset_import_size() == 0) g.opsets[""] = 1;  // IR < 3 models import nothing
-  // Every op kiln lowers is in the default domain; a model that does not import it has nothing kiln can
-  // run (and every later stage may assume g.opsets[""] exists).
-  if (!g.opsets.count(""))
-    throw Unsupported(file + ": the model imports no default-domain (ai.onnx) opset; kiln compiles ONNX operators only");
-  const int64_t opset = g.opsets[""];
+  // A model of ai.onnx.ml or training-domain ops alone need not import the default domain; its nodes
+  // are checked against their own domain's import below.
+  const int64_t opset = g.opsets.count("") ? g.opsets[""] : kMinOpset;
   if (opset < kMinOpset || opset > kMaxOpset)
     throw Unsupported(file + ": opset " + std::to_string(opset) + " is not supported (kiln supports " +
                       std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");

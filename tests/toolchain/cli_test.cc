@@ -108,5 +108,16 @@ TEST(Cli, UnknownOrRepeatedInputNamesExitTwo) {
   }
 }
 
+// ONNX's Binarizer test imports only ai.onnx.ml: inspect summarises it (opset 0: no default domain)
+// instead of looking up a default-domain opset that is not there.
+TEST(Cli, InspectOfAModelImportingOnlyTheMlDomain) {
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/../shared/onnx-node/test_ai_onnx_ml_binarizer/model.onnx";
+  if (!std::ifstream(model)) GTEST_SKIP() << model << " is missing (the shared ONNX node tests)";
+  testing::TempDir dir;
+  testing::CliOutput o = testing::run_kiln_output("inspect " + model, dir);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("opset 0"), std::string::npos) << o.out;
+}
+
 }  // namespace
 }  // namespace kiln
