@@ -82,6 +82,13 @@ const std::map<std::string, const char*>& coarser_than_lowering() {
       {"Expand", "a broadcast filed Injective: moving it changes partitions and task keys, so it waits for a measured change"},
       {"Einsum", "an anchor whatever its equation: some equations lower to a transpose or a plain reduction"},
       {"ReduceSum", "with noop_with_empty_axes and no axes it lowers to a copy"},
+      // Outside ai.onnx (training and ai.onnx.ml domains): rare in inference graphs, so fusing them
+      // is not worth a row until a model needs it.
+      {"ai.onnx.preview.training.Adam", "training domain"},
+      {"ai.onnx.preview.training.Adagrad", "training domain"},
+      {"ai.onnx.preview.training.Momentum", "training domain"},
+      {"ai.onnx.ml.ArrayFeatureExtractor", "ml domain"},
+      {"ai.onnx.ml.Binarizer", "ml domain"},
       // Not in the table (Opaque by default): whether fusing them pays has not been measured.
       {"Attention", "no row yet"},
       {"DeformConv", "no row yet"},
