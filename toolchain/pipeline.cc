@@ -9,6 +9,7 @@
 #include "backends/package/memory_plan.h"
 #include "backends/package/model_module.h"
 #include "frontend/onnx/onnx_import.h"
+#include "frontend/passes/fold_into_conv.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
 #include "scheduler/lower/lower_model.h"
@@ -48,6 +49,9 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
   after(o, "infer", graph_text(g));
   remove_dead_nodes(g);
   after(o, "prune", graph_text(g));
+  fold_into_conv(g);
+  remove_dead_nodes(g);  // the weights the folds replaced
+  after(o, "fold", graph_text(g));
   return g;
 }
 

@@ -2,6 +2,7 @@
 /// call whose result `--dump-after STAGE` prints (stage_dump.h). pipeline.cc reads top to bottom as:
 ///
 ///   import -> bind -> infer -> prune    frontend: a static-shape graph, everything constant folded
+///   fold                                per-channel affine ops folded into the conv before them
 ///   partition                           fusion into subgraphs, once: every later stage indexes them
 ///   tasks                               the distinct subgraphs, by workload key
 ///   schedule (analysis, sketch)         one program per task: default, random, or tuning records
@@ -37,7 +38,8 @@ struct CompileOptions {
   ScheduleChoice schedule;
 };
 
-/// The frontend stages: import -> bind input shapes -> infer shapes (+ fold) -> remove dead nodes.
+/// The frontend stages: import -> bind input shapes -> infer shapes (+ constant folding) -> remove dead
+/// nodes -> fold BatchNormalization / per-channel Mul and Add into convolutions.
 Graph load_model(const std::string& path, const PipelineOptions& opts);
 
 /// The stages from partition to package on a loaded graph; writes the package into `dir`. Returns
