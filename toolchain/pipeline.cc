@@ -8,6 +8,7 @@
 
 #include "backends/package/memory_plan.h"
 #include "backends/package/model_module.h"
+#include "frontend/layout/block_layout.h"
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/passes/fold_into_conv.h"
 #include "frontend/passes/infer_shapes.h"
@@ -55,9 +56,20 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
   return g;
 }
 
-std::optional<package::PackageInfo> compile_graph(const Graph& g, const CompileOptions& c, const std::string& dir,
+Graph lay_out(const Graph& model, int vector_bits, const PipelineOptions& o) {
+  Graph g = model;  // values share their constants: a cheap copy
+  block_layout(g, float_block_for(vector_bits));
+  remove_dead_nodes(g);  // the NCHW values no reader needs any more
+  after(o, "layout", [&] { return print_graph(g); });
+  return g;
+}
+
+std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
                                                   const PipelineOptions& o) {
   package::check_package_name(c.name);
+
+  const Graph g = lay_out(model, c.target.vector_bits, o);
+  if (o.stop_after == "layout") return std::nullopt;
 
   const SubgraphDAG sdag = partition_graph(g);
   if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;

@@ -3,6 +3,7 @@
 ///
 ///   import -> bind -> infer -> prune    frontend: a static-shape graph, everything constant folded
 ///   fold                                per-channel affine ops folded into the conv before them
+///   layout                              convolutions in blocked layouts for the target's vectors
 ///   partition                           fusion into subgraphs, once: every later stage indexes them
 ///   tasks                               the distinct subgraphs, by workload key
 ///   schedule (analysis, sketch)         one program per task: default, random, or tuning records
@@ -42,9 +43,14 @@ struct CompileOptions {
 /// nodes -> fold BatchNormalization / per-channel Mul and Add into convolutions.
 Graph load_model(const std::string& path, const PipelineOptions& opts);
 
-/// The stages from partition to package on a loaded graph; writes the package into `dir`. Returns
+/// The target-dependent graph stage: convolutions and their neighbours in the blocked layout for
+/// `vector_bits`-wide vectors (frontend/layout/block_layout.h). Every command that makes tasks for a
+/// target runs it, so tuning, measuring and compiling see the same tasks.
+Graph lay_out(const Graph& model, int vector_bits, const PipelineOptions& opts = {});
+
+/// The stages from layout to package on a loaded graph; writes the package into `dir`. Returns
 /// nullopt when opts.stop_after ends the pipeline before the package stage.
-std::optional<package::PackageInfo> compile_graph(const Graph& g, const CompileOptions& c, const std::string& dir,
+std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
                                                   const PipelineOptions& opts = {});
 
 /// Prints a graph as text: inputs, outputs, and one line per node with its output types.

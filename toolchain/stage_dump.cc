@@ -8,7 +8,7 @@
 namespace kiln {
 
 const std::vector<std::string>& pipeline_stages() {
-  static const std::vector<std::string> stages = {"import", "bind",     "infer",    "prune", "fold", "partition",
+  static const std::vector<std::string> stages = {"import", "bind",     "infer",    "prune", "fold", "layout", "partition",
                                                   "tasks",  "analysis", "sketch",   "schedule", "lower",
                                                   "memory", "codegen",  "package"};
   return stages;

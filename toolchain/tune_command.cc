@@ -24,13 +24,14 @@ namespace {
 
 // Every task of the models, once per workload key; a task several models share weighs their
 // occurrences together.
-std::vector<search::TuneTask> model_tasks(const std::vector<std::string>& models, const ShapeBindings& bindings) {
+std::vector<search::TuneTask> model_tasks(const std::vector<std::string>& models, const ShapeBindings& bindings,
+                                         int vector_bits) {
   std::vector<search::TuneTask> out;
   std::map<std::string, size_t> index;
   for (const std::string& m : models) {
     PipelineOptions po;
     po.bindings = bindings;
-    Graph g = load_model(m, po);
+    Graph g = lay_out(load_model(m, po), vector_bits);
     for (Task& t : extract_tasks(g, partition_graph(g))) {
       auto [it, fresh] = index.emplace(t.key, out.size());
       if (!fresh) {
@@ -135,7 +136,7 @@ int TuneCommand::run() {
   search::XGBoostOptions xo;
   xo.seed = seed_;
   search::XGBoostModel model(xo);
-  std::vector<search::TuneTask> tasks = model_tasks(models_, bindings_.parse());
+  std::vector<search::TuneTask> tasks = model_tasks(models_, bindings_.parse(), target.vector_bits);
   if (trials_per_task_ > 0) options.trials = trials_ = trials_per_task_ * static_cast<int>(tasks.size());
   search::Tuner tuner(std::move(tasks), options, model, builder, *runner);
 

@@ -54,5 +54,6 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 void register_conv_ops(OpRegistry& r);
 void register_pool_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);
+void register_blocked_layout_ops(OpRegistry& r);  // domain "kiln": blocked_layout_ops.cc
 
 }  // namespace kiln::nn

@@ -92,7 +92,19 @@ std::vector<std::pair<std::string, OpPattern>> op_pattern_table_rows() {
   return rows;
 }
 
+namespace {
+
+// kiln's own ops (the layout stage's): the blocked conv is an anchor like Conv; reorders move data.
+OpPattern kiln_domain_pattern(const std::string& op_type) {
+  if (op_type == "ConvBlocked") return OpPattern::OutEWiseFusable;
+  if (op_type == "ReorderToBlocked" || op_type == "ReorderFromBlocked") return OpPattern::Injective;
+  return OpPattern::Opaque;
+}
+
+}  // namespace
+
 OpPattern node_op_pattern(const Node& n) {
+  if (n.domain == "kiln") return kiln_domain_pattern(n.op_type);
   if (!n.domain.empty() && n.domain != "ai.onnx") return OpPattern::Opaque;
   if (n.op_type == "BatchNormalization") return batch_norm_pattern(n);
   auto it = pattern_table().find(n.op_type);

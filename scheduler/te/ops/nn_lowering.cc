@@ -87,6 +87,7 @@ void register_nn_lowerings(LoweringRegistry& r) {
   nn_lower::register_conv_lowerings(r);
   nn_lower::register_pool_lowerings(r);
   nn_lower::register_resize_lowerings(r);
+  nn_lower::register_blocked_layout_lowerings(r);
 }
 
 }  // namespace kiln::te

@@ -43,5 +43,6 @@ std::vector<Expr> unravel(const Expr& flat, const Shape& shape);
 void register_conv_lowerings(LoweringRegistry& r);
 void register_pool_lowerings(LoweringRegistry& r);
 void register_resize_lowerings(LoweringRegistry& r);
+void register_blocked_layout_lowerings(LoweringRegistry& r);  // domain "kiln"
 
 }  // namespace kiln::te::nn_lower

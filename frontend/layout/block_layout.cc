@@ -1,0 +1,253 @@
+#include "frontend/layout/block_layout.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace kiln {
+namespace {
+
+constexpr const char* kDomain = "kiln";
+
+// Elementwise ops that may run on a blocked tensor: each maps a padded channel's 0 to a finite value.
+const std::set<std::string>& blockable_unary() {
+  static const std::set<std::string> ops = {"Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+                                            "Elu",  "Selu",      "Celu",    "Softplus",    "Clip",      "Identity"};
+  return ops;
+}
+const std::set<std::string>& blockable_binary() {
+  static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Max", "Min"};
+  return ops;
+}
+
+class BlockLayout {
+ public:
+  BlockLayout(Graph& g, int64_t block) : g_(g), block_(block) {}
+
+  int run() {
+    for (const auto& in : g_.inputs) produced_.insert(in);
+    for (const auto& [name, v] : g_.values)
+      if (v.constant) produced_.insert(name);
+    for (Node& n : g_.nodes) {
+      if (try_conv(n) || try_elementwise(n) || try_concat(n) || try_global_average_pool(n)) continue;
+      for (const auto& in : n.inputs) need_nchw(in);
+      for (const auto& o : n.outputs) produced_.insert(o);
+      out_.push_back(std::move(n));
+    }
+    for (const auto& o : g_.outputs) need_nchw(o);
+    g_.nodes = std::move(out_);
+    return convs_;
+  }
+
+ private:
+  bool is_f32(const std::string& v) const { return !v.empty() && g_.value(v).typed && g_.value(v).dtype == DType::Float32; }
+  const Tensor* constant(const std::string& v) const { return v.empty() ? nullptr : g_.value(v).constant.get(); }
+
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; g_.has_value(name); ++k) name = base + "." + std::to_string(k);
+    return name;
+  }
+  std::string add_constant(const std::string& base, Tensor t) {
+    const Shape shape = t.shape();
+    return add_value(base, t.dtype(), shape, std::make_shared<const Tensor>(std::move(t)));
+  }
+  std::string add_value(const std::string& base, DType dt, Shape shape, std::shared_ptr<const Tensor> c = nullptr) {
+    Value v;
+    v.name = fresh(base);
+    v.dtype = dt;
+    v.shape = std::move(shape);
+    v.typed = true;
+    v.constant = std::move(c);
+    g_.values[v.name] = v;
+    if (v.constant) produced_.insert(v.name);
+    return v.name;
+  }
+  Node& emit(const std::string& op, const std::string& name, std::vector<std::string> ins, std::vector<std::string> outs,
+             const std::string& domain = kDomain) {
+    Node n;
+    n.name = name;
+    n.op_type = op;
+    n.domain = domain;
+    n.opset = 1;
+    n.inputs = std::move(ins);
+    n.outputs = std::move(outs);
+    for (const auto& o : n.outputs) produced_.insert(o);
+    out_.push_back(std::move(n));
+    return out_.back();
+  }
+
+  // The blocked form of NCHW value v, reordering it (once) when it has none yet.
+  std::string blocked_input(const std::string& v) {
+    auto it = blocked_.find(v);
+    if (it != blocked_.end()) return it->second;
+    const Shape& s = g_.value(v).shape;
+    const int64_t b = std::min(block_, s[1]);
+    Shape bs{s[0], (s[1] + b - 1) / b, s[2], s[3], b};
+    const std::string out = add_value(v + ".blocked", DType::Float32, bs);
+    emit("ReorderToBlocked", v + ".to_blocked", {v}, {out}).attrs["block"] = AttrValue(b);
+    blocked_[v] = out;
+    channels_[v] = s[1];
+    return out;
+  }
+
+  // A node is about to read v in NCHW: reorder v's blocked form back if v has no NCHW producer.
+  void need_nchw(const std::string& v) {
+    if (v.empty() || produced_.count(v)) return;
+    auto it = blocked_.find(v);
+    if (it == blocked_.end()) return;
+    emit("ReorderFromBlocked", v + ".from_blocked", {it->second}, {v}).attrs["channels"] = AttrValue(channels_.at(v));
+  }
+
+  // The result of a node that computes blocked value `out_b` standing for NCHW value `out`.
+  void record(const std::string& out, const std::string& out_b, int64_t channels) {
+    blocked_[out] = out_b;
+    channels_[out] = channels;
+  }
+
+  bool try_conv(const Node& n) {
+    if (!n.domain.empty() || n.op_type != "Conv" || n.outputs.size() != 1 || n.inputs.size() < 2) return false;
+    if (n.attr_int("group", 1) != 1 || !is_f32(n.inputs[0]) || g_.value(n.inputs[0]).shape.size() != 4) return false;
+    const Tensor* w = constant(n.inputs[1]);
+    const Tensor* bias = n.inputs.size() > 2 ? constant(n.inputs[2]) : nullptr;
+    if (!w || w->dtype() != DType::Float32 || (n.inputs.size() > 2 && !n.inputs[2].empty() && !bias)) return false;
+    const std::string xb = blocked_input(n.inputs[0]);
+    const Shape& xs = g_.value(xb).shape;
+    const int64_t bi = xs[4], cib = xs[1], bo = block_;
+    const Shape& ws = w->shape();
+    const int64_t m = ws[0], c = ws[1], kh = ws[2], kw = ws[3], mb = (m + bo - 1) / bo;
+    Tensor packed(DType::Float32, {mb, cib, kh, kw, bi, bo});
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t i = 0; i < c; ++i)
+        for (int64_t y = 0; y < kh; ++y)
+          for (int64_t x = 0; x < kw; ++x)
+            packed.set_double(((((o / bo * cib + i / bi) * kh + y) * kw + x) * bi + i % bi) * bo + o % bo,
+                              w->get_double(((o * c + i) * kh + y) * kw + x));
+    std::vector<std::string> ins{xb, add_constant(n.name + ".packed_weight", std::move(packed))};
+    if (bias) {
+      Tensor pb(DType::Float32, {mb, bo});
+      for (int64_t o = 0; o < m; ++o) pb.set_double(o, bias->get_double(o));
+      ins.push_back(add_constant(n.name + ".packed_bias", std::move(pb)));
+    }
+    const Shape& ys = g_.value(n.outputs[0]).shape;
+    const std::string yb = add_value(n.outputs[0] + ".blocked", DType::Float32, {ys[0], mb, ys[2], ys[3], bo});
+    Node& conv = emit("ConvBlocked", n.name, ins, {yb});
+    for (const char* a : {"auto_pad", "pads", "strides", "dilations"})
+      if (n.has_attr(a)) conv.attrs[a] = n.attrs.at(a);
+    record(n.outputs[0], yb, m);
+    ++convs_;
+    return true;
+  }
+
+  // A constant operand of a blocked elementwise op: a scalar stays; a per-channel one of a tensor with
+  // `channels` channels in blocks of b becomes 1 x Cb x 1 x 1 x b. Empty when it is neither.
+  std::string blocked_constant(const std::string& v, size_t rank, int64_t channels, int64_t b) {
+    const Tensor* t = constant(v);
+    if (!t || t->dtype() != DType::Float32 || static_cast<size_t>(t->rank()) > rank) return "";
+    for (int64_t i = 0; i < t->size(); ++i)
+      if (!std::isfinite(t->get_double(i))) return "";
+    if (t->size() == 1) return v;
+    const size_t lead = rank - static_cast<size_t>(t->rank());
+    for (size_t a = 0; a < static_cast<size_t>(t->rank()); ++a)
+      if (t->shape()[a] != 1 && !(lead + a == 1 && t->shape()[a] == channels)) return "";
+    const int64_t cb = (channels + b - 1) / b;
+    Tensor packed(DType::Float32, {1, cb, 1, 1, b});
+    for (int64_t ch = 0; ch < channels; ++ch) packed.set_double(ch, t->get_double(ch));
+    return add_constant(v + ".blocked", std::move(packed));
+  }
+
+  bool try_elementwise(const Node& n) {
+    const bool unary = blockable_unary().count(n.op_type) != 0, binary = blockable_binary().count(n.op_type) != 0;
+    if (!n.domain.empty() || (!unary && !binary) || n.outputs.size() != 1 || n.inputs.empty()) return false;
+    // The blocked operand that sets the shape: the first input with a blocked form.
+    const std::string* lead = nullptr;
+    for (const auto& in : n.inputs)
+      if (!in.empty() && blocked_.count(in) && !lead) lead = &in;
+    if (!lead) return false;
+    const Value& out = g_.value(n.outputs[0]);
+    if (!is_f32(n.outputs[0]) || out.shape != g_.value(*lead).shape) return false;
+    const Shape& lead_b = g_.value(blocked_.at(*lead)).shape;
+    const int64_t channels = channels_.at(*lead);
+    std::vector<std::string> ins;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const std::string& in = n.inputs[i];
+      if (in.empty()) {
+        ins.push_back(in);
+      } else if (blocked_.count(in)) {
+        if (g_.value(blocked_.at(in)).shape != lead_b) return false;
+        ins.push_back(blocked_.at(in));
+      } else if (unary && i > 0) {
+        if (!constant(in) || constant(in)->size() != 1) return false;  // Clip's min / max
+        ins.push_back(in);
+      } else {
+        std::string c = blocked_constant(in, out.shape.size(), channels, lead_b.back());
+        if (c.empty()) return false;
+        ins.push_back(c);
+      }
+    }
+    const std::string ob = add_value(n.outputs[0] + ".blocked", DType::Float32, lead_b);
+    Node& copy = emit(n.op_type, n.name, ins, {ob}, n.domain);
+    copy.opset = n.opset;
+    copy.attrs = n.attrs;
+    record(n.outputs[0], ob, channels);
+    return true;
+  }
+
+  // Concat along channels of blocked tensors whose channels fill whole blocks of one size.
+  bool try_concat(const Node& n) {
+    if (!n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || !is_f32(n.outputs[0])) return false;
+    const int64_t rank = static_cast<int64_t>(g_.value(n.outputs[0]).shape.size());
+    const int64_t axis = n.attr_int("axis", 0);
+    if (rank != 4 || (axis != 1 && axis != 1 - rank)) return false;
+    std::vector<std::string> ins;
+    int64_t channels = 0, b = 0;
+    for (const auto& in : n.inputs) {
+      if (!blocked_.count(in)) return false;
+      const Shape& s = g_.value(blocked_.at(in)).shape;
+      if ((b && s[4] != b) || channels_.at(in) % s[4] != 0) return false;
+      b = s[4];
+      channels += channels_.at(in);
+      ins.push_back(blocked_.at(in));
+    }
+    const Shape& ys = g_.value(n.outputs[0]).shape;
+    const std::string ob = add_value(n.outputs[0] + ".blocked", DType::Float32, {ys[0], channels / b, ys[2], ys[3], b});
+    Node& concat = emit("Concat", n.name, ins, {ob}, "");
+    concat.opset = 13;
+    concat.attrs["axis"] = AttrValue(int64_t{1});
+    record(n.outputs[0], ob, channels);
+    return true;
+  }
+
+  // GlobalAveragePool of a blocked tensor: the mean over its spatial axes, still blocked.
+  bool try_global_average_pool(const Node& n) {
+    if (!n.domain.empty() || n.op_type != "GlobalAveragePool" || n.outputs.size() != 1 || n.inputs.size() != 1) return false;
+    if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0])) return false;
+    const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
+    const std::string axes = add_constant(n.name + ".axes", Tensor::from_ints(DType::Int64, {2}, std::vector<int64_t>{2, 3}));
+    const std::string ob = add_value(n.outputs[0] + ".blocked", DType::Float32, {xb[0], xb[1], 1, 1, xb[4]});
+    Node& mean = emit("ReduceMean", n.name, {blocked_.at(n.inputs[0]), axes}, {ob}, "");
+    mean.opset = 18;  // axes as an input
+    mean.attrs["keepdims"] = AttrValue(int64_t{1});
+    record(n.outputs[0], ob, channels_.at(n.inputs[0]));
+    return true;
+  }
+
+  Graph& g_;
+  const int64_t block_;
+  std::vector<Node> out_;
+  std::set<std::string> produced_;            // values with an NCHW producer so far (or inputs, constants)
+  std::map<std::string, std::string> blocked_;  // NCHW value -> its blocked form
+  std::map<std::string, int64_t> channels_;     // NCHW value -> its channel count
+  int convs_ = 0;
+};
+
+}  // namespace
+
+int64_t float_block_for(int vector_bits) { return vector_bits >= 64 ? vector_bits / 32 : 0; }
+
+int block_layout(Graph& g, int64_t block) {
+  if (block <= 1) return 0;
+  return BlockLayout(g, block).run();
+}
+
+}  // namespace kiln

@@ -1,0 +1,33 @@
+/// \file The layout stage: convolutions move to a blocked activation layout, NCHW[b]c.
+///
+/// Why: in NCHW the only contiguous axis of a convolution's output is its row, so a 7- or 14-wide row
+/// fills no 16-lane vector and every weight is a scalar broadcast. In NCHW[b]c (b channels innermost, b
+/// the target's vector width in floats) the output-channel block is the vector whatever the image
+/// size, and the weights, repacked once at compile time into the order the kernel reads them
+/// (Co/bo x Ci/bi x KH x KW x bi x bo), are read as whole vectors. This is the layout of ORT's NCHWc
+/// transformer and TVM's x86 conv schedules; this pass is kiln's own.
+///
+/// What moves: every 2-D float32 Conv with group 1 and constant weights becomes kiln.ConvBlocked. The
+/// ops after it stay blocked when they can compute on the blocked tensor directly: elementwise
+/// activations, Add/Sub/Mul/Max/Min of two blocked tensors or of a blocked tensor and a scalar or
+/// per-channel constant (repacked too), Concat along channels of whole blocks, GlobalAveragePool (a
+/// ReduceMean over the blocked tensor's spatial axes). Everything else reads NCHW: a
+/// kiln.ReorderFromBlocked is placed before the first such reader (and for graph outputs), and a
+/// kiln.ReorderToBlocked before a conv whose input is not blocked yet, so reorders sit only at the
+/// edges of blocked regions and a reorder back and forth never happens. Channels past a multiple of
+/// b are zero-padded, never dropped; the ops kept blocked map 0 to a finite value, and padded input
+/// channels have zero weights, so padding never reaches a real channel.
+#pragma once
+#include "frontend/ir/graph.h"
+
+namespace kiln {
+
+/// Rewrites `g` (shapes inferred) to blocked layouts with blocks of `block` channels (a conv whose
+/// input has fewer channels reads them as one block). Returns the number of convolutions moved.
+/// block <= 1 leaves the graph alone.
+int block_layout(Graph& g, int64_t block);
+
+/// The block for float32 activations on a target with `vector_bits`-wide vectors (0: none).
+int64_t float_block_for(int vector_bits);
+
+}  // namespace kiln
