@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
       po.stop_after = po.dump.last_wanted();
       kiln::Graph g = kiln::load_model(model_path, po);
       const auto& stages = kiln::pipeline_stages();
-      if (std::find(stages.begin(), stages.end(), po.stop_after) > std::find(stages.begin(), stages.end(), "fold")) {
+      if (std::find(stages.begin(), stages.end(), po.stop_after) > std::find(stages.begin(), stages.end(), "prune")) {
         kiln::CompileOptions co;
         co.target = kiln::resolve_target(dump_target);
         co.name = kiln::package::c_identifier(std::filesystem::path(model_path).stem().string());

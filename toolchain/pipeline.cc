@@ -50,14 +50,14 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
   after(o, "infer", graph_text(g));
   remove_dead_nodes(g);
   after(o, "prune", graph_text(g));
-  fold_into_conv(g);
-  remove_dead_nodes(g);  // the weights the folds replaced
-  after(o, "fold", graph_text(g));
   return g;
 }
 
-Graph lay_out(const Graph& model, int vector_bits, const PipelineOptions& o) {
+Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& o) {
   Graph g = model;  // values share their constants: a cheap copy
+  fold_into_conv(g);
+  remove_dead_nodes(g);  // the weights the folds replaced
+  after(o, "fold", [&] { return print_graph(g); });
   block_layout(g, float_block_for(vector_bits));
   remove_dead_nodes(g);  // the NCHW values no reader needs any more
   after(o, "layout", [&] { return print_graph(g); });
@@ -68,8 +68,8 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
                                                   const PipelineOptions& o) {
   package::check_package_name(c.name);
 
-  const Graph g = lay_out(model, c.target.vector_bits, o);
-  if (o.stop_after == "layout") return std::nullopt;
+  const Graph g = optimize_graph(model, c.target.vector_bits, o);
+  if (o.stop_after == "fold" || o.stop_after == "layout") return std::nullopt;
 
   const SubgraphDAG sdag = partition_graph(g);
   if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;

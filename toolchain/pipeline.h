@@ -39,16 +39,17 @@ struct CompileOptions {
   ScheduleChoice schedule;
 };
 
-/// The frontend stages: import -> bind input shapes -> infer shapes (+ constant folding) -> remove dead
-/// nodes -> fold BatchNormalization / per-channel Mul and Add into convolutions.
+/// The frontend stages: import -> bind input shapes -> infer shapes (+ constant folding) -> remove dead nodes.
 Graph load_model(const std::string& path, const PipelineOptions& opts);
 
-/// The target-dependent graph stage: convolutions and their neighbours in the blocked layout for
-/// `vector_bits`-wide vectors (frontend/layout/block_layout.h). Every command that makes tasks for a
-/// target runs it, so tuning, measuring and compiling see the same tasks.
-Graph lay_out(const Graph& model, int vector_bits, const PipelineOptions& opts = {});
+/// The graph rewrites that compiling makes and the model as given does not have (so `kiln run` and
+/// `kiln inspect` see the model itself): BatchNormalization and per-channel Mul/Add folded into
+/// convolutions (fold), then convolutions and their neighbours in the blocked layout for
+/// `vector_bits`-wide vectors (layout). Every command that makes tasks for a target runs them, so
+/// tuning, measuring and compiling see the same tasks.
+Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& opts = {});
 
-/// The stages from layout to package on a loaded graph; writes the package into `dir`. Returns
+/// The stages from fold to package on a loaded graph; writes the package into `dir`. Returns
 /// nullopt when opts.stop_after ends the pipeline before the package stage.
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
                                                   const PipelineOptions& opts = {});

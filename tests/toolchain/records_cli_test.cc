@@ -149,7 +149,8 @@ struct Mnist {
 Mnist load_mnist() {
   Mnist m;
   m.g = load_model(kMnistDir + "/model.onnx", PipelineOptions{});
-  m.tasks = extract_tasks(m.g, partition_graph(m.g));
+  const Graph compiled = optimize_graph(m.g, host_target().vector_bits);  // the graph `kiln compile` partitions
+  m.tasks = extract_tasks(compiled, partition_graph(compiled));
   std::string name;
   Tensor x = load_tensor_file(kMnistDir + "/test_data_set_0/input_0.pb", &name);
   if (name.empty()) name = m.g.inputs.at(0);

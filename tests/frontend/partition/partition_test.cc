@@ -228,7 +228,9 @@ TEST(Partition, DumpAfterPartitionPrintsTheSubgraphs) {
   std::string text;
   char buf[512];
   while (std::fgets(buf, sizeof buf, f.get())) text += buf;
-  EXPECT_NE(text.find("; after partition\nsubgraphs 1 (from 2 nodes)\n"), std::string::npos) << text;
+  // After the layout stage: the blocked conv with its Relu fused, between the two reorders.
+  EXPECT_NE(text.find("; after partition\nsubgraphs 3 (from 4 nodes)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  nodes   conv:ConvBlocked relu:Relu\n"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -1,0 +1,149 @@
+#include "frontend/layout/block_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "frontend/onnx/onnx_import.h"
+#include "frontend/passes/bind_input_shapes.h"
+#include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/remove_dead_nodes.h"
+#include "frontend/reference/interpreter.h"
+#include "tests/frontend/test_models.h"
+
+namespace kiln {
+namespace {
+
+using testing::random_weights;
+
+Graph prepared(ModelBuilder& b) {
+  Graph g = import_onnx_bytes(b.serialize(), "t.onnx");
+  bind_input_shapes(g, {});
+  infer_shapes(g);
+  remove_dead_nodes(g);
+  return g;
+}
+
+std::vector<std::string> op_types(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes) ops.push_back(n.op_type);
+  return ops;
+}
+
+// Lays `g` out in blocks of `block` and checks the outputs are what they were (the reference
+// interpreter runs the blocked ops' own kernels). Returns the number of convolutions moved.
+int lay_out_and_compare(Graph& g, int64_t block) {
+  std::map<std::string, Tensor> in;
+  uint32_t seed = 11;
+  for (const auto& name : g.inputs) in.emplace(name, random_weights(g.value(name).shape, seed++));
+  const std::vector<Tensor> before = run_reference(g, in);
+  const int moved = block_layout(g, block);
+  remove_dead_nodes(g);
+  const std::vector<Tensor> after = run_reference(g, in);
+  EXPECT_EQ(before.size(), after.size());
+  for (size_t o = 0; o < before.size() && o < after.size(); ++o) {
+    EXPECT_EQ(before[o].shape(), after[o].shape());
+    for (int64_t i = 0; i < before[o].size(); ++i)
+      EXPECT_NEAR(after[o].get_double(i), before[o].get_double(i), 1e-5 + 1e-5 * std::abs(before[o].get_double(i)))
+          << "output " << o << " element " << i;
+  }
+  return moved;
+}
+
+void conv(ModelBuilder& b, const std::string& x, const std::string& y, int64_t in, int64_t out, uint32_t seed,
+          int64_t stride = 1) {
+  b.initializer(y + ".w", random_weights({out, in, 3, 3}, seed));
+  b.initializer(y + ".b", random_weights({out}, seed + 1));
+  b.node("Conv", {x, y + ".w", y + ".b"}, {y})
+      .attr("pads", std::vector<int64_t>{1, 1, 1, 1})
+      .attr("strides", std::vector<int64_t>{stride, stride});
+}
+
+// A residual block: everything from the first conv to the global pooling stays blocked, with one
+// reorder in and one out. 3 input channels read as one block of 3; 12 channels fill 1.5 blocks of 8.
+TEST(BlockLayout, AResidualBlockIsBlockedFromItsFirstConvToTheGlobalPooling) {
+  ModelBuilder b("residual", 13);
+  b.input("x", DType::Float32, Shape{1, 3, 9, 9});
+  b.initializer("scale", random_weights({12, 1, 1}, 50));
+  conv(b, "x", "c1", 3, 12, 1);
+  b.node("Relu", {"c1"}, {"r1"});
+  conv(b, "r1", "c2", 12, 12, 3);
+  b.node("Mul", {"c2", "scale"}, {"m"});
+  b.node("Add", {"m", "r1"}, {"sum"});
+  b.initializer("lo", Tensor::scalar_double(DType::Float32, 0.0));
+  b.initializer("hi", Tensor::scalar_double(DType::Float32, 0.5));
+  b.node("Clip", {"sum", "lo", "hi"}, {"act"});
+  b.node("GlobalAveragePool", {"act"}, {"gap"});
+  b.node("Flatten", {"gap"}, {"y"});
+  b.output("y", DType::Float32, Shape{});
+  Graph g = prepared(b);
+  EXPECT_EQ(lay_out_and_compare(g, 8), 2);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ConvBlocked", "Mul", "Add",
+                                                   "Clip", "ReduceMean", "ReorderFromBlocked", "Flatten"}));
+  EXPECT_EQ(g.value(g.nodes[0].outputs[0]).shape, (Shape{1, 1, 9, 9, 3}));
+  EXPECT_EQ(g.value(g.nodes[1].outputs[0]).shape, (Shape{1, 2, 9, 9, 8}));
+  EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{2, 1, 3, 3, 3, 8}));  // packed weights
+}
+
+// An op that cannot run blocked (MaxPool here) ends the region: reorder out, pool, reorder back in.
+// A blocked value read both blocked and in NCHW is reordered once.
+TEST(BlockLayout, ReordersSitOnlyAtTheEdgesOfBlockedRegions) {
+  ModelBuilder b("edges", 13);
+  b.input("x", DType::Float32, Shape{2, 8, 8, 8});
+  conv(b, "x", "c1", 8, 16, 1);
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("MaxPool", {"r1"}, {"p"}).attr("kernel_shape", std::vector<int64_t>{2, 2}).attr("strides", std::vector<int64_t>{2, 2});
+  conv(b, "p", "c2", 16, 16, 3, 2);
+  b.node("Sigmoid", {"r1"}, {"y2"});
+  b.output("c2", DType::Float32, Shape{});
+  b.output("y2", DType::Float32, Shape{});
+  Graph g = prepared(b);
+  EXPECT_EQ(lay_out_and_compare(g, 16), 2);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ReorderFromBlocked", "MaxPool",
+                                                   "ReorderToBlocked", "ConvBlocked", "Sigmoid", "ReorderFromBlocked",
+                                                   "ReorderFromBlocked"}));
+}
+
+// Concat of whole blocks stays blocked; one with a partial block reads NCHW.
+TEST(BlockLayout, ConcatStaysBlockedOnlyOverWholeBlocks) {
+  for (int64_t second : {8, 4}) {
+    ModelBuilder b("concat", 13);
+    b.input("x", DType::Float32, Shape{1, 4, 6, 6});
+    conv(b, "x", "a", 4, 8, 1);
+    conv(b, "x", "c", 4, second, 3);
+    b.node("Concat", {"a", "c"}, {"y"}).attr("axis", int64_t{1});
+    b.output("y", DType::Float32, Shape{});
+    Graph g = prepared(b);
+    EXPECT_EQ(lay_out_and_compare(g, 8), 2);
+    const std::vector<std::string> ops = op_types(g);
+    EXPECT_EQ(ops.back(), second == 8 ? "ReorderFromBlocked" : "Concat") << second;
+  }
+}
+
+// What stays NCHW: grouped convs, convs whose weights are computed at run time; and block 1 (no vectors).
+TEST(BlockLayout, LeavesGroupedAndRunTimeWeightConvsAndScalarTargetsAlone) {
+  ModelBuilder b("alone", 13);
+  b.input("x", DType::Float32, Shape{1, 4, 6, 6});
+  b.input("w", DType::Float32, Shape{4, 4, 3, 3});
+  b.initializer("dw", random_weights({4, 1, 3, 3}, 1));
+  b.node("Conv", {"x", "dw"}, {"d"}).attr("group", int64_t{4});
+  b.node("Conv", {"d", "w"}, {"y"});
+  b.output("y", DType::Float32, Shape{});
+  Graph g = prepared(b);
+  EXPECT_EQ(block_layout(g, 16), 0);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv", "Conv"}));
+
+  ModelBuilder c("scalar", 13);
+  c.input("x", DType::Float32, Shape{1, 4, 6, 6});
+  conv(c, "x", "y", 4, 4, 1);
+  c.output("y", DType::Float32, Shape{});
+  Graph h = prepared(c);
+  EXPECT_EQ(block_layout(h, 1), 0);
+  EXPECT_EQ(op_types(h), (std::vector<std::string>{"Conv"}));
+  EXPECT_EQ(float_block_for(512), 16);
+  EXPECT_EQ(float_block_for(256), 8);
+  EXPECT_EQ(float_block_for(128), 4);
+}
+
+}  // namespace
+}  // namespace kiln
