@@ -84,7 +84,7 @@ ModelSchedule choose_schedules(const std::vector<Task>& tasks, size_t num_subgra
   s.choice = choice;
   s.params.cores = std::max(target.cores, 1);
   s.params.vector_lanes = std::max(target.vector_bits / 32, 1);
-  s.default_params.vector_bits = target.vector_bits;
+  s.default_params = lower::schedule_params_for(target.vector_bits);
   s.task_of_subgraph.resize(num_subgraphs);
   std::map<std::string, std::vector<measure::Record>> ranked;
   if (choice.kind == ScheduleChoice::Kind::Records)

@@ -40,9 +40,7 @@ namespace {
 // (placeholders, distinct outputs, then everything else), which buffer_specs expects. The body refers
 // to buffers, not positions, so reordering the parameters is safe.
 lower::LoweredFunc default_schedule_func(const te::ComputeDAG& dag, const std::string& name, const Target& target) {
-  lower::ScheduleParams params;
-  params.vector_bits = target.vector_bits;
-  lower::LoweredFunc f = lower::lower_dag(dag, name, params);
+  lower::LoweredFunc f = lower::lower_dag(dag, name, lower::schedule_params_for(target.vector_bits));
   std::vector<lower::BufferRef> ordered;
   auto take = [&](const te::TensorRef& t) {
     for (lower::BufferRef& b : f.params)

@@ -1,5 +1,8 @@
 #include "scheduler/lower/lower_dag.h"
 
+#include <functional>
+#include <optional>
+
 #include "frontend/ir/error.h"
 #include "scheduler/lower/extern_calls.h"
 #include "scheduler/te/substitute.h"
@@ -24,6 +27,40 @@ int lanes_for(DType t, const ScheduleParams& p) {
 }
 
 
+
+bool uses_var(const Expr& e, const te::ExprNode* v) {
+  if (e.get() == v) return true;
+  for (const Expr& a : e->args)
+    if (uses_var(a, v)) return true;
+  return false;
+}
+
+// The outer axis a register tile also blocks (as GEMM kernels block N): an axis before the row axis
+// that some input is read along and another input, the one read along the row axis, is not; no input
+// is read along both. Conv's output channel is one: the weights follow it, the image follows the
+// output row. The innermost such axis, or none.
+std::optional<size_t> operand_block_axis(const te::Stage& s) {
+  const size_t rank = s.axes.size();
+  if (rank < 3) return std::nullopt;
+  const te::ExprNode* row = s.axes[rank - 2].get();
+  for (size_t a = rank - 2; a-- > 0;) {
+    if (s.shape[a] < 2) continue;
+    const te::ExprNode* axis = s.axes[a].get();
+    bool along_axis = false, along_row = false, along_both = false;
+    te::visit_loads(s.body, [&](const Expr& l) {
+      bool ua = false, ur = false;
+      for (const Expr& i : l->args) {
+        ua |= uses_var(i, axis);
+        ur |= uses_var(i, row);
+      }
+      along_both |= ua && ur;
+      along_axis |= ua && !ur;
+      along_row |= ur && !ua;
+    });
+    if (along_axis && along_row && !along_both) return a;
+  }
+  return std::nullopt;
+}
 
 // Extern stages of one node: the same op writing the same outputs from the same inputs. Stages hold
 // copies of the node, so identity is by content; output names are unique in a graph.
@@ -56,6 +93,13 @@ Stmt lower_extern_group(const te::ComputeDAG& dag, const std::vector<size_t>& gr
 }
 
 }  // namespace
+
+ScheduleParams schedule_params_for(int vector_bits) {
+  ScheduleParams p;
+  p.vector_bits = vector_bits;
+  p.vector_registers = vector_bits == 256 ? 16 : 32;
+  return p;
+}
 
 Expr combine_reduction(te::Reducer r, const Expr& acc, const Expr& v) {
   switch (r) {
@@ -134,71 +178,124 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       inner = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, ForKind::Serial, inner);
     return inner;
   };
-  // Register tiling (matmul, conv): a T x J tile of the two innermost spatial axes accumulates in
-  // registers (J a multiple of the vector width), so each reduction step loads a row of the right-hand
-  // operand once for T rows. Rows and columns past the last whole tile use the untiled scheme below.
+  // Register tiling (matmul, conv): a micro-kernel of T rows of the second-innermost axis x J columns
+  // of the innermost (J a multiple of the vector width) x M blocks of an outer "operand" axis (below)
+  // accumulates in registers, so each reduction step loads a vector of the right-hand operand once per
+  // block and broadcasts a left-hand element once per row, for M x T x J/lanes FMAs. The rows are
+  // split evenly into tiles of at most the accumulator budget (3/4 of the vector registers, as ORT's
+  // 6 x 4 kernel on 32 registers); columns past the last whole J use the untiled scheme below.
   const int lanes = lanes_for(s.dtype, p);
   if (rank >= 2 && lanes > 1 && s.dtype != DType::Bool && s.shape[rank - 1] >= lanes) {
     const int64_t e1 = s.shape[rank - 1], e2 = s.shape[rank - 2];
     const int64_t J = e1 >= 2 * lanes ? 2 * lanes : lanes;
-    const int64_t T = std::min<int64_t>(4, e2);
+    const int64_t vectors = J / lanes;
+    const int64_t budget = p.vector_registers * 3 / 4;
+    const std::optional<size_t> operand_axis = operand_block_axis(s);
+    int64_t M = 1;
+    if (operand_axis)
+      for (int64_t m : {4, 2})
+        if (s.shape[*operand_axis] % m == 0 && budget / (m * vectors) >= 4) {
+          M = m;
+          break;
+        }
+    // More rows pay only when some input's vector (read along the columns, not the rows) is reused
+    // by every row, as a GEMM's right-hand operand is; otherwise (a depthwise conv: every row reads
+    // its own vectors) four rows are enough to hide the FMA latency and spill nothing.
+    bool reused_across_rows = false;
+    te::visit_loads(s.body, [&](const Expr& l) {
+      bool along_j = false, along_i = false;
+      for (const Expr& i : l->args) {
+        along_j |= uses_var(i, s.axes[rank - 1].get());
+        along_i |= uses_var(i, s.axes[rank - 2].get());
+      }
+      reused_across_rows |= along_j && !along_i;
+    });
+    const int64_t most_rows = std::max<int64_t>(1, reused_across_rows ? budget / (M * vectors) : 4);
+    const int64_t row_tiles = (e2 + most_rows - 1) / most_rows;
+    const int64_t T = (e2 + row_tiles - 1) / row_tiles;
     const int64_t m1 = e1 / J, m2 = e2 / T;
     const Expr& iv = s.axes[rank - 2];
     const Expr& jv = s.axes[rank - 1];
-    // The stage's statements with the two inner axes replaced by `i` and `j`.
-    auto at = [&](const Expr& i, const Expr& j) {
+    const te::ExprNode* av = operand_axis && M > 1 ? s.axes[*operand_axis].get() : nullptr;
+    Expr ao = av ? te::var(av->name + ".o") : nullptr;
+    // The stage's statements with the two inner axes replaced by `i` and `j`, and the operand axis by
+    // ao * M + `a` (when blocked).
+    auto at = [&](const Expr& i, const Expr& j, const Expr& a) {
       std::map<const te::ExprNode*, Expr> m{{iv.get(), i}, {jv.get(), j}};
+      if (av) m[av] = ao * M + a;
       struct {
         Expr body, init, out_index;
       } r{te::substitute(body, m), te::substitute(init, m), te::substitute(out_index, m)};
       return r;
     };
-    // Untiled: rows i = i0 + ii (ii < rows, the loop variable `ii` given), columns j = j0 + jj, jj < cols.
-    auto untiled = [&](const Expr& i, int64_t j0, int64_t cols) -> Stmt {
+    // Over the M blocks of the operand axis: `make(a)` for a = 0..M-1 as a loop of `kind`.
+    auto over_blocks = [&](ForKind kind, const std::function<Stmt(const Expr&)>& make) {
+      if (!av) return make(te::int_imm(0));
+      Expr a = te::var(av->name + ".m");
+      return for_loop(a, M, kind, make(a));
+    };
+    // Untiled: row i (an expression), columns j = j0 + jj, jj < cols.
+    auto untiled = [&](const Expr& i, int64_t j0, int64_t cols, const Expr& a) -> Stmt {
       Expr jj = te::var(jv->name + ".r");
-      auto e = at(i, jj + j0);
+      auto e = at(i, jj + j0, a);
       if (cols > 4096) {
         BufferRef acc = make_buffer(s.name + ".acc", s.dtype, 1, true);
-        Expr a = load(acc, te::int_imm(0));
+        Expr v = load(acc, te::int_imm(0));
         return for_loop(jj, cols, ForKind::Serial,
                         allocate(acc, block({store(acc, te::int_imm(0), e.init),
-                                             reduction_loops(store(acc, te::int_imm(0), combine_reduction(s.reducer, a, e.body))),
-                                             store(out, e.out_index, a)})));
+                                             reduction_loops(store(acc, te::int_imm(0), combine_reduction(s.reducer, v, e.body))),
+                                             store(out, e.out_index, v)})));
       }
       BufferRef acc = make_buffer(s.name + ".acc", s.dtype, cols, true);
-      Expr a = load(acc, jj);
+      Expr v = load(acc, jj);
       auto along = [&](Stmt st) { return for_loop(jj, cols, ForKind::Vectorized, std::move(st)); };
       return allocate(acc, block({along(store(acc, jj, e.init)),
-                                  reduction_loops(along(store(acc, jj, combine_reduction(s.reducer, a, e.body)))),
-                                  along(store(out, e.out_index, a))}));
+                                  reduction_loops(along(store(acc, jj, combine_reduction(s.reducer, v, e.body)))),
+                                  along(store(out, e.out_index, v))}));
     };
-    Expr io = te::var(iv->name + ".o"), ii = te::var(iv->name + ".i");
-    Expr jo = te::var(jv->name + ".o"), ji = te::var(jv->name + ".i");
-    auto e = at(io * T + ii, jo * J + ji);
-    BufferRef acc = make_buffer(s.name + ".tile", s.dtype, T * J, true);
-    Expr slot = ii * J + ji;
-    Expr a = load(acc, slot);
-    auto over_tile = [&](Stmt st) {
-      return for_loop(ii, T, ForKind::Unrolled, for_loop(ji, J, ForKind::Vectorized, std::move(st)));
-    };
-    Stmt tile = for_loop(jo, m1, ForKind::Serial,
-                         allocate(acc, block({over_tile(store(acc, slot, e.init)),
-                                              reduction_loops(over_tile(store(acc, slot, combine_reduction(s.reducer, a, e.body)))),
-                                              over_tile(store(out, e.out_index, a))})));
-    std::vector<Stmt> row_block{tile};
-    if (e1 % J != 0) {  // the last columns of the tile's rows
+    // One tile of `rows` rows from row i0: every whole J of columns, then the columns left.
+    auto tile = [&](const Expr& i0, int64_t rows) -> Stmt {
+      Expr ii = te::var(iv->name + ".i"), jo = te::var(jv->name + ".o"), ji = te::var(jv->name + ".i");
+      BufferRef acc = make_buffer(s.name + ".tile", s.dtype, M * rows * J, true);
+      // One statement per accumulator: the blocks and rows unrolled, the columns a vector.
+      auto over_tile = [&](const std::function<Stmt(const Expr& slot, const decltype(at(i0, i0, i0))& e)>& make) {
+        return over_blocks(ForKind::Unrolled, [&](const Expr& a) {
+          auto e = at(i0 + ii, jo * J + ji, a);
+          return for_loop(ii, rows, ForKind::Unrolled,
+                          for_loop(ji, J, ForKind::Vectorized, make((a * rows + ii) * J + ji, e)));
+        });
+      };
+      Stmt whole = for_loop(
+          jo, m1, ForKind::Serial,
+          allocate(acc, block({over_tile([&](const Expr& slot, const auto& e) { return store(acc, slot, e.init); }),
+                               reduction_loops(over_tile([&](const Expr& slot, const auto& e) {
+                                 return store(acc, slot, combine_reduction(s.reducer, load(acc, slot), e.body));
+                               })),
+                               over_tile([&](const Expr& slot, const auto& e) { return store(out, e.out_index, load(acc, slot)); })})));
+      if (e1 % J == 0) return whole;
       Expr ir = te::var(iv->name + ".t");
-      row_block.push_back(for_loop(ir, T, ForKind::Serial, untiled(io * T + ir, m1 * J, e1 % J)));
+      return block({whole, over_blocks(ForKind::Serial, [&](const Expr& a) {
+                      return for_loop(ir, rows, ForKind::Serial, untiled(i0 + ir, m1 * J, e1 % J, a));
+                    })});
+    };
+    // The parallel loop, as above but over the loops the tiling leaves: blocking the operand axis may
+    // leave it one or two iterations, and then the next axis spreads better.
+    size_t parallel = parallel_axis;
+    if (parallel < rank) {
+      auto iterations = [&](size_t k) { return k == rank - 2 ? m2 : av && s.axes[k].get() == av ? s.shape[k] / M : s.shape[k]; };
+      parallel = rank;
+      for (int64_t enough : {4, 2})
+        for (size_t k = 0; k + 1 < rank && parallel == rank; ++k)
+          if (iterations(k) >= enough) parallel = k;
     }
-    std::vector<Stmt> parts{for_loop(io, m2, parallel_axis == rank - 2 ? ForKind::Parallel : ForKind::Serial,
-                                     block(std::move(row_block)))};
-    if (e2 % T != 0) {  // the last rows, all columns
-      Expr ir = te::var(iv->name + ".r");
-      parts.push_back(for_loop(ir, e2 % T, ForKind::Serial, untiled(ir + m2 * T, 0, e1)));
-    }
+    Expr io = te::var(iv->name + ".o");
+    std::vector<Stmt> parts{for_loop(io, m2, parallel == rank - 2 ? ForKind::Parallel : ForKind::Serial, tile(io * T, T))};
+    if (e2 % T != 0) parts.push_back(tile(te::int_imm(m2 * T), e2 % T));
     Stmt st = block(std::move(parts));
-    for (size_t k = rank - 2; k-- > 0;)
-      st = for_loop(s.axes[k], s.shape[k], k == parallel_axis ? ForKind::Parallel : ForKind::Serial, st);
+    for (size_t k = rank - 2; k-- > 0;) {
+      const ForKind kind = k == parallel ? ForKind::Parallel : ForKind::Serial;
+      st = av && s.axes[k].get() == av ? for_loop(ao, s.shape[k] / M, kind, st) : for_loop(s.axes[k], s.shape[k], kind, st);
+    }
     return st;
   }
   // Accumulators for every element of the innermost spatial axis, so the reduction steps are vector

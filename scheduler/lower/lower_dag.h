@@ -12,9 +12,13 @@ namespace kiln::lower {
 /// What the default schedule needs to know about the target.
 struct ScheduleParams {
   int vector_bits = 512;  // 128 for NEON, 256 for AVX2, 512 for AVX-512
+  int vector_registers = 32;  // 16 ymm on AVX2; 32 zmm on AVX-512, 32 q on NEON
   /// Below this many output elements a stage runs serially: a parallel_for dispatch costs more.
   int64_t min_parallel_elements = 4096;
 };
+
+/// The parameters of a target with `vector_bits`-wide vectors (x86 has 16 of 256 bits, 32 of 512).
+ScheduleParams schedule_params_for(int vector_bits);
 
 /// The loop nest of one stage under the default schedule, a schedule that is already sane on a CPU:
 /// the outermost spatial loop parallel, the innermost spatial loop vectorized (its tail in narrower
