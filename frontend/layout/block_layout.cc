@@ -105,12 +105,46 @@ class BlockLayout {
     channels_[out] = channels;
   }
 
+  // The bias of a blocked conv with `channels` outputs in `blocks` blocks of b: blocks x b, zero-padded.
+  std::string packed_bias(const Node& n, const Tensor& bias, int64_t channels, int64_t blocks, int64_t b) {
+    Tensor pb(DType::Float32, {blocks, b});
+    for (int64_t o = 0; o < channels; ++o) pb.set_double(o, bias.get_double(o));
+    return add_constant(n.name + ".packed_bias", std::move(pb));
+  }
+
+  // A depthwise conv (one input channel per group, one output per channel) keeps its input's blocks.
+  void depthwise(const Node& n, const Tensor& w, const Tensor* bias) {
+    const std::string xb = blocked_input(n.inputs[0]);
+    const Shape& xs = g_.value(xb).shape;
+    const int64_t b = xs[4], cb = xs[1], channels = w.shape()[0], kh = w.shape()[2], kw = w.shape()[3];
+    Tensor packed(DType::Float32, {cb, kh, kw, b});
+    for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t y = 0; y < kh; ++y)
+        for (int64_t x = 0; x < kw; ++x)
+          packed.set_double(((ch / b * kh + y) * kw + x) * b + ch % b, w.get_double((ch * kh + y) * kw + x));
+    std::vector<std::string> ins{xb, add_constant(n.name + ".packed_weight", std::move(packed))};
+    if (bias) ins.push_back(packed_bias(n, *bias, channels, cb, b));
+    const Shape& ys = g_.value(n.outputs[0]).shape;
+    const std::string yb = add_value(n.outputs[0] + ".blocked", DType::Float32, {ys[0], cb, ys[2], ys[3], b});
+    Node& conv = emit("DepthwiseConvBlocked", n.name, ins, {yb});
+    for (const char* a : {"auto_pad", "pads", "strides", "dilations"})
+      if (n.has_attr(a)) conv.attrs[a] = n.attrs.at(a);
+    record(n.outputs[0], yb, channels);
+  }
+
   bool try_conv(const Node& n) {
     if (!n.domain.empty() || n.op_type != "Conv" || n.outputs.size() != 1 || n.inputs.size() < 2) return false;
-    if (n.attr_int("group", 1) != 1 || !is_f32(n.inputs[0]) || g_.value(n.inputs[0]).shape.size() != 4) return false;
+    if (!is_f32(n.inputs[0]) || g_.value(n.inputs[0]).shape.size() != 4) return false;
     const Tensor* w = constant(n.inputs[1]);
     const Tensor* bias = n.inputs.size() > 2 ? constant(n.inputs[2]) : nullptr;
     if (!w || w->dtype() != DType::Float32 || (n.inputs.size() > 2 && !n.inputs[2].empty() && !bias)) return false;
+    const int64_t group = n.attr_int("group", 1), channels = g_.value(n.inputs[0]).shape[1];
+    if (group != 1) {
+      if (group != channels || w->shape()[0] != channels || w->shape()[1] != 1) return false;
+      depthwise(n, *w, bias);
+      ++convs_;
+      return true;
+    }
     const std::string xb = blocked_input(n.inputs[0]);
     const Shape& xs = g_.value(xb).shape;
     const int64_t bi = xs[4], cib = xs[1], bo = block_;
@@ -124,11 +158,7 @@ class BlockLayout {
             packed.set_double(((((o / bo * cib + i / bi) * kh + y) * kw + x) * bi + i % bi) * bo + o % bo,
                               w->get_double(((o * c + i) * kh + y) * kw + x));
     std::vector<std::string> ins{xb, add_constant(n.name + ".packed_weight", std::move(packed))};
-    if (bias) {
-      Tensor pb(DType::Float32, {mb, bo});
-      for (int64_t o = 0; o < m; ++o) pb.set_double(o, bias->get_double(o));
-      ins.push_back(add_constant(n.name + ".packed_bias", std::move(pb)));
-    }
+    if (bias) ins.push_back(packed_bias(n, *bias, m, mb, bo));
     const Shape& ys = g_.value(n.outputs[0]).shape;
     const std::string yb = add_value(n.outputs[0] + ".blocked", DType::Float32, {ys[0], mb, ys[2], ys[3], bo});
     Node& conv = emit("ConvBlocked", n.name, ins, {yb});

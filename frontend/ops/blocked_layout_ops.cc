@@ -4,6 +4,8 @@
 //   ReorderFromBlocked(x)        N x Cb x S... x b  -> N x channels x S...
 //   ConvBlocked(x, w[, bias])    N x Ci/bi x H x W x bi, weights Co/bo x Ci/bi x KH x KW x bi x bo, bias Co/bo x bo
 //                                -> N x Co/bo x OH x OW x bo, with Conv's strides / pads / dilations.
+//   DepthwiseConvBlocked(x, w[, bias])  N x C/b x H x W x b, weights C/b x KH x KW x b, bias C/b x b
+//                                -> N x C/b x OH x OW x b: channel c of the output reads channel c only.
 // Channel c of a blocked tensor is element c % b of block c / b, so a vector of b channels is
 // contiguous, and a convolution's weights are stored in the order its inner loop reads them.
 #include "frontend/ops/nn_common.h"
@@ -142,9 +144,59 @@ OpDef conv_blocked_op() {
   return d;
 }
 
+OpDef depthwise_conv_blocked_op() {
+  OpDef d;
+  d.op_type = "DepthwiseConvBlocked";
+  d.domain = kDomain;
+  d.infer = [](InferContext& c) {
+    c.require_input(0, "X");
+    c.require_input(1, "W");
+    const Shape &x = c.shape(0), &w = c.shape(1);
+    if (x.size() != 5 || w.size() != 4 || w[0] != x[1] || w[3] != x[4])
+      c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " are not N x C/b x H x W x b and C/b x KH x KW x b");
+    if (!is_float(c.dtype(0)) || c.dtype(1) != c.dtype(0)) c.fail("X and W must have the same float dtype");
+    if (c.has_input(2) && (c.shape(2) != Shape{w[0], w[3]} || c.dtype(2) != c.dtype(0)))
+      c.fail("bias must be " + shape_str({w[0], w[3]}) + " of X's dtype");
+    const Window win = forward_window(c.node(), {x[2], x[3]}, {w[1], w[2]}, false);
+    c.set_output(0, c.dtype(0), {x[0], x[1], win.out[0], win.out[1], x[4]});
+  };
+  d.eval = [](EvalContext& c) {
+    const Tensor &x = c.input(0), &w = c.input(1);
+    const Shape &xs = x.shape(), &ws = w.shape();
+    const Window win = forward_window(c.node(), {xs[2], xs[3]}, {ws[1], ws[2]}, false);
+    const int64_t b = xs[4];
+    Tensor y(x.dtype(), {xs[0], xs[1], win.out[0], win.out[1], b});
+    int64_t at = 0;
+    for (int64_t n = 0; n < xs[0]; ++n)
+      for (int64_t cb = 0; cb < xs[1]; ++cb)
+        for (int64_t oh = 0; oh < win.out[0]; ++oh)
+          for (int64_t ow = 0; ow < win.out[1]; ++ow)
+            for (int64_t ci = 0; ci < b; ++ci, ++at) {
+              double acc = c.has_input(2) ? c.input(2).get_double(cb * b + ci) : 0.0;
+              for (int64_t kh = 0; kh < ws[1]; ++kh)
+                for (int64_t kw = 0; kw < ws[2]; ++kw) {
+                  const int64_t ih = oh * win.strides[0] + kh * win.dilations[0] - win.pads_begin[0];
+                  const int64_t iw = ow * win.strides[1] + kw * win.dilations[1] - win.pads_begin[1];
+                  if (ih < 0 || ih >= xs[2] || iw < 0 || iw >= xs[3]) continue;
+                  acc += x.get_double((((n * xs[1] + cb) * xs[2] + ih) * xs[3] + iw) * b + ci) *
+                         w.get_double(((cb * ws[1] + kh) * ws[2] + kw) * b + ci);
+                }
+              y.set_double(at, acc);
+            }
+    c.set_output(0, std::move(y));
+  };
+  d.flops = [](const NodeShapes& s) {
+    double f = 2.0 * static_cast<double>(num_elements(s.out[0])) * static_cast<double>(s.in[1][1] * s.in[1][2]);
+    if (s.in.size() > 2 && !s.in[2].empty()) f += static_cast<double>(num_elements(s.out[0]));
+    return f;
+  };
+  return d;
+}
+
 }  // namespace
 
 void register_blocked_layout_ops(OpRegistry& r) {
+  r.add(depthwise_conv_blocked_op());
   r.add(reorder_to_blocked_op());
   r.add(reorder_from_blocked_op());
   r.add(conv_blocked_op());

@@ -96,7 +96,7 @@ namespace {
 
 // kiln's own ops (the layout stage's): the blocked conv is an anchor like Conv; reorders move data.
 OpPattern kiln_domain_pattern(const std::string& op_type) {
-  if (op_type == "ConvBlocked") return OpPattern::OutEWiseFusable;
+  if (op_type == "ConvBlocked" || op_type == "DepthwiseConvBlocked") return OpPattern::OutEWiseFusable;
   if (op_type == "ReorderToBlocked" || op_type == "ReorderFromBlocked") return OpPattern::Injective;
   return OpPattern::Opaque;
 }

@@ -191,10 +191,21 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     const int64_t vectors = J / lanes;
     const int64_t budget = p.vector_registers * 3 / 4;
     const std::optional<size_t> operand_axis = operand_block_axis(s);
+    // The operand's bytes per block of its axis (a conv's weights for one output-channel block): the
+    // tile re-reads M of them for every row tile, so they should stay in the L2 cache.
+    int64_t slice_bytes = 0;
+    if (operand_axis)
+      te::visit_loads(s.body, [&](const Expr& l) {
+        bool along = false;
+        for (const Expr& i : l->args) along |= uses_var(i, s.axes[*operand_axis].get());
+        if (along)
+          slice_bytes += num_elements(l->tensor->shape) * static_cast<int64_t>(dtype_size(l->tensor->dtype)) /
+                         s.shape[*operand_axis];
+      });
     int64_t M = 1;
     if (operand_axis)
       for (int64_t m : {4, 2})
-        if (s.shape[*operand_axis] % m == 0 && budget / (m * vectors) >= 4) {
+        if (s.shape[*operand_axis] % m == 0 && budget / (m * vectors) >= 4 && m * slice_bytes <= p.l2_bytes / 2) {
           M = m;
           break;
         }

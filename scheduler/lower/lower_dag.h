@@ -13,6 +13,7 @@ namespace kiln::lower {
 struct ScheduleParams {
   int vector_bits = 512;  // 128 for NEON, 256 for AVX2, 512 for AVX-512
   int vector_registers = 32;  // 16 ymm on AVX2; 32 zmm on AVX-512, 32 q on NEON
+  int64_t l2_bytes = int64_t{1} << 20;  // per core; register tiles keep their operand blocks within half of it
   /// Below this many output elements a stage runs serially: a parallel_for dispatch costs more.
   int64_t min_parallel_elements = 4096;
 };

@@ -54,26 +54,41 @@ TensorRef padded_blocked(const LowerContext& c, const TensorRef& x, nn::Window& 
   return padded;
 }
 
+// The per-channel bias added to a blocked conv's accumulator (a stage of its own, as for Conv), or
+// the accumulator itself without one.
+TensorRef with_blocked_bias(LowerContext& c, const TensorRef& acc) {
+  if (!c.has_input(2)) return acc;
+  const TensorRef& bias = c.input(2);
+  return compute(c.name(), "broadcast", acc->dtype, acc->shape,
+                 [&](const std::vector<Expr>& idx) { return at(acc, idx) + at(bias, {idx[1], idx[4]}); });
+}
+
+// out[n, cb, oh, ow, c] = sum over taps of x[n, cb, window, c] * w[cb, kh, kw, c]: the channels are
+// the vector, and each tap's weights one vector load.
+void lower_depthwise_conv_blocked(LowerContext& c) {
+  const TensorRef& w = c.input(1);
+  nn::Window win = nn::forward_window(c.node(), {c.shape(0)[2], c.shape(0)[3]}, {w->shape[1], w->shape[2]}, false);
+  const TensorRef x = padded_blocked(c, c.input(0), win);
+  TensorRef acc = reduce(c.has_input(2) ? c.name("acc") : c.name(), "conv", c.out_dtype(0), c.out_shape(0), Reducer::Sum,
+                         {w->shape[1], w->shape[2]}, [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
+                           Expr h = window_pos(win, 0, idx[2], r[0]), wpos = window_pos(win, 1, idx[3], r[1]);
+                           return at(x, {idx[0], idx[1], h, wpos, idx[4]}) * at(w, {idx[1], r[0], r[1], idx[4]});
+                         });
+  c.set_output(0, with_blocked_bias(c, acc));
+}
+
 void lower_conv_blocked(LowerContext& c) {
   const TensorRef& w = c.input(1);
   nn::Window win = nn::forward_window(c.node(), {c.shape(0)[2], c.shape(0)[3]}, {w->shape[2], w->shape[3]}, false);
   const TensorRef x = padded_blocked(c, c.input(0), win);
   const DType dt = c.out_dtype(0);
-  const bool has_bias = c.has_input(2);
-  TensorRef acc = reduce(has_bias ? c.name("acc") : c.name(), "conv", dt, c.out_shape(0), Reducer::Sum,
+  TensorRef acc = reduce(c.has_input(2) ? c.name("acc") : c.name(), "conv", dt, c.out_shape(0), Reducer::Sum,
                          {w->shape[1], w->shape[2], w->shape[3], w->shape[4]},
                          [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
                            Expr h = window_pos(win, 0, idx[2], r[1]), wpos = window_pos(win, 1, idx[3], r[2]);
                            return at(x, {idx[0], r[0], h, wpos, r[3]}) * at(w, {idx[1], r[0], r[1], r[2], r[3], idx[4]});
                          });
-  if (!has_bias) {
-    c.set_output(0, acc);
-    return;
-  }
-  const TensorRef& bias = c.input(2);
-  c.set_output(0, compute(c.name(), "broadcast", dt, acc->shape, [&](const std::vector<Expr>& idx) {
-                 return at(acc, idx) + at(bias, {idx[1], idx[4]});
-               }));
+  c.set_output(0, with_blocked_bias(c, acc));
 }
 
 }  // namespace
@@ -82,6 +97,7 @@ void register_blocked_layout_lowerings(LoweringRegistry& r) {
   r.add({"ReorderToBlocked", "kiln", lower_reorder_to_blocked});
   r.add({"ReorderFromBlocked", "kiln", lower_reorder_from_blocked});
   r.add({"ConvBlocked", "kiln", lower_conv_blocked});
+  r.add({"DepthwiseConvBlocked", "kiln", lower_depthwise_conv_blocked});
 }
 
 }  // namespace kiln::te::nn_lower

@@ -120,13 +120,39 @@ TEST(BlockLayout, ConcatStaysBlockedOnlyOverWholeBlocks) {
   }
 }
 
-// What stays NCHW: grouped convs, convs whose weights are computed at run time; and block 1 (no vectors).
+// A MobileNet block: expand (1x1), depthwise 3x3 stride 2, project, all blocked; the depthwise conv
+// keeps its input's blocks (20 channels: 2 blocks of 16, the second padded).
+TEST(BlockLayout, DepthwiseConvsStayBlocked) {
+  ModelBuilder b("mobile", 13);
+  b.input("x", DType::Float32, Shape{1, 8, 9, 9});
+  b.initializer("e.w", random_weights({20, 8, 1, 1}, 1));
+  b.initializer("d.w", random_weights({20, 1, 3, 3}, 2));
+  b.initializer("d.b", random_weights({20}, 3));
+  b.initializer("p.w", random_weights({8, 20, 1, 1}, 4));
+  b.node("Conv", {"x", "e.w"}, {"e"});
+  b.node("Relu", {"e"}, {"er"});
+  b.node("Conv", {"er", "d.w", "d.b"}, {"d"})
+      .attr("group", int64_t{20})
+      .attr("pads", std::vector<int64_t>{1, 1, 1, 1})
+      .attr("strides", std::vector<int64_t>{2, 2});
+  b.node("Relu", {"d"}, {"dr"});
+  b.node("Conv", {"dr", "p.w"}, {"y"});
+  b.output("y", DType::Float32, Shape{});
+  Graph g = prepared(b);
+  EXPECT_EQ(lay_out_and_compare(g, 16), 3);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "DepthwiseConvBlocked", "Relu",
+                                                   "ConvBlocked", "ReorderFromBlocked"}));
+  EXPECT_EQ(g.value(g.nodes[3].outputs[0]).shape, (Shape{1, 2, 5, 5, 16}));
+}
+
+// What stays NCHW: grouped convs that are not depthwise, convs whose weights are computed at run
+// time; and block 1 (no vectors).
 TEST(BlockLayout, LeavesGroupedAndRunTimeWeightConvsAndScalarTargetsAlone) {
   ModelBuilder b("alone", 13);
   b.input("x", DType::Float32, Shape{1, 4, 6, 6});
   b.input("w", DType::Float32, Shape{4, 4, 3, 3});
-  b.initializer("dw", random_weights({4, 1, 3, 3}, 1));
-  b.node("Conv", {"x", "dw"}, {"d"}).attr("group", int64_t{4});
+  b.initializer("dw", random_weights({4, 2, 3, 3}, 1));
+  b.node("Conv", {"x", "dw"}, {"d"}).attr("group", int64_t{2});
   b.node("Conv", {"d", "w"}, {"y"});
   b.output("y", DType::Float32, Shape{});
   Graph g = prepared(b);
