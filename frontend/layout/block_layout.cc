@@ -124,12 +124,20 @@ class BlockLayout {
           packed.set_double(((ch / b * kh + y) * kw + x) * b + ch % b, w.get_double((ch * kh + y) * kw + x));
     std::vector<std::string> ins{xb, add_constant(n.name + ".packed_weight", std::move(packed))};
     if (bias) ins.push_back(packed_bias(n, *bias, channels, cb, b));
+    emit_blocked_conv("DepthwiseConvBlocked", n, ins, cb, b, channels);
+  }
+
+  // The blocked conv `op` replacing Conv `n`, with n's window attributes, writing `blocks` blocks of b
+  // that stand for n's output of `channels` channels.
+  void emit_blocked_conv(const char* op, const Node& n, const std::vector<std::string>& ins, int64_t blocks, int64_t b,
+                         int64_t channels) {
     const Shape& ys = g_.value(n.outputs[0]).shape;
-    const std::string yb = add_value(n.outputs[0] + ".blocked", DType::Float32, {ys[0], cb, ys[2], ys[3], b});
-    Node& conv = emit("DepthwiseConvBlocked", n.name, ins, {yb});
+    const std::string yb = add_value(n.outputs[0] + ".blocked", DType::Float32, {ys[0], blocks, ys[2], ys[3], b});
+    Node& conv = emit(op, n.name, ins, {yb});
     for (const char* a : {"auto_pad", "pads", "strides", "dilations"})
       if (n.has_attr(a)) conv.attrs[a] = n.attrs.at(a);
     record(n.outputs[0], yb, channels);
+    ++convs_;
   }
 
   bool try_conv(const Node& n) {
@@ -142,7 +150,6 @@ class BlockLayout {
     if (group != 1) {
       if (group != channels || w->shape()[0] != channels || w->shape()[1] != 1) return false;
       depthwise(n, *w, bias);
-      ++convs_;
       return true;
     }
     const std::string xb = blocked_input(n.inputs[0]);
@@ -159,13 +166,7 @@ class BlockLayout {
                               w->get_double(((o * c + i) * kh + y) * kw + x));
     std::vector<std::string> ins{xb, add_constant(n.name + ".packed_weight", std::move(packed))};
     if (bias) ins.push_back(packed_bias(n, *bias, m, mb, bo));
-    const Shape& ys = g_.value(n.outputs[0]).shape;
-    const std::string yb = add_value(n.outputs[0] + ".blocked", DType::Float32, {ys[0], mb, ys[2], ys[3], bo});
-    Node& conv = emit("ConvBlocked", n.name, ins, {yb});
-    for (const char* a : {"auto_pad", "pads", "strides", "dilations"})
-      if (n.has_attr(a)) conv.attrs[a] = n.attrs.at(a);
-    record(n.outputs[0], yb, m);
-    ++convs_;
+    emit_blocked_conv("ConvBlocked", n, ins, mb, bo, m);
     return true;
   }
 

@@ -94,6 +94,54 @@ Stmt lower_extern_group(const te::ComputeDAG& dag, const std::vector<size_t>& gr
 
 }  // namespace
 
+EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
+  std::map<const te::TensorNode*, std::vector<size_t>> readers;
+  for (size_t i = 0; i < dag.tensors.size(); ++i)
+    for (const te::TensorRef& in : dag.tensors[i]->stage->inputs()) readers[in.get()].push_back(i);
+  std::set<const te::TensorNode*> outputs;
+  for (const te::TensorRef& o : dag.outputs) outputs.insert(o.get());
+  // The stage that finishes `t` elementwise, or none.
+  auto finisher = [&](const te::TensorRef& t) -> std::optional<size_t> {
+    const auto& r = readers[t.get()];
+    if (r.size() != 1 || outputs.count(t.get())) return std::nullopt;
+    const te::Stage& c = *dag.tensors[r[0]]->stage;
+    if (c.is_extern() || c.reducer != te::Reducer::None || c.shape != t->shape) return std::nullopt;
+    bool at_own_index = true;
+    te::visit_loads(c.body, [&](const Expr& l) {
+      if (l->tensor.get() != t.get()) return;
+      for (size_t k = 0; k < l->args.size(); ++k) at_own_index &= l->args[k].get() == c.axes[k].get();
+    });
+    if (!at_own_index) return std::nullopt;
+    return r[0];
+  };
+  EpiloguePlan plan;
+  for (size_t i = 0; i < dag.tensors.size(); ++i) {
+    const te::TensorRef& root = dag.tensors[i];
+    const te::Stage& s = *root->stage;
+    if (s.is_extern() || s.reducer == te::Reducer::None || plan.computed_inside.count(root.get())) continue;
+    Epilogue e;
+    // A variable of the reduction's dtype (te::var makes Int64 loop variables only).
+    e.value = std::make_shared<const te::ExprNode>(te::ExprNode{te::ExprOp::Var, s.dtype, 0, 0.0, root->name + ".value", nullptr, {}});
+    e.expr = e.value;
+    te::TensorRef cur = root;
+    for (std::optional<size_t> next = finisher(cur); next; next = finisher(cur)) {
+      const te::Stage& c = *dag.tensors[*next]->stage;
+      std::map<const te::ExprNode*, Expr> axes;
+      for (size_t k = 0; k < c.axes.size(); ++k) axes[c.axes[k].get()] = s.axes[k];
+      const Expr so_far = e.expr;
+      const te::TensorNode* read = cur.get();
+      e.expr = te::substitute(te::rewrite_loads(c.body, [&](const Expr& l) { return l->tensor.get() == read ? so_far : nullptr; }), axes);
+      plan.computed_inside.insert(cur.get());
+      cur = dag.tensors[*next];
+      plan.chain_members.insert(cur.get());
+    }
+    if (cur == root) continue;
+    e.out = cur;
+    plan.by_stage.emplace(i, std::move(e));
+  }
+  return plan;
+}
+
 ScheduleParams schedule_params_for(int vector_bits) {
   ScheduleParams p;
   p.vector_bits = vector_bits;
@@ -140,10 +188,16 @@ Expr flatten_loads(const Expr& e, const std::map<const te::TensorNode*, BufferRe
 }
 
 Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::TensorNode*, BufferRef>& buffers,
-                         const ScheduleParams& p) {
+                         const ScheduleParams& p, const Epilogue* epilogue) {
   const te::Stage& s = *t->stage;
   if (s.is_extern()) throw Error("stage '" + s.name + "': an extern stage has no loop nest (lower_dag calls its kernel)");
-  const BufferRef& out = buffers.at(t.get());
+  const BufferRef& out = buffers.at(epilogue ? epilogue->out.get() : t.get());
+  // What a reduction stores for its result `v`: v, or its epilogue applied to v. `epi` is the
+  // flattened epilogue with the stage's axes already replaced as at the store.
+  const Expr epilogue_expr = epilogue ? flatten_loads(epilogue->expr, buffers) : nullptr;
+  auto finished = [&](const Expr& epi, const Expr& v) {
+    return epilogue ? te::substitute(epi, {{epilogue->value.get(), v}}) : v;
+  };
   const size_t rank = s.axes.size();
   const int64_t total = num_elements(s.shape);
   if (total == 0) return block({});
@@ -235,8 +289,9 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       std::map<const te::ExprNode*, Expr> m{{iv.get(), i}, {jv.get(), j}};
       if (av) m[av] = ao * M + a;
       struct {
-        Expr body, init, out_index;
-      } r{te::substitute(body, m), te::substitute(init, m), te::substitute(out_index, m)};
+        Expr body, init, out_index, epi;
+      } r{te::substitute(body, m), te::substitute(init, m), te::substitute(out_index, m),
+          epilogue ? te::substitute(epilogue_expr, m) : nullptr};
       return r;
     };
     // Over the M blocks of the operand axis: `make(a)` for a = 0..M-1 as a loop of `kind`.
@@ -255,14 +310,14 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
         return for_loop(jj, cols, ForKind::Serial,
                         allocate(acc, block({store(acc, te::int_imm(0), e.init),
                                              reduction_loops(store(acc, te::int_imm(0), combine_reduction(s.reducer, v, e.body))),
-                                             store(out, e.out_index, v)})));
+                                             store(out, e.out_index, finished(e.epi, v))})));
       }
       BufferRef acc = make_buffer(s.name + ".acc", s.dtype, cols, true);
       Expr v = load(acc, jj);
       auto along = [&](Stmt st) { return for_loop(jj, cols, ForKind::Vectorized, std::move(st)); };
       return allocate(acc, block({along(store(acc, jj, e.init)),
                                   reduction_loops(along(store(acc, jj, combine_reduction(s.reducer, v, e.body)))),
-                                  along(store(out, e.out_index, v))}));
+                                  along(store(out, e.out_index, finished(e.epi, v)))}));
     };
     // One tile of `rows` rows from row i0: every whole J of columns, then the columns left.
     auto tile = [&](const Expr& i0, int64_t rows) -> Stmt {
@@ -282,7 +337,9 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
                                reduction_loops(over_tile([&](const Expr& slot, const auto& e) {
                                  return store(acc, slot, combine_reduction(s.reducer, load(acc, slot), e.body));
                                })),
-                               over_tile([&](const Expr& slot, const auto& e) { return store(out, e.out_index, load(acc, slot)); })})));
+                               over_tile([&](const Expr& slot, const auto& e) {
+                                 return store(out, e.out_index, finished(e.epi, load(acc, slot)));
+                               })})));
       if (e1 % J == 0) return whole;
       Expr ir = te::var(iv->name + ".t");
       return block({whole, over_blocks(ForKind::Serial, [&](const Expr& a) {
@@ -317,7 +374,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     Expr a = load(acc, te::int_imm(0));
     Stmt st = allocate(acc, block({store(acc, te::int_imm(0), init),
                                     reduction_loops(store(acc, te::int_imm(0), combine_reduction(s.reducer, a, body))),
-                                    store(out, out_index, a)}));
+                                    store(out, out_index, finished(epilogue_expr, a))}));
     if (rank == 0) return st;
     return outer_nest(for_loop(s.axes[rank - 1], s.shape[rank - 1], ForKind::Serial, st));
   }
@@ -327,7 +384,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   auto along_inner = [&](Stmt st) { return for_loop(inner, inner_extent, inner_kind, std::move(st)); };
   Stmt st = allocate(acc, block({along_inner(store(acc, inner, init)),
                                   reduction_loops(along_inner(store(acc, inner, combine_reduction(s.reducer, a, body)))),
-                                  along_inner(store(out, out_index, a))}));
+                                  along_inner(store(out, out_index, finished(epilogue_expr, a)))}));
   return outer_nest(st);
 }
 
@@ -345,11 +402,14 @@ Stmt lower_extern_stage(const te::ComputeDAG& dag, size_t stage, const std::vect
 std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const std::map<const te::TensorNode*, BufferRef>& buffers,
                                        const ScheduleParams& p, std::vector<ScratchBuffer>& scratch) {
   const std::vector<size_t> writer = writer_stages(dag);
+  const EpiloguePlan epilogues = plan_epilogues(dag);
   std::vector<Stmt> stages;
   for (size_t i = 0; i < dag.tensors.size(); ++i) {
     const te::TensorRef& t = dag.tensors[i];
     if (!t->stage->is_extern()) {
-      stages.push_back(lower_stage_default(t, buffers, p));
+      auto e = epilogues.by_stage.find(i);
+      if (e != epilogues.by_stage.end()) stages.push_back(lower_stage_default(t, buffers, p, &e->second));
+      else if (!epilogues.chain_members.count(t.get())) stages.push_back(lower_stage_default(t, buffers, p));
       continue;
     }
     if (Stmt call = lower_extern_stage(dag, i, writer, buffers, scratch)) stages.push_back(std::move(call));

@@ -1,6 +1,7 @@
 /// \file From tensor expressions to loop IR with the default schedule.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,13 +22,34 @@ struct ScheduleParams {
 /// The parameters of a target with `vector_bits`-wide vectors (x86 has 16 of 256 bits, 32 of 512).
 ScheduleParams schedule_params_for(int vector_bits);
 
+/// Epilogue fusion in the default schedule: elementwise stages that only finish a reduction (a conv's
+/// bias, its activation, a residual Add) are computed on the reduction's accumulators as they are
+/// stored, instead of as passes of their own over its result. `expr` is the chain's result in the
+/// reduction's axes, with the variable `value` standing for the reduction's; `out` the chain's last
+/// stage, which is stored.
+struct Epilogue {
+  te::TensorRef out;
+  Expr value;
+  Expr expr;
+};
+struct EpiloguePlan {
+  std::map<size_t, Epilogue> by_stage;            // reduction stage index -> its epilogue
+  std::set<const te::TensorNode*> computed_inside;  // tensors never stored: the reductions and chain members before the last
+  std::set<const te::TensorNode*> chain_members;    // stages with no loop nest of their own (the last is stored by its reduction)
+};
+/// A reduction takes an elementwise stage as its epilogue when that stage is its only reader (and it
+/// is no DAG output), has its shape and reads it at its own index; chains follow the same rule.
+EpiloguePlan plan_epilogues(const te::ComputeDAG& dag);
+
 /// The loop nest of one stage under the default schedule, a schedule that is already sane on a CPU:
 /// the outermost spatial loop parallel, the innermost spatial loop vectorized (its tail in narrower
 /// vectors, by codegen), and for reductions one accumulator per innermost-axis element kept in a local
 /// buffer, with the reduction loops outside the vectorized loop so each step is a vector operation.
 /// Tuned schedules (later issues) replace this through the same loop IR.
+/// With `epilogue`, a reduction stores epilogue->expr into epilogue->out instead of its own result.
 Stmt lower_stage_default(const te::TensorRef& stage_output,
-                         const std::map<const te::TensorNode*, BufferRef>& buffers, const ScheduleParams& params);
+                         const std::map<const te::TensorNode*, BufferRef>& buffers, const ScheduleParams& params,
+                         const Epilogue* epilogue = nullptr);
 
 /// Lowers a whole DAG into one function: parameters are the placeholders, then every stage's output
 /// buffer (intermediates included; the package places them in the workspace), then the extern calls'

@@ -300,8 +300,9 @@ Stmt lower_subgraph_default(const LoweredSubgraph& sg, int /*subgraph_id*/,
                             const std::map<const te::TensorNode*, BufferRef>& buffers,
                             std::vector<BufferRef>& temporaries, const ScheduleParams& params) {
   std::map<const te::TensorNode*, BufferRef> all = buffers;
+  const EpiloguePlan epilogues = plan_epilogues(sg.dag);  // what it computes inside others needs no buffer
   for (const te::TensorRef& t : sg.dag.tensors) {
-    if (all.count(t.get())) continue;
+    if (all.count(t.get()) || epilogues.computed_inside.count(t.get())) continue;
     BufferRef b = make_buffer(t->name, t->dtype, num_elements(t->shape));
     all[t.get()] = b;
     temporaries.push_back(b);

@@ -6,6 +6,15 @@
 #include <sstream>
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "frontend/onnx/onnx_import.h"
+#include "frontend/passes/bind_input_shapes.h"
+#include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/remove_dead_nodes.h"
+
 namespace kiln::testing {
 
 TempDir::TempDir() {
@@ -57,6 +66,30 @@ ModelBuilder relu_model() {
   b.node("Relu", {"x"}, {"y"}, "the_relu");
   b.output("y", DType::Float32, Shape{1, 4});
   return b;
+}
+
+Graph prepared_graph(ModelBuilder& b) {
+  Graph g = import_onnx_bytes(b.serialize(), "test.onnx");
+  bind_input_shapes(g, {});
+  infer_shapes(g);
+  remove_dead_nodes(g);
+  return g;
+}
+
+std::vector<std::string> op_types(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes) ops.push_back(n.op_type);
+  return ops;
+}
+
+void expect_same_outputs(const std::vector<Tensor>& before, const std::vector<Tensor>& after) {
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t o = 0; o < before.size(); ++o) {
+    ASSERT_EQ(before[o].shape(), after[o].shape()) << "output " << o;
+    for (int64_t i = 0; i < before[o].size(); ++i)
+      EXPECT_NEAR(after[o].get_double(i), before[o].get_double(i), 1e-5 + 1e-5 * std::abs(before[o].get_double(i)))
+          << "output " << o << " element " << i;
+  }
 }
 
 }  // namespace kiln::testing

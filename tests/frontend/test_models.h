@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <string>
 
+#include "frontend/ir/graph.h"
 #include "frontend/onnx/model_builder.h"
 
 namespace kiln::testing {
@@ -41,5 +42,13 @@ Tensor random_weights(const Shape& shape, uint32_t seed);
 
 /// x[1,4] float -> Relu -> y: the smallest useful model, for tests to mutate.
 ModelBuilder relu_model();
+
+/// `b` imported, bound, shape-inferred and pruned: the graph the compiler's rewrites start from.
+Graph prepared_graph(ModelBuilder& b);
+/// The op types of g's nodes, in order.
+std::vector<std::string> op_types(const Graph& g);
+/// Expects `after` to equal `before` element by element within 1e-5 + 1e-5 |before|: what a graph
+/// rewrite that only changes rounding must keep.
+void expect_same_outputs(const std::vector<Tensor>& before, const std::vector<Tensor>& after);
 
 }  // namespace kiln::testing

@@ -2,11 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-
-#include "frontend/onnx/onnx_import.h"
-#include "frontend/passes/bind_input_shapes.h"
-#include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
@@ -14,21 +9,9 @@
 namespace kiln {
 namespace {
 
+using testing::op_types;
+using testing::prepared_graph;
 using testing::random_weights;
-
-Graph prepared(ModelBuilder& b) {
-  Graph g = import_onnx_bytes(b.serialize(), "t.onnx");
-  bind_input_shapes(g, {});
-  infer_shapes(g);
-  remove_dead_nodes(g);
-  return g;
-}
-
-std::vector<std::string> op_types(const Graph& g) {
-  std::vector<std::string> ops;
-  for (const Node& n : g.nodes) ops.push_back(n.op_type);
-  return ops;
-}
 
 // Lays `g` out in blocks of `block` and checks the outputs are what they were (the reference
 // interpreter runs the blocked ops' own kernels). Returns the number of convolutions moved.
@@ -40,13 +23,7 @@ int lay_out_and_compare(Graph& g, int64_t block) {
   const int moved = block_layout(g, block);
   remove_dead_nodes(g);
   const std::vector<Tensor> after = run_reference(g, in);
-  EXPECT_EQ(before.size(), after.size());
-  for (size_t o = 0; o < before.size() && o < after.size(); ++o) {
-    EXPECT_EQ(before[o].shape(), after[o].shape());
-    for (int64_t i = 0; i < before[o].size(); ++i)
-      EXPECT_NEAR(after[o].get_double(i), before[o].get_double(i), 1e-5 + 1e-5 * std::abs(before[o].get_double(i)))
-          << "output " << o << " element " << i;
-  }
+  testing::expect_same_outputs(before, after);
   return moved;
 }
 
@@ -76,7 +53,7 @@ TEST(BlockLayout, AResidualBlockIsBlockedFromItsFirstConvToTheGlobalPooling) {
   b.node("GlobalAveragePool", {"act"}, {"gap"});
   b.node("Flatten", {"gap"}, {"y"});
   b.output("y", DType::Float32, Shape{});
-  Graph g = prepared(b);
+  Graph g = prepared_graph(b);
   EXPECT_EQ(lay_out_and_compare(g, 8), 2);
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ConvBlocked", "Mul", "Add",
                                                    "Clip", "ReduceMean", "ReorderFromBlocked", "Flatten"}));
@@ -97,7 +74,7 @@ TEST(BlockLayout, ReordersSitOnlyAtTheEdgesOfBlockedRegions) {
   b.node("Sigmoid", {"r1"}, {"y2"});
   b.output("c2", DType::Float32, Shape{});
   b.output("y2", DType::Float32, Shape{});
-  Graph g = prepared(b);
+  Graph g = prepared_graph(b);
   EXPECT_EQ(lay_out_and_compare(g, 16), 2);
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ReorderFromBlocked", "MaxPool",
                                                    "ReorderToBlocked", "ConvBlocked", "Sigmoid", "ReorderFromBlocked",
@@ -113,7 +90,7 @@ TEST(BlockLayout, ConcatStaysBlockedOnlyOverWholeBlocks) {
     conv(b, "x", "c", 4, second, 3);
     b.node("Concat", {"a", "c"}, {"y"}).attr("axis", int64_t{1});
     b.output("y", DType::Float32, Shape{});
-    Graph g = prepared(b);
+    Graph g = prepared_graph(b);
     EXPECT_EQ(lay_out_and_compare(g, 8), 2);
     const std::vector<std::string> ops = op_types(g);
     EXPECT_EQ(ops.back(), second == 8 ? "ReorderFromBlocked" : "Concat") << second;
@@ -138,7 +115,7 @@ TEST(BlockLayout, DepthwiseConvsStayBlocked) {
   b.node("Relu", {"d"}, {"dr"});
   b.node("Conv", {"dr", "p.w"}, {"y"});
   b.output("y", DType::Float32, Shape{});
-  Graph g = prepared(b);
+  Graph g = prepared_graph(b);
   EXPECT_EQ(lay_out_and_compare(g, 16), 3);
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "DepthwiseConvBlocked", "Relu",
                                                    "ConvBlocked", "ReorderFromBlocked"}));
@@ -155,7 +132,7 @@ TEST(BlockLayout, LeavesGroupedAndRunTimeWeightConvsAndScalarTargetsAlone) {
   b.node("Conv", {"x", "dw"}, {"d"}).attr("group", int64_t{2});
   b.node("Conv", {"d", "w"}, {"y"});
   b.output("y", DType::Float32, Shape{});
-  Graph g = prepared(b);
+  Graph g = prepared_graph(b);
   EXPECT_EQ(block_layout(g, 16), 0);
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv", "Conv"}));
 
@@ -163,7 +140,7 @@ TEST(BlockLayout, LeavesGroupedAndRunTimeWeightConvsAndScalarTargetsAlone) {
   c.input("x", DType::Float32, Shape{1, 4, 6, 6});
   conv(c, "x", "y", 4, 4, 1);
   c.output("y", DType::Float32, Shape{});
-  Graph h = prepared(c);
+  Graph h = prepared_graph(c);
   EXPECT_EQ(block_layout(h, 1), 0);
   EXPECT_EQ(op_types(h), (std::vector<std::string>{"Conv"}));
   EXPECT_EQ(float_block_for(512), 16);

@@ -4,9 +4,6 @@
 
 #include <cmath>
 
-#include "frontend/onnx/onnx_import.h"
-#include "frontend/passes/bind_input_shapes.h"
-#include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
@@ -14,21 +11,9 @@
 namespace kiln {
 namespace {
 
+using testing::op_types;
+using testing::prepared_graph;
 using testing::random_weights;
-
-Graph prepared(ModelBuilder& b) {
-  Graph g = import_onnx_bytes(b.serialize(), "t.onnx");
-  bind_input_shapes(g, {});
-  infer_shapes(g);
-  remove_dead_nodes(g);
-  return g;
-}
-
-std::vector<std::string> op_types(const Graph& g) {
-  std::vector<std::string> ops;
-  for (const Node& n : g.nodes) ops.push_back(n.op_type);
-  return ops;
-}
 
 // Folds `g` and checks that the folded graph computes what the original did, to float32 rounding.
 int fold_and_compare(Graph& g, const Shape& x_shape) {
@@ -37,13 +22,7 @@ int fold_and_compare(Graph& g, const Shape& x_shape) {
   const int folded = fold_into_conv(g);
   remove_dead_nodes(g);
   const std::vector<Tensor> after = run_reference(g, in);
-  EXPECT_EQ(before.size(), after.size());
-  for (size_t o = 0; o < before.size() && o < after.size(); ++o) {
-    EXPECT_EQ(before[o].shape(), after[o].shape());
-    for (int64_t i = 0; i < before[o].size(); ++i)
-      EXPECT_NEAR(after[o].get_double(i), before[o].get_double(i), 1e-5 + 1e-5 * std::abs(before[o].get_double(i)))
-          << "output " << o << " element " << i;
-  }
+  testing::expect_same_outputs(before, after);
   return folded;
 }
 
@@ -71,7 +50,7 @@ TEST(FoldIntoConv, BatchNormAfterAConvWithoutBiasBecomesItsBias) {
   add_batchnorm(b, "c", "bn", 4, 10);
   b.node("Relu", {"bn"}, {"y"});
   b.output("y", DType::Float32, Shape{});
-  Graph g = prepared(b);
+  Graph g = prepared_graph(b);
   EXPECT_EQ(fold_and_compare(g, {1, 3, 6, 6}), 1);
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv", "Relu"}));
   ASSERT_EQ(g.nodes[0].inputs.size(), 3u);
@@ -92,7 +71,7 @@ TEST(FoldIntoConv, ChainsOfBatchNormMulAndAddFoldOneAfterAnother) {
   b.node("Mul", {"m", "bn"}, {"scaled"});
   b.node("Add", {"scaled", "a"}, {"y"});
   b.output("y", DType::Float32, Shape{});
-  Graph g = prepared(b);
+  Graph g = prepared_graph(b);
   EXPECT_EQ(fold_and_compare(g, {2, 4, 5, 5}), 3);
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv"}));
   EXPECT_EQ(g.nodes[0].outputs[0], "y");
@@ -106,7 +85,7 @@ TEST(FoldIntoConv, BatchNormAfterAGroupedConvTranspose) {
   b.node("ConvTranspose", {"x", "w"}, {"c"}).attr("group", int64_t{2}).attr("strides", std::vector<int64_t>{2, 2});
   add_batchnorm(b, "c", "y", 6, 30);
   b.output("y", DType::Float32, Shape{});
-  Graph g = prepared(b);
+  Graph g = prepared_graph(b);
   EXPECT_EQ(fold_and_compare(g, {1, 4, 3, 3}), 1);
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"ConvTranspose"}));
 }
@@ -134,7 +113,7 @@ TEST(FoldIntoConv, LeavesOpsThatAreNotPerChannelAffineMapsOfAConvAlone) {
   b.output("y4", DType::Float32, Shape{});
   b.output("y5", DType::Float32, Shape{});
   b.output("c5", DType::Float32, Shape{});
-  Graph g = prepared(b);
+  Graph g = prepared_graph(b);
   const std::vector<std::string> ops = op_types(g);
   EXPECT_EQ(fold_into_conv(g), 0);
   EXPECT_EQ(op_types(g), ops);

@@ -1,10 +1,14 @@
 // Loop IR of runtime-kernel calls: how an extern call prints, and that lower_dag turns the extern
-// stages of one node (TopK's values and indices) into a single call writing both buffers.
+// stages of one node (TopK's values and indices) into a single call writing both buffers; and the
+// default schedule's epilogue fusion.
 #include <gtest/gtest.h>
 
 #include "frontend/ir/error.h"
 #include "scheduler/lower/lower_dag.h"
 #include "scheduler/lower/loop_ir.h"
+#include "scheduler/te/lower_graph.h"
+#include "tests/frontend/partition/partition_models.h"
+#include "tests/frontend/test_models.h"
 
 namespace kiln {
 namespace {
@@ -71,6 +75,25 @@ TEST(LowerDag, OpWithoutRuntimeKernelIsUnsupported) {
   te::TensorRef x = te::placeholder("x", DType::Float32, {4});
   te::TensorRef y = te::extern_stage("y", n, {x}, 0, DType::Int64, {1, 2});
   EXPECT_THROW(lower::lower_dag(te::make_dag({y}), "k", {}), Unsupported);
+}
+
+// Conv -> bias -> Relu: the bias stage and the Relu are the reduction's epilogue, stored from its
+// accumulators by the reduction's own loop nest; neither gets a loop nest or a pass of its own.
+TEST(LowerDag, BiasAndActivationAreTheConvolutionsEpilogue) {
+  ModelBuilder b = testing::conv_bias_relu_model();
+  const Graph g = testing::prepared_graph(b);
+  const te::ComputeDAG dag = te::lower_graph(g).dag;
+  const lower::EpiloguePlan plan = lower::plan_epilogues(dag);
+  ASSERT_EQ(plan.by_stage.size(), 1u) << te::print_dag(dag);
+  const lower::Epilogue& e = plan.by_stage.begin()->second;
+  EXPECT_EQ(e.out->name, "relu");
+  EXPECT_EQ(plan.chain_members.size(), 2u);    // the bias stage and the Relu
+  EXPECT_EQ(plan.computed_inside.size(), 2u);  // the accumulator and the bias stage: never stored
+  const lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
+  EXPECT_EQ(f.body->body.size(), dag.tensors.size() - plan.chain_members.size()) << lower::print_func(f);
+  const std::string text = lower::print_func(f);
+  EXPECT_EQ(text.find("conv["), std::string::npos) << text;  // the bias stage's buffer is never written
+  EXPECT_NE(text.find("relu["), std::string::npos) << text;
 }
 
 }  // namespace
