@@ -29,7 +29,7 @@ done
 [ -x "$kiln" ] || { echo "layers.sh: $kiln not found; build kiln first" >&2; exit 2; }
 work=$root/build/bench/layers
 mkdir -p "$work"
-cc -O2 -mavx512f "$root/bench/native/fma_peak.c" -o "$work/fma_peak"
+cc -O2 -march=native "$root/bench/native/fma_peak.c" -o "$work/fma_peak"
 have_blas=0
 cc -O2 "$root/bench/native/sgemm_openblas.c" -lopenblas -o "$work/sgemm_openblas" 2>/dev/null && have_blas=1
 

@@ -30,7 +30,7 @@ done
 [ -x "$kiln" ] || { echo "tune_ops.sh: $kiln not found; build kiln first" >&2; exit 2; }
 work=$root/build/bench/ops
 mkdir -p "$work"
-cc -O2 -mavx512f "$root/bench/native/fma_peak.c" -o "$work/fma_peak"
+cc -O2 -march=native "$root/bench/native/fma_peak.c" -o "$work/fma_peak"
 cc -O2 "$root/bench/native/sgemm_openblas.c" -lopenblas -o "$work/sgemm_openblas"
 
 # zoo arguments, FLOPs and (for matmuls) the sgemm shape of each op.
