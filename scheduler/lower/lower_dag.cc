@@ -100,12 +100,22 @@ EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
     for (const te::TensorRef& in : dag.tensors[i]->stage->inputs()) readers[in.get()].push_back(i);
   std::set<const te::TensorNode*> outputs;
   for (const te::TensorRef& o : dag.outputs) outputs.insert(o.get());
-  // The stage that finishes `t` elementwise, or none.
-  auto finisher = [&](const te::TensorRef& t) -> std::optional<size_t> {
+  std::map<const te::TensorNode*, size_t> index;
+  for (size_t i = 0; i < dag.tensors.size(); ++i) index[dag.tensors[i].get()] = i;
+  EpiloguePlan plan;
+  // The stage that finishes `t` elementwise inside the loop nest of the reduction at `root`, or none.
+  // Whatever else it reads must be stored before that nest runs: a placeholder, or a stage before
+  // the root that no epilogue computes inside (a stage combining two reductions waits for the later).
+  auto finisher = [&](const te::TensorRef& t, size_t root) -> std::optional<size_t> {
     const auto& r = readers[t.get()];
     if (r.size() != 1 || outputs.count(t.get())) return std::nullopt;
     const te::Stage& c = *dag.tensors[r[0]]->stage;
     if (c.is_extern() || c.reducer != te::Reducer::None || c.shape != t->shape) return std::nullopt;
+    if (plan.chain_members.count(dag.tensors[r[0]].get())) return std::nullopt;
+    for (const te::TensorRef& in : c.inputs()) {
+      if (in.get() == t.get() || !in->stage) continue;
+      if (index.at(in.get()) >= root || plan.computed_inside.count(in.get())) return std::nullopt;
+    }
     bool at_own_index = true;
     te::visit_loads(c.body, [&](const Expr& l) {
       if (l->tensor.get() != t.get()) return;
@@ -114,7 +124,6 @@ EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
     if (!at_own_index) return std::nullopt;
     return r[0];
   };
-  EpiloguePlan plan;
   for (size_t i = 0; i < dag.tensors.size(); ++i) {
     const te::TensorRef& root = dag.tensors[i];
     const te::Stage& s = *root->stage;
@@ -124,7 +133,7 @@ EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
     e.value = std::make_shared<const te::ExprNode>(te::ExprNode{te::ExprOp::Var, s.dtype, 0, 0.0, root->name + ".value", nullptr, {}});
     e.expr = e.value;
     te::TensorRef cur = root;
-    for (std::optional<size_t> next = finisher(cur); next; next = finisher(cur)) {
+    for (std::optional<size_t> next = finisher(cur, i); next; next = finisher(cur, i)) {
       const te::Stage& c = *dag.tensors[*next]->stage;
       std::map<const te::ExprNode*, Expr> axes;
       for (size_t k = 0; k < c.axes.size(); ++k) axes[c.axes[k].get()] = s.axes[k];

@@ -3,6 +3,8 @@
 // default schedule's epilogue fusion.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "frontend/ir/error.h"
 #include "scheduler/lower/lower_dag.h"
 #include "scheduler/lower/loop_ir.h"
@@ -94,6 +96,27 @@ TEST(LowerDag, BiasAndActivationAreTheConvolutionsEpilogue) {
   const std::string text = lower::print_func(f);
   EXPECT_EQ(text.find("conv["), std::string::npos) << text;  // the bias stage's buffer is never written
   EXPECT_NE(text.find("relu["), std::string::npos) << text;
+}
+
+// A stage combining two reductions (max - min, as DynamicQuantizeLinear's scale) can only be the
+// epilogue of the later one: in the earlier one's loop nest the other is not computed yet.
+TEST(LowerDag, AStageOfTwoReductionsIsTheEpilogueOfTheLaterOne) {
+  te::TensorRef x = te::placeholder("x", DType::Float32, {8});
+  auto whole = [&](const char* name, te::Reducer r) {
+    return te::reduce(name, "reduction", DType::Float32, {}, r, {8},
+                      [&](const std::vector<te::Expr>&, const std::vector<te::Expr>& k) { return te::at(x, {k[0]}); });
+  };
+  te::TensorRef lo = whole("lo", te::Reducer::Min), hi = whole("hi", te::Reducer::Max);
+  te::TensorRef range = te::compute("range", "elementwise", DType::Float32, {},
+                                    [&](const std::vector<te::Expr>&) { return te::at(hi, {}) - te::at(lo, {}); });
+  const te::ComputeDAG dag = te::make_dag({range});
+  const lower::EpiloguePlan plan = lower::plan_epilogues(dag);
+  ASSERT_EQ(plan.by_stage.size(), 1u) << te::print_dag(dag);
+  const te::TensorRef& host = dag.tensors[plan.by_stage.begin()->first];
+  const size_t lo_at = static_cast<size_t>(std::find(dag.tensors.begin(), dag.tensors.end(), lo) - dag.tensors.begin());
+  const size_t hi_at = static_cast<size_t>(std::find(dag.tensors.begin(), dag.tensors.end(), hi) - dag.tensors.begin());
+  EXPECT_EQ(host, lo_at > hi_at ? lo : hi);
+  EXPECT_FALSE(plan.computed_inside.count(lo_at > hi_at ? hi.get() : lo.get()));  // the earlier one is stored
 }
 
 }  // namespace
