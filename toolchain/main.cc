@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   run->add_option("--print", run_opts.print_limit, "Values printed per output")->capture_default_str();
   run->add_option("--output-dir", run_opts.output_dir, "Also write outputs there as output_N.pb");
   run->add_option("--save-inputs", run_opts.inputs_dir, "Write the inputs used there as input_N.pb");
-  run->add_option("--repeat", run_opts.repeat, "Package runs: timed repetitions")->capture_default_str();
+  run->add_option("--repeat", run_opts.repeat, "Package runs: timed repetitions, after one untimed warm-up run")->capture_default_str();
   run->add_option("--threads", run_opts.threads,
                   "Package runs: threads for the model's parallel_for (1: serial; >1: the package's pthread pool)")
       ->check(CLI::Range(1, 4096))
