@@ -204,7 +204,7 @@ header() {
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); took ${elapsed} s"
   echo "- machine: $cpu, $(nproc) cores ($(lscpu | sed -n 's/^Thread(s) per core:[[:space:]]*/threads per core: /p')); load average $load_start at start, $load_end at end"
   echo "- kiln revision: $rev"
-  echo "- kiln: the package's runner times \`<m>_run\` alone (threads > 1: the package's pthread pool); no warm-up."
+  echo "- kiln: the package's runner times \`<m>_run\` alone (threads > 1: the package's pthread pool); one untimed warm-up run per turn."
   echo "- ORT: \`bench/ort/time_model.mjs\`, intraOpNumThreads = threads, 3 warm-up runs per turn, then"
   echo "  timed \`session.run\` calls, which include the node binding's overhead (tens of microseconds)."
   echo "- outputs: ORT's outputs are compared with kiln's (tuned where tuned), |kiln - ort| <= 1e-4 + 1e-3 |ort|."
