@@ -69,8 +69,7 @@ int MeasureCommand::run() {
 
   std::map<std::string, Task> tasks;
   for (const std::string& m : models_) {
-    Graph g = optimize_graph(load_model(m, PipelineOptions{}), target.vector_bits);
-    for (Task& t : extract_tasks(g, partition_graph(g))) tasks.emplace(t.key, std::move(t));
+    for (Task& t : target_tasks(load_model(m, PipelineOptions{}), target.vector_bits)) tasks.emplace(t.key, std::move(t));
   }
   std::map<std::string, std::shared_ptr<const te::ComputeDAG>> dags;
   std::vector<measure::MeasureInput> inputs;

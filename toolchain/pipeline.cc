@@ -64,6 +64,11 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
   return g;
 }
 
+std::vector<Task> target_tasks(const Graph& model, int vector_bits) {
+  const Graph g = optimize_graph(model, vector_bits);
+  return extract_tasks(g, partition_graph(g));
+}
+
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
                                                   const PipelineOptions& o) {
   package::check_package_name(c.name);

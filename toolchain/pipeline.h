@@ -19,6 +19,7 @@
 #include "frontend/ir/graph.h"
 #include "frontend/partition/partition.h"
 #include "frontend/passes/bind_input_shapes.h"
+#include "scheduler/tasks/task.h"
 #include "toolchain/compile_target.h"
 #include "toolchain/schedule_choice.h"
 #include "toolchain/stage_dump.h"
@@ -48,6 +49,10 @@ Graph load_model(const std::string& path, const PipelineOptions& opts);
 /// `vector_bits`-wide vectors (layout). Every command that makes tasks for a target runs them, so
 /// tuning, measuring and compiling see the same tasks.
 Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& opts = {});
+
+/// The tuning tasks of a loaded model on a target with `vector_bits`-wide vectors: optimize_graph,
+/// partition, tasks, as compile_graph makes them, so records of tune and measure apply to compile.
+std::vector<Task> target_tasks(const Graph& model, int vector_bits);
 
 /// The stages from fold to package on a loaded graph; writes the package into `dir`. Returns
 /// nullopt when opts.stop_after ends the pipeline before the package stage.

@@ -189,8 +189,7 @@ std::vector<TaskScheduleCheck> check_model_schedules(const Graph& g, const Sched
                                                      const std::function<void(const TaskScheduleCheck&)>& on_task) {
   std::vector<TaskScheduleCheck> out;
   const std::vector<measure::Record> records = o.records.empty() ? std::vector<measure::Record>{} : measure::load_records(o.records);
-  const Graph laid = optimize_graph(g, 32 * o.params.vector_lanes);  // float lanes
-  for (const Task& t : extract_tasks(laid, partition_graph(laid))) {
+  for (const Task& t : target_tasks(g, 32 * o.params.vector_lanes)) {  // float lanes
     out.push_back(records.empty() ? check_task_schedules(t, o) : check_task_records(t, records, o));
     if (on_task) on_task(out.back());
   }

@@ -31,8 +31,7 @@ std::vector<search::TuneTask> model_tasks(const std::vector<std::string>& models
   for (const std::string& m : models) {
     PipelineOptions po;
     po.bindings = bindings;
-    Graph g = optimize_graph(load_model(m, po), vector_bits);
-    for (Task& t : extract_tasks(g, partition_graph(g))) {
+    for (Task& t : target_tasks(load_model(m, po), vector_bits)) {
       auto [it, fresh] = index.emplace(t.key, out.size());
       if (!fresh) {
         out[it->second].weight += t.weight;

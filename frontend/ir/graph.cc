@@ -68,6 +68,24 @@ std::vector<int64_t> Node::required_ints(const std::string& name) const {
   return attr_ints(name);
 }
 
+std::string Graph::add_value(const std::string& base, DType dtype, Shape shape, std::shared_ptr<const Tensor> constant) {
+  std::string name = base;
+  for (int k = 1; has_value(name); ++k) name = base + "." + std::to_string(k);
+  Value& v = values[name];
+  v.name = name;
+  v.dtype = dtype;
+  v.shape = std::move(shape);
+  v.typed = true;
+  v.constant = std::move(constant);
+  return name;
+}
+
+std::string Graph::add_constant(const std::string& base, Tensor t) {
+  const DType dtype = t.dtype();
+  Shape shape = t.shape();
+  return add_value(base, dtype, std::move(shape), std::make_shared<const Tensor>(std::move(t)));
+}
+
 Value& Graph::value(const std::string& name) {
   auto it = values.find(name);
   if (it == values.end()) throw Error("graph '" + this->name + "': no value named '" + name + "'");

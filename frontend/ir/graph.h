@@ -76,6 +76,11 @@ struct Graph {
   Value& value(const std::string& name);
   const Value& value(const std::string& name) const;
   bool has_value(const std::string& name) const { return values.count(name) != 0; }
+  /// A new typed value named `base`, or `base.1`, `base.2`, ... when that is taken (rewrites add
+  /// values beside the model's); returns its name.
+  std::string add_value(const std::string& base, DType dtype, Shape shape, std::shared_ptr<const Tensor> constant = nullptr);
+  /// add_value for a compile-time constant.
+  std::string add_constant(const std::string& base, Tensor t);
 };
 
 }  // namespace kiln

@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include "frontend/passes/channel_constant.h"
+
 namespace kiln {
 namespace {
 
@@ -43,25 +45,11 @@ class BlockLayout {
   bool is_f32(const std::string& v) const { return !v.empty() && g_.value(v).typed && g_.value(v).dtype == DType::Float32; }
   const Tensor* constant(const std::string& v) const { return v.empty() ? nullptr : g_.value(v).constant.get(); }
 
-  std::string fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; g_.has_value(name); ++k) name = base + "." + std::to_string(k);
-    return name;
-  }
-  std::string add_constant(const std::string& base, Tensor t) {
-    const Shape shape = t.shape();
-    return add_value(base, t.dtype(), shape, std::make_shared<const Tensor>(std::move(t)));
-  }
-  std::string add_value(const std::string& base, DType dt, Shape shape, std::shared_ptr<const Tensor> c = nullptr) {
-    Value v;
-    v.name = fresh(base);
-    v.dtype = dt;
-    v.shape = std::move(shape);
-    v.typed = true;
-    v.constant = std::move(c);
-    g_.values[v.name] = v;
-    if (v.constant) produced_.insert(v.name);
-    return v.name;
+  // The channels of NCHW value v (its blocked form pads them to whole blocks).
+  int64_t channels(const std::string& v) const { return g_.value(v).shape[1]; }
+  // A new blocked float value standing for NCHW value `v`.
+  std::string add_blocked(const std::string& v, Shape shape) {
+    return g_.add_value(v + ".blocked", DType::Float32, std::move(shape));
   }
   Node& emit(const std::string& op, const std::string& name, std::vector<std::string> ins, std::vector<std::string> outs,
              const std::string& domain = kDomain) {
@@ -84,10 +72,9 @@ class BlockLayout {
     const Shape& s = g_.value(v).shape;
     const int64_t b = std::min(block_, s[1]);
     Shape bs{s[0], (s[1] + b - 1) / b, s[2], s[3], b};
-    const std::string out = add_value(v + ".blocked", DType::Float32, bs);
+    const std::string out = add_blocked(v, bs);
     emit("ReorderToBlocked", v + ".to_blocked", {v}, {out}).attrs["block"] = AttrValue(b);
     blocked_[v] = out;
-    channels_[v] = s[1];
     return out;
   }
 
@@ -96,20 +83,14 @@ class BlockLayout {
     if (v.empty() || produced_.count(v)) return;
     auto it = blocked_.find(v);
     if (it == blocked_.end()) return;
-    emit("ReorderFromBlocked", v + ".from_blocked", {it->second}, {v}).attrs["channels"] = AttrValue(channels_.at(v));
-  }
-
-  // The result of a node that computes blocked value `out_b` standing for NCHW value `out`.
-  void record(const std::string& out, const std::string& out_b, int64_t channels) {
-    blocked_[out] = out_b;
-    channels_[out] = channels;
+    emit("ReorderFromBlocked", v + ".from_blocked", {it->second}, {v}).attrs["channels"] = AttrValue(channels(v));
   }
 
   // The bias of a blocked conv with `channels` outputs in `blocks` blocks of b: blocks x b, zero-padded.
   std::string packed_bias(const Node& n, const Tensor& bias, int64_t channels, int64_t blocks, int64_t b) {
     Tensor pb(DType::Float32, {blocks, b});
     for (int64_t o = 0; o < channels; ++o) pb.set_double(o, bias.get_double(o));
-    return add_constant(n.name + ".packed_bias", std::move(pb));
+    return g_.add_constant(n.name + ".packed_bias", std::move(pb));
   }
 
   // A depthwise conv (one input channel per group, one output per channel) keeps its input's blocks.
@@ -122,21 +103,20 @@ class BlockLayout {
       for (int64_t y = 0; y < kh; ++y)
         for (int64_t x = 0; x < kw; ++x)
           packed.set_double(((ch / b * kh + y) * kw + x) * b + ch % b, w.get_double((ch * kh + y) * kw + x));
-    std::vector<std::string> ins{xb, add_constant(n.name + ".packed_weight", std::move(packed))};
+    std::vector<std::string> ins{xb, g_.add_constant(n.name + ".packed_weight", std::move(packed))};
     if (bias) ins.push_back(packed_bias(n, *bias, channels, cb, b));
-    emit_blocked_conv("DepthwiseConvBlocked", n, ins, cb, b, channels);
+    emit_blocked_conv("DepthwiseConvBlocked", n, ins, cb, b);
   }
 
   // The blocked conv `op` replacing Conv `n`, with n's window attributes, writing `blocks` blocks of b
-  // that stand for n's output of `channels` channels.
-  void emit_blocked_conv(const char* op, const Node& n, const std::vector<std::string>& ins, int64_t blocks, int64_t b,
-                         int64_t channels) {
+  // that stand for n's output.
+  void emit_blocked_conv(const char* op, const Node& n, const std::vector<std::string>& ins, int64_t blocks, int64_t b) {
     const Shape& ys = g_.value(n.outputs[0]).shape;
-    const std::string yb = add_value(n.outputs[0] + ".blocked", DType::Float32, {ys[0], blocks, ys[2], ys[3], b});
+    const std::string yb = add_blocked(n.outputs[0], {ys[0], blocks, ys[2], ys[3], b});
     Node& conv = emit(op, n.name, ins, {yb});
     for (const char* a : {"auto_pad", "pads", "strides", "dilations"})
       if (n.has_attr(a)) conv.attrs[a] = n.attrs.at(a);
-    record(n.outputs[0], yb, channels);
+    blocked_[n.outputs[0]] = yb;
     ++convs_;
   }
 
@@ -164,9 +144,9 @@ class BlockLayout {
           for (int64_t x = 0; x < kw; ++x)
             packed.set_double(((((o / bo * cib + i / bi) * kh + y) * kw + x) * bi + i % bi) * bo + o % bo,
                               w->get_double(((o * c + i) * kh + y) * kw + x));
-    std::vector<std::string> ins{xb, add_constant(n.name + ".packed_weight", std::move(packed))};
+    std::vector<std::string> ins{xb, g_.add_constant(n.name + ".packed_weight", std::move(packed))};
     if (bias) ins.push_back(packed_bias(n, *bias, m, mb, bo));
-    emit_blocked_conv("ConvBlocked", n, ins, mb, bo, m);
+    emit_blocked_conv("ConvBlocked", n, ins, mb, bo);
     return true;
   }
 
@@ -174,17 +154,15 @@ class BlockLayout {
   // `channels` channels in blocks of b becomes 1 x Cb x 1 x 1 x b. Empty when it is neither.
   std::string blocked_constant(const std::string& v, size_t rank, int64_t channels, int64_t b) {
     const Tensor* t = constant(v);
-    if (!t || t->dtype() != DType::Float32 || static_cast<size_t>(t->rank()) > rank) return "";
-    for (int64_t i = 0; i < t->size(); ++i)
-      if (!std::isfinite(t->get_double(i))) return "";
+    if (!t || t->dtype() != DType::Float32) return "";
+    const std::optional<std::vector<double>> values = per_channel_values(*t, rank, channels);
+    if (!values) return "";
+    for (double x : *values)
+      if (!std::isfinite(x)) return "";
     if (t->size() == 1) return v;
-    const size_t lead = rank - static_cast<size_t>(t->rank());
-    for (size_t a = 0; a < static_cast<size_t>(t->rank()); ++a)
-      if (t->shape()[a] != 1 && !(lead + a == 1 && t->shape()[a] == channels)) return "";
-    const int64_t cb = (channels + b - 1) / b;
-    Tensor packed(DType::Float32, {1, cb, 1, 1, b});
-    for (int64_t ch = 0; ch < channels; ++ch) packed.set_double(ch, t->get_double(ch));
-    return add_constant(v + ".blocked", std::move(packed));
+    Tensor packed(DType::Float32, {1, (channels + b - 1) / b, 1, 1, b});
+    for (int64_t ch = 0; ch < channels; ++ch) packed.set_double(ch, (*values)[ch]);
+    return g_.add_constant(v + ".blocked", std::move(packed));
   }
 
   bool try_elementwise(const Node& n) {
@@ -198,7 +176,6 @@ class BlockLayout {
     const Value& out = g_.value(n.outputs[0]);
     if (!is_f32(n.outputs[0]) || out.shape != g_.value(*lead).shape) return false;
     const Shape& lead_b = g_.value(blocked_.at(*lead)).shape;
-    const int64_t channels = channels_.at(*lead);
     std::vector<std::string> ins;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const std::string& in = n.inputs[i];
@@ -211,16 +188,16 @@ class BlockLayout {
         if (!constant(in) || constant(in)->size() != 1) return false;  // Clip's min / max
         ins.push_back(in);
       } else {
-        std::string c = blocked_constant(in, out.shape.size(), channels, lead_b.back());
+        std::string c = blocked_constant(in, out.shape.size(), channels(*lead), lead_b.back());
         if (c.empty()) return false;
         ins.push_back(c);
       }
     }
-    const std::string ob = add_value(n.outputs[0] + ".blocked", DType::Float32, lead_b);
+    const std::string ob = add_blocked(n.outputs[0], lead_b);
     Node& copy = emit(n.op_type, n.name, ins, {ob}, n.domain);
     copy.opset = n.opset;
     copy.attrs = n.attrs;
-    record(n.outputs[0], ob, channels);
+    blocked_[n.outputs[0]] = ob;
     return true;
   }
 
@@ -231,21 +208,20 @@ class BlockLayout {
     const int64_t axis = n.attr_int("axis", 0);
     if (rank != 4 || (axis != 1 && axis != 1 - rank)) return false;
     std::vector<std::string> ins;
-    int64_t channels = 0, b = 0;
+    int64_t b = 0;
     for (const auto& in : n.inputs) {
       if (!blocked_.count(in)) return false;
       const Shape& s = g_.value(blocked_.at(in)).shape;
-      if ((b && s[4] != b) || channels_.at(in) % s[4] != 0) return false;
+      if ((b && s[4] != b) || channels(in) % s[4] != 0) return false;
       b = s[4];
-      channels += channels_.at(in);
       ins.push_back(blocked_.at(in));
     }
     const Shape& ys = g_.value(n.outputs[0]).shape;
-    const std::string ob = add_value(n.outputs[0] + ".blocked", DType::Float32, {ys[0], channels / b, ys[2], ys[3], b});
+    const std::string ob = add_blocked(n.outputs[0], {ys[0], ys[1] / b, ys[2], ys[3], b});
     Node& concat = emit("Concat", n.name, ins, {ob}, "");
     concat.opset = 13;
     concat.attrs["axis"] = AttrValue(int64_t{1});
-    record(n.outputs[0], ob, channels);
+    blocked_[n.outputs[0]] = ob;
     return true;
   }
 
@@ -254,21 +230,20 @@ class BlockLayout {
     if (!n.domain.empty() || n.op_type != "GlobalAveragePool" || n.outputs.size() != 1 || n.inputs.size() != 1) return false;
     if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0])) return false;
     const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
-    const std::string axes = add_constant(n.name + ".axes", Tensor::from_ints(DType::Int64, {2}, std::vector<int64_t>{2, 3}));
-    const std::string ob = add_value(n.outputs[0] + ".blocked", DType::Float32, {xb[0], xb[1], 1, 1, xb[4]});
+    const std::string axes = g_.add_constant(n.name + ".axes", Tensor::from_ints(DType::Int64, {2}, std::vector<int64_t>{2, 3}));
+    const std::string ob = add_blocked(n.outputs[0], {xb[0], xb[1], 1, 1, xb[4]});
     Node& mean = emit("ReduceMean", n.name, {blocked_.at(n.inputs[0]), axes}, {ob}, "");
     mean.opset = 18;  // axes as an input
     mean.attrs["keepdims"] = AttrValue(int64_t{1});
-    record(n.outputs[0], ob, channels_.at(n.inputs[0]));
+    blocked_[n.outputs[0]] = ob;
     return true;
   }
 
   Graph& g_;
   const int64_t block_;
   std::vector<Node> out_;
-  std::set<std::string> produced_;            // values with an NCHW producer so far (or inputs, constants)
+  std::set<std::string> produced_;  // values with an NCHW producer so far (or inputs, constants)
   std::map<std::string, std::string> blocked_;  // NCHW value -> its blocked form
-  std::map<std::string, int64_t> channels_;     // NCHW value -> its channel count
   int convs_ = 0;
 };
 

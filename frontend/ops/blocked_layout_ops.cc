@@ -85,12 +85,38 @@ OpDef reorder_from_blocked_op() {
   return d;
 }
 
-// The window of a ConvBlocked node over x's H x W.
-Window blocked_window(const Node& node, const Shape& x, const Shape& w) {
-  return forward_window(node, {x[2], x[3]}, {w[2], w[3]}, false);
+// The window of a blocked conv with a kh x kw kernel over x's H x W.
+Window blocked_window(const Node& node, const Shape& x, int64_t kh, int64_t kw) {
+  return forward_window(node, {x[2], x[3]}, {kh, kw}, false);
 }
 
 Shape blocked_conv_out(const Shape& x, const Shape& w, const Window& win) { return {x[0], w[0], win.out[0], win.out[1], w[5]}; }
+
+// The dtypes of a blocked conv's operands, and its bias (input 2), which must be `bias_shape`.
+void check_blocked_conv_operands(const InferContext& c, const Shape& bias_shape) {
+  if (!is_float(c.dtype(0)) || c.dtype(1) != c.dtype(0)) c.fail("X and W must have the same float dtype");
+  if (c.has_input(2) && (c.shape(2) != bias_shape || c.dtype(2) != c.dtype(0)))
+    c.fail("bias must be " + shape_str(bias_shape) + " of X's dtype");
+}
+
+// Calls f(kh, kw, ih, iw) for every tap of the window at output (oh, ow) that reads inside the
+// H x W input (ih, iw); padding taps add nothing.
+template <typename F>
+void for_each_tap_inside(const Window& win, int64_t oh, int64_t ow, int64_t h, int64_t w, F&& f) {
+  for (int64_t kh = 0; kh < win.kernel[0]; ++kh)
+    for (int64_t kw = 0; kw < win.kernel[1]; ++kw) {
+      const int64_t ih = oh * win.strides[0] + kh * win.dilations[0] - win.pads_begin[0];
+      const int64_t iw = ow * win.strides[1] + kw * win.dilations[1] - win.pads_begin[1];
+      if (ih >= 0 && ih < h && iw >= 0 && iw < w) f(kh, kw, ih, iw);
+    }
+}
+
+// FLOPs of a blocked conv: a multiply-add per output element per `taps` products, plus the bias.
+double blocked_conv_flops(const NodeShapes& s, int64_t taps) {
+  double f = 2.0 * static_cast<double>(num_elements(s.out[0])) * static_cast<double>(taps);
+  if (s.in.size() > 2 && !s.in[2].empty()) f += static_cast<double>(num_elements(s.out[0]));
+  return f;
+}
 
 OpDef conv_blocked_op() {
   OpDef d;
@@ -102,15 +128,13 @@ OpDef conv_blocked_op() {
     const Shape &x = c.shape(0), &w = c.shape(1);
     if (x.size() != 5 || w.size() != 6 || w[1] != x[1] || w[4] != x[4])
       c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " are not N x Ci/bi x H x W x bi and Co/bo x Ci/bi x KH x KW x bi x bo");
-    if (!is_float(c.dtype(0)) || c.dtype(1) != c.dtype(0)) c.fail("X and W must have the same float dtype");
-    if (c.has_input(2) && (c.shape(2) != Shape{w[0], w[5]} || c.dtype(2) != c.dtype(0)))
-      c.fail("bias must be " + shape_str({w[0], w[5]}) + " of X's dtype");
-    c.set_output(0, c.dtype(0), blocked_conv_out(x, w, blocked_window(c.node(), x, w)));
+    check_blocked_conv_operands(c, {w[0], w[5]});
+    c.set_output(0, c.dtype(0), blocked_conv_out(x, w, blocked_window(c.node(), x, w[2], w[3])));
   };
   d.eval = [](EvalContext& c) {
     const Tensor &x = c.input(0), &w = c.input(1);
     const Shape &xs = x.shape(), &ws = w.shape();
-    const Window win = blocked_window(c.node(), xs, ws);
+    const Window win = blocked_window(c.node(), xs, ws[2], ws[3]);
     const Shape out = blocked_conv_out(xs, ws, win);
     const int64_t bi = xs[4], bo = ws[5];
     Tensor y(x.dtype(), out);
@@ -122,25 +146,16 @@ OpDef conv_blocked_op() {
             for (int64_t mi = 0; mi < bo; ++mi, ++at) {
               double acc = c.has_input(2) ? c.input(2).get_double(mo * bo + mi) : 0.0;
               for (int64_t co = 0; co < xs[1]; ++co)
-                for (int64_t kh = 0; kh < ws[2]; ++kh)
-                  for (int64_t kw = 0; kw < ws[3]; ++kw) {
-                    const int64_t ih = oh * win.strides[0] + kh * win.dilations[0] - win.pads_begin[0];
-                    const int64_t iw = ow * win.strides[1] + kw * win.dilations[1] - win.pads_begin[1];
-                    if (ih < 0 || ih >= xs[2] || iw < 0 || iw >= xs[3]) continue;
-                    for (int64_t ci = 0; ci < bi; ++ci)
-                      acc += x.get_double((((n * xs[1] + co) * xs[2] + ih) * xs[3] + iw) * bi + ci) *
-                             w.get_double(((((mo * ws[1] + co) * ws[2] + kh) * ws[3] + kw) * bi + ci) * bo + mi);
-                  }
+                for_each_tap_inside(win, oh, ow, xs[2], xs[3], [&](int64_t kh, int64_t kw, int64_t ih, int64_t iw) {
+                  for (int64_t ci = 0; ci < bi; ++ci)
+                    acc += x.get_double((((n * xs[1] + co) * xs[2] + ih) * xs[3] + iw) * bi + ci) *
+                           w.get_double(((((mo * ws[1] + co) * ws[2] + kh) * ws[3] + kw) * bi + ci) * bo + mi);
+                });
               y.set_double(at, acc);
             }
     c.set_output(0, std::move(y));
   };
-  d.flops = [](const NodeShapes& s) {
-    const Shape& w = s.in[1];
-    double f = 2.0 * static_cast<double>(num_elements(s.out[0])) * static_cast<double>(w[1] * w[2] * w[3] * w[4]);
-    if (s.in.size() > 2 && !s.in[2].empty()) f += static_cast<double>(num_elements(s.out[0]));
-    return f;
-  };
+  d.flops = [](const NodeShapes& s) { return blocked_conv_flops(s, s.in[1][1] * s.in[1][2] * s.in[1][3] * s.in[1][4]); };
   return d;
 }
 
@@ -154,16 +169,14 @@ OpDef depthwise_conv_blocked_op() {
     const Shape &x = c.shape(0), &w = c.shape(1);
     if (x.size() != 5 || w.size() != 4 || w[0] != x[1] || w[3] != x[4])
       c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " are not N x C/b x H x W x b and C/b x KH x KW x b");
-    if (!is_float(c.dtype(0)) || c.dtype(1) != c.dtype(0)) c.fail("X and W must have the same float dtype");
-    if (c.has_input(2) && (c.shape(2) != Shape{w[0], w[3]} || c.dtype(2) != c.dtype(0)))
-      c.fail("bias must be " + shape_str({w[0], w[3]}) + " of X's dtype");
-    const Window win = forward_window(c.node(), {x[2], x[3]}, {w[1], w[2]}, false);
+    check_blocked_conv_operands(c, {w[0], w[3]});
+    const Window win = blocked_window(c.node(), x, w[1], w[2]);
     c.set_output(0, c.dtype(0), {x[0], x[1], win.out[0], win.out[1], x[4]});
   };
   d.eval = [](EvalContext& c) {
     const Tensor &x = c.input(0), &w = c.input(1);
     const Shape &xs = x.shape(), &ws = w.shape();
-    const Window win = forward_window(c.node(), {xs[2], xs[3]}, {ws[1], ws[2]}, false);
+    const Window win = blocked_window(c.node(), xs, ws[1], ws[2]);
     const int64_t b = xs[4];
     Tensor y(x.dtype(), {xs[0], xs[1], win.out[0], win.out[1], b});
     int64_t at = 0;
@@ -173,23 +186,15 @@ OpDef depthwise_conv_blocked_op() {
           for (int64_t ow = 0; ow < win.out[1]; ++ow)
             for (int64_t ci = 0; ci < b; ++ci, ++at) {
               double acc = c.has_input(2) ? c.input(2).get_double(cb * b + ci) : 0.0;
-              for (int64_t kh = 0; kh < ws[1]; ++kh)
-                for (int64_t kw = 0; kw < ws[2]; ++kw) {
-                  const int64_t ih = oh * win.strides[0] + kh * win.dilations[0] - win.pads_begin[0];
-                  const int64_t iw = ow * win.strides[1] + kw * win.dilations[1] - win.pads_begin[1];
-                  if (ih < 0 || ih >= xs[2] || iw < 0 || iw >= xs[3]) continue;
-                  acc += x.get_double((((n * xs[1] + cb) * xs[2] + ih) * xs[3] + iw) * b + ci) *
-                         w.get_double(((cb * ws[1] + kh) * ws[2] + kw) * b + ci);
-                }
+              for_each_tap_inside(win, oh, ow, xs[2], xs[3], [&](int64_t kh, int64_t kw, int64_t ih, int64_t iw) {
+                acc += x.get_double((((n * xs[1] + cb) * xs[2] + ih) * xs[3] + iw) * b + ci) *
+                       w.get_double(((cb * ws[1] + kh) * ws[2] + kw) * b + ci);
+              });
               y.set_double(at, acc);
             }
     c.set_output(0, std::move(y));
   };
-  d.flops = [](const NodeShapes& s) {
-    double f = 2.0 * static_cast<double>(num_elements(s.out[0])) * static_cast<double>(s.in[1][1] * s.in[1][2]);
-    if (s.in.size() > 2 && !s.in[2].empty()) f += static_cast<double>(num_elements(s.out[0]));
-    return f;
-  };
+  d.flops = [](const NodeShapes& s) { return blocked_conv_flops(s, s.in[1][1] * s.in[1][2]); };
   return d;
 }
 

@@ -5,6 +5,8 @@
 #include <optional>
 #include <set>
 
+#include "frontend/passes/channel_constant.h"
+
 namespace kiln {
 namespace {
 
@@ -16,24 +18,6 @@ struct ChannelAffine {
 const Tensor* constant_of(const Graph& g, const Node& n, size_t i) {
   if (i >= n.inputs.size() || n.inputs[i].empty()) return nullptr;
   return g.value(n.inputs[i]).constant.get();
-}
-
-// The per-channel values of a constant that broadcasts against a rank-`rank` output with `channels`
-// channels on axis 1 and along no other axis; nullopt when it varies along another axis or would
-// grow the output.
-std::optional<std::vector<double>> per_channel(const Tensor& c, size_t rank, int64_t channels) {
-  if (static_cast<size_t>(c.rank()) > rank || !is_float(c.dtype())) return std::nullopt;
-  const size_t lead = rank - static_cast<size_t>(c.rank());
-  int64_t channel_extent = 1;
-  for (size_t a = 0; a < static_cast<size_t>(c.rank()); ++a) {
-    const int64_t e = c.shape()[a];
-    if (lead + a == 1) channel_extent = e;
-    else if (e != 1) return std::nullopt;
-  }
-  if (channel_extent != 1 && channel_extent != channels) return std::nullopt;
-  std::vector<double> v(static_cast<size_t>(channels));
-  for (int64_t m = 0; m < channels; ++m) v[m] = c.get_double(channel_extent == 1 ? 0 : m);
-  return v;
 }
 
 // What `op` does to each channel of its input `from` (the convolution's output), or nullopt when it
@@ -66,7 +50,7 @@ std::optional<ChannelAffine> channel_affine(const Graph& g, const Node& op, cons
   if (op.inputs[1 - other] != from || op.inputs[other] == from) return std::nullopt;
   const Tensor* c = constant_of(g, op, other);
   if (!c || c->dtype() != g.value(from).dtype) return std::nullopt;
-  std::optional<std::vector<double>> v = per_channel(*c, rank, channels);
+  std::optional<std::vector<double>> v = per_channel_values(*c, rank, channels);
   if (!v) return std::nullopt;
   if (op.op_type == "Mul") return ChannelAffine{*v, std::vector<double>(n, 0.0)};
   return ChannelAffine{std::vector<double>(n, 1.0), *v};
@@ -89,23 +73,6 @@ std::vector<int64_t> output_channel_of_weight(const Node& conv, const Shape& w, 
     m[i] = (c / in_per_group) * w[1] + j;
   }
   return m;
-}
-
-std::string fresh_name(const Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int k = 1; g.has_value(name); ++k) name = base + "." + std::to_string(k);
-  return name;
-}
-
-std::string add_constant(Graph& g, const std::string& base, Tensor t) {
-  Value v;
-  v.name = fresh_name(g, base);
-  v.dtype = t.dtype();
-  v.shape = t.shape();
-  v.typed = true;
-  v.constant = std::make_shared<const Tensor>(std::move(t));
-  g.values[v.name] = v;
-  return v.name;
 }
 
 // Whether `conv` has float constant weights (and bias) a fold can rewrite.
@@ -131,8 +98,8 @@ void apply(Graph& g, Node& conv, const ChannelAffine& a, int64_t channels) {
   Tensor folded_b(w.dtype(), {channels});
   for (int64_t m = 0; m < channels; ++m) folded_b.set_double(m, (b ? b->get_double(m) : 0.0) * a.scale[m] + a.shift[m]);
   conv.inputs.resize(3);
-  conv.inputs[1] = add_constant(g, conv.name + ".folded_weight", std::move(folded_w));
-  conv.inputs[2] = add_constant(g, conv.name + ".folded_bias", std::move(folded_b));
+  conv.inputs[1] = g.add_constant(conv.name + ".folded_weight", std::move(folded_w));
+  conv.inputs[2] = g.add_constant(conv.name + ".folded_bias", std::move(folded_b));
 }
 
 }  // namespace

@@ -26,12 +26,10 @@ int lanes_for(DType t, const ScheduleParams& p) {
   return std::max(1, static_cast<int>(p.vector_bits / 8 / bytes));
 }
 
-
-
-bool uses_var(const Expr& e, const te::ExprNode* v) {
-  if (e.get() == v) return true;
-  for (const Expr& a : e->args)
-    if (uses_var(a, v)) return true;
+// Whether the load `l` reads along `axis`: one of its indices mentions it.
+bool reads_along(const Expr& l, const te::ExprNode* axis) {
+  for (const Expr& i : l->args)
+    if (te::mentions(i, axis)) return true;
   return false;
 }
 
@@ -48,11 +46,7 @@ std::optional<size_t> operand_block_axis(const te::Stage& s) {
     const te::ExprNode* axis = s.axes[a].get();
     bool along_axis = false, along_row = false, along_both = false;
     te::visit_loads(s.body, [&](const Expr& l) {
-      bool ua = false, ur = false;
-      for (const Expr& i : l->args) {
-        ua |= uses_var(i, axis);
-        ur |= uses_var(i, row);
-      }
+      const bool ua = reads_along(l, axis), ur = reads_along(l, row);
       along_both |= ua && ur;
       along_axis |= ua && !ur;
       along_row |= ur && !ua;
@@ -127,10 +121,9 @@ EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
   for (size_t i = 0; i < dag.tensors.size(); ++i) {
     const te::TensorRef& root = dag.tensors[i];
     const te::Stage& s = *root->stage;
-    if (s.is_extern() || s.reducer == te::Reducer::None || plan.computed_inside.count(root.get())) continue;
+    if (s.is_extern() || s.reducer == te::Reducer::None) continue;
     Epilogue e;
-    // A variable of the reduction's dtype (te::var makes Int64 loop variables only).
-    e.value = std::make_shared<const te::ExprNode>(te::ExprNode{te::ExprOp::Var, s.dtype, 0, 0.0, root->name + ".value", nullptr, {}});
+    e.value = te::var(root->name + ".value", s.dtype);
     e.expr = e.value;
     te::TensorRef cur = root;
     for (std::optional<size_t> next = finisher(cur, i); next; next = finisher(cur, i)) {
@@ -259,9 +252,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     int64_t slice_bytes = 0;
     if (operand_axis)
       te::visit_loads(s.body, [&](const Expr& l) {
-        bool along = false;
-        for (const Expr& i : l->args) along |= uses_var(i, s.axes[*operand_axis].get());
-        if (along)
+        if (reads_along(l, s.axes[*operand_axis].get()))
           slice_bytes += num_elements(l->tensor->shape) * static_cast<int64_t>(dtype_size(l->tensor->dtype)) /
                          s.shape[*operand_axis];
       });
@@ -277,12 +268,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     // its own vectors) four rows are enough to hide the FMA latency and spill nothing.
     bool reused_across_rows = false;
     te::visit_loads(s.body, [&](const Expr& l) {
-      bool along_j = false, along_i = false;
-      for (const Expr& i : l->args) {
-        along_j |= uses_var(i, s.axes[rank - 1].get());
-        along_i |= uses_var(i, s.axes[rank - 2].get());
-      }
-      reused_across_rows |= along_j && !along_i;
+      reused_across_rows |= reads_along(l, s.axes[rank - 1].get()) && !reads_along(l, s.axes[rank - 2].get());
     });
     const int64_t most_rows = std::max<int64_t>(1, reused_across_rows ? budget / (M * vectors) : 4);
     const int64_t row_tiles = (e2 + most_rows - 1) / most_rows;
@@ -408,10 +394,10 @@ Stmt lower_extern_stage(const te::ComputeDAG& dag, size_t stage, const std::vect
   return lower_extern_group(dag, group, buffers, scratch);
 }
 
-std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const std::map<const te::TensorNode*, BufferRef>& buffers,
-                                       const ScheduleParams& p, std::vector<ScratchBuffer>& scratch) {
+std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const EpiloguePlan& epilogues,
+                                       const std::map<const te::TensorNode*, BufferRef>& buffers, const ScheduleParams& p,
+                                       std::vector<ScratchBuffer>& scratch) {
   const std::vector<size_t> writer = writer_stages(dag);
-  const EpiloguePlan epilogues = plan_epilogues(dag);
   std::vector<Stmt> stages;
   for (size_t i = 0; i < dag.tensors.size(); ++i) {
     const te::TensorRef& t = dag.tensors[i];
@@ -440,7 +426,7 @@ LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const 
     buffers[t.get()] = b;
     f.params.push_back(b);
   }
-  f.body = block(lower_stages_default(dag, buffers, p, f.scratch));
+  f.body = block(lower_stages_default(dag, plan_epilogues(dag), buffers, p, f.scratch));
   for (const ScratchBuffer& sb : f.scratch) f.params.push_back(sb.buffer);
   return f;
 }

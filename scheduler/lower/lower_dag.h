@@ -59,12 +59,14 @@ Stmt lower_stage_default(const te::TensorRef& stage_output,
 LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const ScheduleParams& params);
 
 /// The default schedule's statements for every stage of `dag`, in stage order: a loop nest per
-/// computed stage (lower_stage_default) and one runtime-kernel call per extern node (lower_extern_stage).
-/// `buffers` must hold every placeholder and stage output. Extern calls' scratch buffers are created
+/// computed stage (lower_stage_default; none for the stages `epilogues` stores from a reduction) and
+/// one runtime-kernel call per extern node (lower_extern_stage). `epilogues` is plan_epilogues(dag);
+/// `buffers` must hold every placeholder and every stage output it does not compute inside. Extern calls' scratch buffers are created
 /// here and appended to `scratch`. The body of lower_dag and of a subgraph's default schedule
 /// (lower_model.h), so both lower stages the same way.
-std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const std::map<const te::TensorNode*, BufferRef>& buffers,
-                                       const ScheduleParams& params, std::vector<ScratchBuffer>& scratch);
+std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const EpiloguePlan& epilogues,
+                                       const std::map<const te::TensorNode*, BufferRef>& buffers, const ScheduleParams& params,
+                                       std::vector<ScratchBuffer>& scratch);
 
 /// The call of the runtime kernel that computes the extern stage `stage` of `dag`: one call per node, at
 /// its first extern stage (`writer`, from writer_stages), writing every output of the node the DAG has

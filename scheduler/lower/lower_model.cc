@@ -308,7 +308,7 @@ Stmt lower_subgraph_default(const LoweredSubgraph& sg, int /*subgraph_id*/,
     temporaries.push_back(b);
   }
   std::vector<ScratchBuffer> scratch;
-  std::vector<Stmt> stages = lower_stages_default(sg.dag, all, params, scratch);
+  std::vector<Stmt> stages = lower_stages_default(sg.dag, epilogues, all, params, scratch);
   for (const ScratchBuffer& s : scratch) temporaries.push_back(s.buffer);
   return block(std::move(stages));
 }

@@ -72,13 +72,6 @@ std::optional<std::map<int, TiledStage>> tiled_stages(const State& sketch) {
 
 std::vector<std::optional<int64_t>> lengths(std::initializer_list<int64_t> l) { return {l.begin(), l.end()}; }
 
-bool uses(const te::Expr& e, const te::ExprNode* v) {
-  if (e.get() == v) return true;
-  for (const te::Expr& a : e->args)
-    if (uses(a, v)) return true;
-  return false;
-}
-
 // Stage `tiled` (multi-level tiled, nothing attached yet) with its right-hand operand copied per
 // block: the input it reads whose last index follows the vector loop's axis and no index the row
 // axis's, cache-read and computed at the last loop of the outer reduction level. nullopt when no
@@ -93,9 +86,9 @@ std::optional<State> with_packed_operand(const State& tiled, int stage, size_t r
   const te::ExprNode* row = axes[axes.size() - 1 - row_from_end];
   int operand = -1;
   te::visit_loads(st.op->body, [&](const te::Expr& load) {
-    if (operand >= 0 || load->args.empty() || !uses(load->args.back(), vec)) return;
+    if (operand >= 0 || load->args.empty() || !te::mentions(load->args.back(), vec)) return;
     for (const te::Expr& a : load->args)
-      if (uses(a, row)) return;
+      if (te::mentions(a, row)) return;
     for (int i = 0; i < static_cast<int>(tiled.stages().size()); ++i)
       if (tiled.stage(i).kind == StageKind::Placeholder && tiled.stage(i).tensor.get() == load->tensor.get()) operand = i;
   });

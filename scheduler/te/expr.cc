@@ -106,10 +106,10 @@ Expr float_imm(double v, DType t) {
 
 Expr const_of(DType t, double v) { return is_float(t) ? float_imm(v, t) : int_imm(static_cast<int64_t>(v), t); }
 
-Expr var(const std::string& name) {
+Expr var(const std::string& name, DType t) {
   auto n = std::make_shared<ExprNode>();
   n->op = ExprOp::Var;
-  n->dtype = DType::Int64;
+  n->dtype = t;
   n->name = name;
   return n;
 }

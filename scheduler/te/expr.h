@@ -45,7 +45,7 @@ Expr int_imm(int64_t v, DType t = DType::Int64);
 Expr float_imm(double v, DType t = DType::Float32);
 /// A constant of any dtype: float dtypes get FloatImm, the others IntImm.
 Expr const_of(DType t, double v);
-Expr var(const std::string& name);  // an Int64 loop variable
+Expr var(const std::string& name, DType t = DType::Int64);  // a loop variable (Int64) or a named value
 Expr load(const std::shared_ptr<const TensorNode>& t, std::vector<Expr> indices);
 Expr cast(DType t, const Expr& e);
 Expr select(const Expr& cond, const Expr& a, const Expr& b);

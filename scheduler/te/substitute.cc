@@ -40,6 +40,13 @@ Expr rewrite_loads(const Expr& e, const std::function<Expr(const Expr& load)>& f
   return repl ? repl : r;
 }
 
+bool mentions(const Expr& e, const ExprNode* v) {
+  if (e.get() == v) return true;
+  for (const Expr& a : e->args)
+    if (mentions(a, v)) return true;
+  return false;
+}
+
 void visit_loads(const Expr& e, const std::function<void(const Expr& load)>& f) {
   if (!e) return;
   if (e->op == ExprOp::Load) f(e);

@@ -1,5 +1,6 @@
-/// \file Rewriting expressions: variables replaced by expressions, loads redirected. Every schedule
-/// transformation that moves computation (inlining, splitting loops, caching) is one of these.
+/// \file Rewriting and inspecting expressions: variables replaced by expressions, loads redirected.
+/// Every schedule transformation that moves computation (inlining, splitting loops, caching) is one
+/// of these.
 #pragma once
 #include <functional>
 #include <map>
@@ -14,6 +15,9 @@ Expr substitute(const Expr& e, const std::map<const ExprNode*, Expr>& m);
 /// `e` with every Load rewritten by `f` (which sees the load with its indices already rewritten and
 /// returns a replacement, or null to keep it).
 Expr rewrite_loads(const Expr& e, const std::function<Expr(const Expr& load)>& f);
+
+/// Whether `e` mentions the variable `v` anywhere, the indices of its loads included.
+bool mentions(const Expr& e, const ExprNode* v);
 
 /// Calls `f` on every Load in `e`, outermost first.
 void visit_loads(const Expr& e, const std::function<void(const Expr& load)>& f);

@@ -39,8 +39,7 @@ TEST(MeasureCli, Mnist8RecordsRemeasureLocallyAndACorruptLineIsSkipped) {
   testing::TempDir dir;
   const std::string records = dir.path("mnist.json");
   const Target host = host_target();
-  Graph g = optimize_graph(load_model(kMnist, PipelineOptions{}), host.vector_bits);
-  const std::vector<Task> tasks = extract_tasks(g, partition_graph(g));
+  const std::vector<Task> tasks = target_tasks(load_model(kMnist, PipelineOptions{}), host.vector_bits);
   ASSERT_FALSE(tasks.empty());
   measure::MeasureResult recorded;
   recorded.costs = {0.001, 0.0011};

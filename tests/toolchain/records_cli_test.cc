@@ -149,8 +149,7 @@ struct Mnist {
 Mnist load_mnist() {
   Mnist m;
   m.g = load_model(kMnistDir + "/model.onnx", PipelineOptions{});
-  const Graph compiled = optimize_graph(m.g, host_target().vector_bits);  // the graph `kiln compile` partitions
-  m.tasks = extract_tasks(compiled, partition_graph(compiled));
+  m.tasks = target_tasks(m.g, host_target().vector_bits);  // the tasks `kiln compile` makes
   std::string name;
   Tensor x = load_tensor_file(kMnistDir + "/test_data_set_0/input_0.pb", &name);
   if (name.empty()) name = m.g.inputs.at(0);

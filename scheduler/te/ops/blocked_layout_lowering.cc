@@ -32,26 +32,13 @@ void lower_reorder_from_blocked(LowerContext& c) {
                }));
 }
 
-// x with the window's padding stored as zeros (as Conv's lowering does, for the same reason: no bounds
-// check per tap), or x itself when no window leaves it.
-TensorRef padded_blocked(const LowerContext& c, const TensorRef& x, nn::Window& win) {
-  bool leaves = false;
-  for (size_t a = 0; a < 2; ++a) leaves |= window_inside(win, a, x->shape[2 + a], int_imm(0)) != nullptr;
-  if (!leaves) return x;
-  Shape shape = x->shape;
-  for (size_t a = 0; a < 2; ++a) shape[2 + a] = (win.out[a] - 1) * win.strides[a] + win.span(a);
-  TensorRef padded = compute(c.name("pad"), "pad", x->dtype, shape, [&](const std::vector<Expr>& idx) {
-    std::vector<Expr> xi = idx;
-    Expr inside;
-    for (size_t a = 0; a < 2; ++a) {
-      xi[2 + a] = idx[2 + a] - win.pads_begin[a];
-      inside = and_cond(inside, window_inside(win, a, x->shape[2 + a], xi[2 + a]));
-    }
-    return guarded(inside, at(x, xi), const_of(x->dtype, 0));
-  });
-  win.pads_begin.assign(2, 0);
-  win.pads_end.assign(2, 0);
-  return padded;
+// The input of a blocked conv with a kh x kw kernel and its window: zero-padded (as Conv's lowering
+// does, for the same reason: no bounds check per tap) when some window leaves it.
+std::pair<TensorRef, nn::Window> blocked_conv_input(const LowerContext& c, int64_t kh, int64_t kw) {
+  const TensorRef& x = c.input(0);
+  nn::Window win = nn::forward_window(c.node(), {x->shape[2], x->shape[3]}, {kh, kw}, false);
+  if (!window_leaves(win, {x->shape[2], x->shape[3]})) return {x, win};
+  return zero_padded(c, x, win);
 }
 
 // The per-channel bias added to a blocked conv's accumulator (a stage of its own, as for Conv), or
@@ -67,8 +54,7 @@ TensorRef with_blocked_bias(LowerContext& c, const TensorRef& acc) {
 // the vector, and each tap's weights one vector load.
 void lower_depthwise_conv_blocked(LowerContext& c) {
   const TensorRef& w = c.input(1);
-  nn::Window win = nn::forward_window(c.node(), {c.shape(0)[2], c.shape(0)[3]}, {w->shape[1], w->shape[2]}, false);
-  const TensorRef x = padded_blocked(c, c.input(0), win);
+  const auto [x, win] = blocked_conv_input(c, w->shape[1], w->shape[2]);
   TensorRef acc = reduce(c.has_input(2) ? c.name("acc") : c.name(), "conv", c.out_dtype(0), c.out_shape(0), Reducer::Sum,
                          {w->shape[1], w->shape[2]}, [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
                            Expr h = window_pos(win, 0, idx[2], r[0]), wpos = window_pos(win, 1, idx[3], r[1]);
@@ -79,10 +65,8 @@ void lower_depthwise_conv_blocked(LowerContext& c) {
 
 void lower_conv_blocked(LowerContext& c) {
   const TensorRef& w = c.input(1);
-  nn::Window win = nn::forward_window(c.node(), {c.shape(0)[2], c.shape(0)[3]}, {w->shape[2], w->shape[3]}, false);
-  const TensorRef x = padded_blocked(c, c.input(0), win);
-  const DType dt = c.out_dtype(0);
-  TensorRef acc = reduce(c.has_input(2) ? c.name("acc") : c.name(), "conv", dt, c.out_shape(0), Reducer::Sum,
+  const auto [x, win] = blocked_conv_input(c, w->shape[2], w->shape[3]);
+  TensorRef acc = reduce(c.has_input(2) ? c.name("acc") : c.name(), "conv", c.out_dtype(0), c.out_shape(0), Reducer::Sum,
                          {w->shape[1], w->shape[2], w->shape[3], w->shape[4]},
                          [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
                            Expr h = window_pos(win, 0, idx[2], r[1]), wpos = window_pos(win, 1, idx[3], r[2]);

@@ -27,7 +27,8 @@ Expr grouped_channel(const Expr& outer, int64_t outer_per_group, int64_t per_gro
 
 using TermFn = std::function<Expr(const Expr& x, const Expr& w, const Expr& m)>;
 
-// Whether some tap of the window reads outside an input of spatial extents `in`.
+}  // namespace
+
 bool window_leaves(const nn::Window& win, const Shape& in) {
   Expr probe = int_imm(0);
   for (size_t a = 0; a < win.rank(); ++a)
@@ -35,19 +36,15 @@ bool window_leaves(const nn::Window& win, const Shape& in) {
   return false;
 }
 
-// x with the window's padding stored as zeros: padded position p of axis a holds input position
-// p - pads_begin[a], up to the last position a window reads. The returned window reads it with no
-// padding, so no tap needs a bounds check.
 std::pair<TensorRef, nn::Window> zero_padded(const LowerContext& c, const TensorRef& x, nn::Window win) {
-  Shape shape(x->shape.begin(), x->shape.begin() + 2);
-  for (size_t a = 0; a < win.rank(); ++a) shape.push_back((win.out[a] - 1) * win.strides[a] + win.span(a));
+  Shape shape = x->shape;
+  for (size_t a = 0; a < win.rank(); ++a) shape[2 + a] = (win.out[a] - 1) * win.strides[a] + win.span(a);
   TensorRef padded = compute(c.name("pad"), "pad", x->dtype, shape, [&](const std::vector<Expr>& idx) {
-    std::vector<Expr> xi{idx[0], idx[1]};
+    std::vector<Expr> xi = idx;
     Expr inside;
     for (size_t a = 0; a < win.rank(); ++a) {
-      Expr pos = idx[2 + a] - win.pads_begin[a];
-      inside = and_cond(inside, window_inside(win, a, x->shape[2 + a], pos));
-      xi.push_back(pos);
+      xi[2 + a] = idx[2 + a] - win.pads_begin[a];
+      inside = and_cond(inside, window_inside(win, a, x->shape[2 + a], xi[2 + a]));
     }
     return guarded(inside, at(x, xi), const_of(x->dtype, 0));
   });
@@ -55,6 +52,8 @@ std::pair<TensorRef, nn::Window> zero_padded(const LowerContext& c, const Tensor
   win.pads_end.assign(win.rank(), 0);
   return {padded, win};
 }
+
+namespace {
 
 // out[n, m, o...] = sum over the input channels c of m's group and the kernel taps k of
 // term(x[n, c, o * stride + k * dilation - pad], w[m, c, k], m); padding taps add nothing.

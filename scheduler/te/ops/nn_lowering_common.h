@@ -4,6 +4,7 @@
 /// lowerings agree with shape inference and the reference kernels by construction.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "frontend/ops/nn_common.h"
@@ -26,6 +27,15 @@ Expr window_pos(const nn::Window& w, size_t a, const Expr& o, const Expr& k);
 /// The condition that `pos` (one of window_pos's values for axis a) lies in [0, extent); null when
 /// the window geometry already keeps every position of the axis inside, so no check is needed.
 Expr window_inside(const nn::Window& w, size_t a, int64_t extent, const Expr& pos);
+
+/// Whether some tap of the window reads outside an input of spatial extents `in`.
+bool window_leaves(const nn::Window& win, const Shape& in);
+
+/// x (N x C x spatial... [x more axes], the window over the spatial axes) with the window's padding
+/// stored as zeros: padded position p of spatial axis a holds input position p - pads_begin[a], up to
+/// the last position a window reads. The returned window reads it with no padding, so no tap needs a
+/// bounds check (a stage of its own, as TVM's data_pad).
+std::pair<TensorRef, nn::Window> zero_padded(const LowerContext& c, const TensorRef& x, nn::Window win);
 
 /// How many taps of the window at output position `o` along axis a read positions in [lo, hi), as
 /// an Int64 expression (an immediate when it is the same for every output position).
