@@ -10,6 +10,7 @@
 #include "backends/package/model_module.h"
 #include "frontend/layout/block_layout.h"
 #include "frontend/onnx/onnx_import.h"
+#include "frontend/passes/conv_transpose_to_conv.h"
 #include "frontend/passes/fold_into_conv.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
@@ -58,6 +59,9 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
   fold_into_conv(g);
   remove_dead_nodes(g);  // the weights the folds replaced
   after(o, "fold", [&] { return print_graph(g); });
+  conv_transpose_to_conv(g);
+  remove_dead_nodes(g);  // the ConvTranspose weights
+  after(o, "deconv", [&] { return print_graph(g); });
   block_layout(g, float_block_for(vector_bits));
   remove_dead_nodes(g);  // the NCHW values no reader needs any more
   after(o, "layout", [&] { return print_graph(g); });
@@ -74,7 +78,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   package::check_package_name(c.name);
 
   const Graph g = optimize_graph(model, c.target.vector_bits, o);
-  if (o.stop_after == "fold" || o.stop_after == "layout") return std::nullopt;
+  if (o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "layout") return std::nullopt;
 
   const SubgraphDAG sdag = partition_graph(g);
   if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;

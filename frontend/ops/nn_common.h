@@ -39,6 +39,12 @@ struct Window {
 /// and ceil_mode when `allow_ceil_mode`). `kernel` is already known (attribute or weight shape).
 Window forward_window(const Node& node, const Shape& in_spatial, std::vector<int64_t> kernel, bool allow_ceil_mode);
 
+/// The window of ConvTranspose node `node` with input shape `x` and weight shape `w`: its pads resolved
+/// from pads, auto_pad or output_shape (pads_begin may be negative when output_shape extends the output),
+/// `out` the output extents. Output position o along axis a collects input i and tap k where
+/// o = i * strides[a] + k * dilations[a] - pads_begin[a].
+Window conv_transpose_window(const Node& node, const Shape& x, const Shape& w);
+
 /// Odometer over a box of extents: advances `idx` in row-major order, returns false after the last one.
 inline bool next_index(std::vector<int64_t>& idx, const std::vector<int64_t>& extents) {
   for (size_t a = idx.size(); a-- > 0;) {

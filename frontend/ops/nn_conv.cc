@@ -446,6 +446,10 @@ OpDef qlinear_conv_op() {
 
 }  // namespace
 
+Window conv_transpose_window(const Node& node, const Shape& x, const Shape& w) {
+  return conv_transpose_shape(node, x, w).window;
+}
+
 void register_conv_ops(OpRegistry& r) {
   r.add(conv_op());
   r.add(conv_transpose_op());
