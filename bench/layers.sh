@@ -6,12 +6,14 @@
 # KILN_BEFORE=/path/to/older/kiln, the same layers compiled by that binary are timed in the same
 # alternating turns (bench/interleave.py), so a change's before/after is one run on one machine state.
 # Layers: ResNet-50's 3x3 convs at 56x56 (64 ch), 14x14 (256 ch) and 7x7 (512 ch), a 1x1 conv
-# (256 -> 64 at 56x56), a depthwise 3x3 (128 ch at 56x56), matmul 1024^3. Not part of ctest.
+# (256 -> 64 at 56x56), a depthwise 3x3 (128 ch at 56x56), dcgan's stride-2 ConvTranspose (128 -> 64,
+# kernel 4, 16x16 -> 32x32; FLOPs counted as the ConvTranspose's own: every input pixel times the whole
+# kernel), matmul 1024^3. Not part of ctest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kiln=${KILN:-$root/build/bin/kiln}
 before=${KILN_BEFORE:-}
-layers="conv3x3_56 conv3x3_14 conv3x3_7 conv1x1_56 depthwise matmul1024"
+layers="conv3x3_56 conv3x3_14 conv3x3_7 conv1x1_56 depthwise deconv_16 matmul1024"
 threads=1
 rounds=5
 out=/dev/stdout
@@ -44,6 +46,8 @@ zoo_args[conv1x1_56]="conv2d --in-channels 256 --out-channels 64 --kernel 1 --pa
 flops[conv1x1_56]=$((2 * 256 * 56 * 56 * 64))
 zoo_args[depthwise]="depthwise --in-channels 128 --kernel 3 --padding 1 --size 56"
 flops[depthwise]=$((2 * 128 * 56 * 56 * 9))
+zoo_args[deconv_16]="conv_transpose2d --in-channels 128 --out-channels 64 --kernel 4 --stride 2 --padding 1 --size 16"
+flops[deconv_16]=$((2 * 128 * 16 * 16 * 64 * 16))
 zoo_args[matmul1024]="matmul --m 1024 --n 1024 --k 1024"
 flops[matmul1024]=$((2 * 1024 * 1024 * 1024))
 

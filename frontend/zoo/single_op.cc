@@ -1,7 +1,7 @@
 // Single-op models for benchmarks: one MatMul or Conv with a weight initializer, the shapes set from
 // the command line. Defaults are layers the Ansor paper benchmarks in isolation: a 1024^3 matmul,
 // ResNet-50's stage-1 3x3 conv (1x64x56x56, 64 filters, pad 1) and a 3x3 depthwise conv on
-// 1x128x56x56.
+// 1x128x56x56; a ConvTranspose (conv_transpose2d: give it dcgan's --kernel 4 --stride 2 --padding 1).
 #include "frontend/zoo/zoo_models.h"
 
 #include "frontend/ir/error.h"
@@ -65,6 +65,29 @@ ModelBuilder build_depthwise(const ZooOptions& o) {
   const int64_t out = o.out_channels > 0 ? o.out_channels : channels;
   if (out % channels != 0) throw Error("zoo: depthwise: --out-channels must be a multiple of --in-channels");
   return single_conv("depthwise", o, channels, out, channels);
+}
+
+// image [batch, in, size, size] -> ConvTranspose (no bias) -> output, defaults dcgan's fourth layer
+// (128 -> 64 channels at 16x16) when the channels and size are not given.
+ModelBuilder build_conv_transpose2d(const ZooOptions& o) {
+  require_positive(o.kernel, "kernel");
+  require_positive(o.stride, "stride");
+  require_positive(o.batch, "batch");
+  if (o.padding < 0) throw Error("zoo: --padding must not be negative");
+  const int64_t in = o.in_channels > 0 ? o.in_channels : 128;
+  const int64_t out = o.out_channels > 0 ? o.out_channels : 64;
+  const int64_t size = o.size > 0 ? o.size : 16;
+  const int64_t out_size = (size - 1) * o.stride + o.kernel - 2 * o.padding;
+  if (out_size < 1) throw Error("zoo: conv_transpose2d: --padding leaves no output");
+  WeightInit w(o.seed);
+  ModelBuilder b("conv_transpose2d", 17);
+  b.input("input", DType::Float32, Shape{o.batch, in, size, size});
+  b.initializer("weight", xavier_uniform(w, {in, out, o.kernel, o.kernel}, in * o.kernel * o.kernel, out * o.kernel * o.kernel));
+  b.node("ConvTranspose", {"input", "weight"}, {"output"}, "deconv")
+      .attr("strides", std::vector<int64_t>{o.stride, o.stride})
+      .attr("pads", std::vector<int64_t>{o.padding, o.padding, o.padding, o.padding});
+  b.output("output", DType::Float32, Shape{o.batch, out, out_size, out_size});
+  return b;
 }
 
 }  // namespace kiln

@@ -18,6 +18,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"matmul", build_matmul},
       {"conv2d", build_conv2d},
       {"depthwise", build_depthwise},
+      {"conv_transpose2d", build_conv_transpose2d},
       {"dcgan", build_dcgan},
       {"bert_base", build_bert_base},
   };

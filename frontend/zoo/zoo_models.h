@@ -12,6 +12,7 @@ ModelBuilder build_mobilenet_v2(const ZooOptions& o);
 ModelBuilder build_matmul(const ZooOptions& o);
 ModelBuilder build_conv2d(const ZooOptions& o);
 ModelBuilder build_depthwise(const ZooOptions& o);
+ModelBuilder build_conv_transpose2d(const ZooOptions& o);
 ModelBuilder build_dcgan(const ZooOptions& o);
 ModelBuilder build_bert_base(const ZooOptions& o);
 

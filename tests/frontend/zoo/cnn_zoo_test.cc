@@ -173,6 +173,22 @@ TEST(SingleOpZoo, DefaultsAreThePaperLayers) {
   EXPECT_EQ(dw.flops, 2.0 * 128 * 56 * 56 * 9);
 }
 
+// dcgan's fourth layer with its kernel, stride and pads: every input pixel scatters the whole kernel.
+TEST(SingleOpZoo, ConvTransposeIsDcgansFourthLayer) {
+  testing::TempDir dir;
+  ZooOptions o;
+  o.kernel = 4;
+  o.stride = 2;
+  o.padding = 1;
+  ModelSummary ct = inspect_zoo("conv_transpose2d", o, dir);
+  EXPECT_EQ(ct.inputs[0].shape, (Shape{1, 128, 16, 16}));
+  EXPECT_EQ(ct.outputs[0].shape, (Shape{1, 64, 32, 32}));
+  EXPECT_EQ(ct.parameters, 128 * 64 * 16);
+  EXPECT_EQ(ct.flops, 2.0 * 128 * 64 * 16 * 16 * 16);
+  o.padding = 20;  // the pads crop more than the 34 positions the kernel covers
+  EXPECT_THROW(build_zoo_model("conv_transpose2d", o), Error);
+}
+
 TEST(SingleOpZoo, ShapesFollowTheOptions) {
   testing::TempDir dir;
   ZooOptions o;
