@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench/parallel_profile.sh PKG [REPEAT]
+#
+# Each parallel loop of a compiled kiln package (x86-64, this host), timed per thread: the package is
+# linked with bench/native/parallel_profile.c and run with 1 thread, then with 2 (the caller takes the
+# first half of every loop, one worker the second). Prints, per loop (statement N of
+# `kiln dump MODEL --dump-after lower` is <m>_kernel.sN): its 1-thread time, each half's time at 2
+# threads, and the time lost against a perfect split, the biggest losses first. Not part of ctest.
+set -euo pipefail
+pkg=${1:?usage: bench/parallel_profile.sh PKG [REPEAT]}
+repeat=${2:-10}
+root=$(cd "$(dirname "$0")/.." && pwd)
+json=$(ls "$pkg"/*.json | head -n 1)
+name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$json")
+sizes=$(python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+plan = j.get("memory_plan", {})
+ws = plan.get("workspace_bytes", plan.get("size", 0)) if isinstance(plan, dict) else 0
+print("{" + ", ".join(str(t["bytes"]) for t in j["inputs"] + j["outputs"]) + ", " + str(max(ws, 64)) + "}")' "$json")
+inputs=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["inputs"]))' "$json")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cc -O2 -no-pie -I "$pkg" -DKP_HEADER="\"$name.h\"" -DKP_M="$name" -DKP_NUM_INPUTS="$inputs" -DKP_SIZES="$sizes" \
+  "$root/bench/native/parallel_profile.c" "$pkg/lib$name.a" -lpthread -lm -o "$work/profile"
+"$work/profile" 1 "$repeat" >"$work/t1"
+"$work/profile" 2 "$repeat" >"$work/t2"
+nm "$work/profile" >"$work/syms"
+python3 - "$work" <<'PY'
+import re, sys
+work = sys.argv[1]
+syms = {int(a, 16): n for a, _, n in (l.split() for l in open(f"{work}/syms") if len(l.split()) == 3)}
+def calls(f):
+    rows = []
+    for l in open(f):
+        m = re.match(r"call \d+ fn (\S+) n (\d+) caller_us ([\d.]+) worker_us ([\d.]+) worker_delay_us ([\d.]+) wait_us ([\d.]+)", l)
+        if m:
+            rows.append((syms.get(int(m.group(1), 16), m.group(1)), int(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(6))))
+    return rows
+one, two = calls(f"{work}/t1"), calls(f"{work}/t2")
+print(open(f"{work}/t1").readline().strip())
+print(open(f"{work}/t2").readline().strip())
+t1 = sum(c[2] for c in one)
+t2 = sum(c[2] + c[4] for c in two)
+print(f"parallel loops: {len(one)}; 1 thread {t1 / 1e3:.2f} ms, 2 threads {t2 / 1e3:.2f} ms, a perfect split {t1 / 2e3:.2f} ms")
+print(f"{'loop':32} {'n':>5} {'1 thread us':>12} {'caller us':>10} {'worker us':>10} {'lost us':>8}")
+rows = sorted(zip(one, two), key=lambda p: -(p[1][2] + p[1][4] - p[0][2] / 2))
+for a, b in rows[:25]:
+    print(f"{a[0]:32} {a[1]:5d} {a[2]:12.1f} {b[2]:10.1f} {b[3]:10.1f} {b[2] + b[4] - a[2] / 2:8.1f}")
+PY
