@@ -4,7 +4,7 @@
 #   scripts/conformance-random.sh [--target T] [SEED...]      results in build/conformance-random/
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=x86_64-avx512
+target=host
 if [ "${1:-}" = "--target" ]; then target=$2; shift 2; fi
 seeds=("$@")
 [ ${#seeds[@]} -eq 0 ] && seeds=(1 2 3)

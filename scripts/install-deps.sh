@@ -12,6 +12,7 @@ packages=(
   clang-19 libclang-rt-19-dev   # libFuzzer target for the importer
   libxgboost-dev                # the tuner's cost model (scheduler/search)
   libopenblas-dev               # bench/: sgemm baseline
+  python3                       # scripts/test-summary.py, bench/ scripts
 )
 
 missing=()

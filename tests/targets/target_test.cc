@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include <sys/wait.h>
 
@@ -212,6 +214,38 @@ TEST(Target, HostIsAnX86Target) {
       __builtin_cpu_supports("avx512vl")) {
     EXPECT_EQ(*name, "x86_64-avx512");
   }
+#else
+  GTEST_SKIP() << "host detection covers x86-64 only";
+#endif
+}
+
+// The host target must be one this CPU runs: every feature its file enables, and the ISA level of its
+// LLVM CPU, are in /proc/cpuinfo's flags. The compiled conformance tests target the host, so a wrong
+// answer here would make them fail with SIGILL; this says why.
+TEST(Target, HostTargetRunsOnThisCpu) {
+#if defined(__x86_64__)
+  ScopedEnv env("KILN_TARGETS_DIR", kShippedDir);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, flags;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0) {
+      flags = " " + line.substr(line.find(':') + 1) + " ";
+      break;
+    }
+  if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags to compare with";
+  const Target host = host_target();
+  std::vector<std::string> needed;
+  std::stringstream features(host.features);
+  for (std::string f; std::getline(features, f, ',');)
+    if (!f.empty() && f[0] == '+') needed.push_back(f.substr(1));
+  const std::map<std::string, std::vector<std::string>> level{
+      {"x86-64", {"sse2"}},
+      {"x86-64-v3", {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"}},
+      {"x86-64-v4", {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}}};
+  ASSERT_TRUE(level.count(host.cpu)) << "host target " << host.name << " has CPU " << host.cpu;
+  for (const std::string& f : level.at(host.cpu)) needed.push_back(f);
+  for (const std::string& f : needed)
+    EXPECT_NE(flags.find(" " + f + " "), std::string::npos) << "host target " << host.name << " needs " << f;
 #else
   GTEST_SKIP() << "host detection covers x86-64 only";
 #endif
