@@ -15,9 +15,8 @@ name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])'
 sizes=$(python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))
-plan = j.get("memory_plan", {})
-ws = plan.get("workspace_bytes", plan.get("size", 0)) if isinstance(plan, dict) else 0
-print("{" + ", ".join(str(t["bytes"]) for t in j["inputs"] + j["outputs"]) + ", " + str(max(ws, 64)) + "}")' "$json")
+ws = max(j["memory_plan"]["workspace_bytes"], 64)  # a model without intermediates still gets a buffer
+print("{" + ", ".join(str(t["bytes"]) for t in j["inputs"] + j["outputs"]) + ", " + str(ws) + "}")' "$json")
 inputs=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["inputs"]))' "$json")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

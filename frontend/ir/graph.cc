@@ -80,6 +80,11 @@ std::string Graph::add_value(const std::string& base, DType dtype, Shape shape, 
   return name;
 }
 
+const Tensor* Graph::constant_input(const Node& n, size_t i) const {
+  if (i >= n.inputs.size() || n.inputs[i].empty()) return nullptr;
+  return value(n.inputs[i]).constant.get();
+}
+
 std::string Graph::add_constant(const std::string& base, Tensor t) {
   const DType dtype = t.dtype();
   Shape shape = t.shape();

@@ -81,6 +81,8 @@ struct Graph {
   std::string add_value(const std::string& base, DType dtype, Shape shape, std::shared_ptr<const Tensor> constant = nullptr);
   /// add_value for a compile-time constant.
   std::string add_constant(const std::string& base, Tensor t);
+  /// The constant behind input `i` of `n`; nullptr when the input is omitted or not a constant.
+  const Tensor* constant_input(const Node& n, size_t i) const;
 };
 
 }  // namespace kiln

@@ -7,46 +7,35 @@
 namespace kiln {
 namespace {
 
-// The phase split of one ConvTranspose (see the header), per spatial axis a:
-// output position o = u - pads_begin with u = q * stride + r is phase r of row
-// q. The Conv computes rows q_lo .. q_lo + rows - 1 of every phase; the
-// interleave puts row q of phase r at q * stride + r - q_lo * stride, so the
-// output starts `crop` positions into it.
+// The phase split of one ConvTranspose (see the header), per spatial axis a: output position
+// o = u - pads_begin with u = q * stride + r is phase r of row q. The Conv computes rows
+// q_lo .. q_lo + rows - 1 of every phase; the interleave puts row q of phase r at q * stride + r -
+// q_lo * stride, so the output starts `crop` positions into it.
 struct PhaseSplit {
   int64_t stride = 1;
-  std::vector<int64_t> taps; // M = ceil(K / stride) per axis
+  std::vector<int64_t> taps;  // M = ceil(K / stride) per axis
   std::vector<int64_t> pads_begin, pads_end, rows, crop;
 };
 
-const Tensor *constant_input(const Graph &g, const Node &n, size_t i) {
-  if (i >= n.inputs.size() || n.inputs[i].empty())
-    return nullptr;
-  return g.value(n.inputs[i]).constant.get();
-}
-
-std::optional<PhaseSplit> phase_split(const Graph &g, const Node &n) {
-  const Value &x = g.value(n.inputs[0]);
-  const Tensor &w = *constant_input(g, n, 1);
-  const nn::Window win = nn::conv_transpose_window(n, x.shape, w.shape());
+std::optional<PhaseSplit> phase_split(const Graph& g, const Node& n) {
+  const Value& x = g.value(n.inputs[0]);
+  const nn::Window win = nn::conv_transpose_window(n, x.shape, g.constant_input(n, 1)->shape());
   const size_t rank = win.rank();
   PhaseSplit p;
   p.stride = win.strides[0];
   for (size_t a = 0; a < rank; ++a)
-    if (win.dilations[a] != 1 || win.strides[a] != p.stride)
-      return std::nullopt;
-  if (p.stride > 1 && rank != 2)
-    return std::nullopt; // DepthToSpace interleaves two axes
+    if (win.dilations[a] != 1 || win.strides[a] != p.stride) return std::nullopt;
+  if (p.stride > 1 && rank != 2) return std::nullopt;  // DepthToSpace interleaves two axes
   const int64_t s = p.stride;
   for (size_t a = 0; a < rank; ++a) {
     const int64_t m = (win.kernel[a] + s - 1) / s, in = x.shape[a + 2];
-    // Phase row q reads input q - (m - 1) .. q: the Conv pads m - 1 - q_lo
-    // before the input and whatever the last row needs after it.
+    // Phase row q reads input q - (m - 1) .. q: the Conv pads m - 1 - q_lo before the input and
+    // whatever the last row needs after it.
     const int64_t q_lo = nn::floor_div(win.pads_begin[a], s);
     const int64_t q_hi = nn::floor_div(win.pads_begin[a] + win.out[a] - 1, s);
     const int64_t before = m - 1 - q_lo, rows = q_hi - q_lo + 1;
     const int64_t after = rows - in - before + m - 1;
-    if (before < 0 || after < 0)
-      return std::nullopt; // the Conv cannot start inside its input
+    if (before < 0 || after < 0) return std::nullopt;  // the Conv cannot start inside its input
     p.taps.push_back(m);
     p.pads_begin.push_back(before);
     p.pads_end.push_back(after);
@@ -56,35 +45,27 @@ std::optional<PhaseSplit> phase_split(const Graph &g, const Node &n) {
   return p;
 }
 
-bool rewritable(const Graph &g, const Node &n) {
-  if (!n.domain.empty() || n.op_type != "ConvTranspose" ||
-      n.outputs.size() != 1 || n.inputs.size() < 2)
-    return false;
-  const Value &x = g.value(n.inputs[0]);
-  const Tensor *w = constant_input(g, n, 1);
-  if (!x.typed || !is_float(x.dtype) || x.shape.size() < 3 || !w ||
-      w->dtype() != x.dtype)
-    return false;
+bool rewritable(const Graph& g, const Node& n) {
+  if (!n.domain.empty() || n.op_type != "ConvTranspose" || n.outputs.size() != 1 || n.inputs.size() < 2) return false;
+  const Value& x = g.value(n.inputs[0]);
+  const Tensor* w = g.constant_input(n, 1);
+  if (!x.typed || !is_float(x.dtype) || x.shape.size() < 3 || !w || w->dtype() != x.dtype) return false;
   if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
-    const Tensor *b = constant_input(g, n, 2);
-    if (!b || b->dtype() != x.dtype)
-      return false;
+    const Tensor* b = g.constant_input(n, 2);
+    if (!b || b->dtype() != x.dtype) return false;
   }
   return g.value(n.outputs[0]).typed;
 }
 
-// The Conv's weight: output channel c * P + phase (P = stride^rank phases, the
-// phase's offsets r row-major), kernel tap t along axis a = ConvTranspose tap
-// r[a] + stride * (M[a] - 1 - t): the correlation runs the phase's taps
-// backwards. Taps past the kernel are zero.
-Tensor phase_weights(const Tensor &w, int64_t group, const PhaseSplit &p) {
-  const Shape &ws = w.shape();
+// The Conv's weight: output channel c * P + phase (P = stride^rank phases, the phase's offsets r
+// row-major), kernel tap t along axis a = ConvTranspose tap r[a] + stride * (M[a] - 1 - t): the
+// correlation runs the phase's taps backwards. Taps past the kernel are zero.
+Tensor phase_weights(const Tensor& w, int64_t group, const PhaseSplit& p) {
+  const Shape& ws = w.shape();
   const size_t rank = ws.size() - 2;
-  const int64_t in_per_group = ws[0] / group, out_per_group = ws[1],
-                s = p.stride;
+  const int64_t in_per_group = ws[0] / group, out_per_group = ws[1], s = p.stride;
   int64_t phases = 1;
-  for (size_t a = 0; a < rank; ++a)
-    phases *= s;
+  for (size_t a = 0; a < rank; ++a) phases *= s;
   Shape cs{ws[1] * group * phases, in_per_group};
   cs.insert(cs.end(), p.taps.begin(), p.taps.end());
   Tensor out(w.dtype(), cs);
@@ -101,8 +82,7 @@ Tensor phase_weights(const Tensor &w, int64_t group, const PhaseSplit &p) {
       r[a] = phase % s;
       phase /= s;
     }
-    const int64_t channel = oc / phases, gi = channel / out_per_group,
-                  j = channel % out_per_group;
+    const int64_t channel = oc / phases, gi = channel / out_per_group, j = channel % out_per_group;
     int64_t src = (gi * in_per_group + ci) * ws[1] + j;
     bool inside = true;
     for (size_t a = 0; a < rank; ++a) {
@@ -115,15 +95,14 @@ Tensor phase_weights(const Tensor &w, int64_t group, const PhaseSplit &p) {
   return out;
 }
 
-Tensor repeated_bias(const Tensor &b, int64_t phases) {
+Tensor repeated_bias(const Tensor& b, int64_t phases) {
   Tensor out(b.dtype(), {b.size() * phases});
-  for (int64_t i = 0; i < out.size(); ++i)
-    out.set_double(i, b.get_double(i / phases));
+  for (int64_t i = 0; i < out.size(); ++i) out.set_double(i, b.get_double(i / phases));
   return out;
 }
 
-Node make_node(const std::string &op, const std::string &name, int64_t opset,
-               std::vector<std::string> ins, std::vector<std::string> outs) {
+Node make_node(const std::string& op, const std::string& name, int64_t opset, std::vector<std::string> ins,
+               std::vector<std::string> outs) {
   Node n;
   n.name = name;
   n.op_type = op;
@@ -133,89 +112,66 @@ Node make_node(const std::string &op, const std::string &name, int64_t opset,
   return n;
 }
 
-Tensor int64_vector(const std::vector<int64_t> &v) {
-  Tensor t(DType::Int64, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i)
-    t.set_double(static_cast<int64_t>(i), static_cast<double>(v[i]));
-  return t;
+Tensor int64_vector(const std::vector<int64_t>& v) {
+  return Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v);
 }
 
-// The nodes that replace ConvTranspose `n`: Conv, then for a strided one
-// DepthToSpace and, when the pads crop the interleaved grid, Slice.
-std::vector<Node> rewrite(Graph &g, const Node &n, const PhaseSplit &p) {
-  const Value &x = g.value(n.inputs[0]);
-  const Tensor &w = *constant_input(g, n, 1);
-  const Tensor *bias = constant_input(g, n, 2);
-  const Value &y = g.value(n.outputs[0]);
+// The nodes that replace ConvTranspose `n`: Conv, then for a strided one DepthToSpace and, when the
+// pads crop the interleaved grid, Slice.
+std::vector<Node> rewrite(Graph& g, const Node& n, const PhaseSplit& p) {
+  const Value& x = g.value(n.inputs[0]);
+  const Tensor* bias = g.constant_input(n, 2);
+  const Shape y = g.value(n.outputs[0]).shape;
   const int64_t group = n.attr_int("group", 1), s = p.stride, phases = s * s;
-  const int64_t channels = y.shape[1];
-  const size_t rank = p.taps.size();
 
-  std::vector<std::string> conv_in{
-      n.inputs[0],
-      g.add_constant(n.name + ".phase_weight", phase_weights(w, group, p))};
-  if (bias)
-    conv_in.push_back(s == 1 ? n.inputs[2]
-                             : g.add_constant(n.name + ".phase_bias",
-                                              repeated_bias(*bias, phases)));
+  std::vector<std::string> conv_in{n.inputs[0],
+                                   g.add_constant(n.name + ".phase_weight", phase_weights(*g.constant_input(n, 1), group, p))};
+  if (bias) conv_in.push_back(s == 1 ? n.inputs[2] : g.add_constant(n.name + ".phase_bias", repeated_bias(*bias, phases)));
+  const std::string phased =
+      s == 1 ? n.outputs[0] : g.add_value(n.outputs[0] + ".phases", x.dtype, {x.shape[0], y[1] * phases, p.rows[0], p.rows[1]});
+  Node conv = make_node("Conv", n.name, 11, conv_in, {phased});
   std::vector<int64_t> pads = p.pads_begin;
   pads.insert(pads.end(), p.pads_end.begin(), p.pads_end.end());
-  if (s == 1) {
-    Node conv = make_node("Conv", n.name, 11, conv_in, {n.outputs[0]});
-    conv.attrs["pads"] = AttrValue(pads);
-    conv.attrs["group"] = AttrValue(group);
-    return {std::move(conv)};
-  }
-  const std::string phased =
-      g.add_value(n.outputs[0] + ".phases", x.dtype,
-                  {x.shape[0], channels * phases, p.rows[0], p.rows[1]});
-  Node conv = make_node("Conv", n.name, 11, conv_in, {phased});
   conv.attrs["pads"] = AttrValue(pads);
   conv.attrs["group"] = AttrValue(group);
-  const Shape grid{x.shape[0], channels, p.rows[0] * s, p.rows[1] * s};
-  const bool cropped = grid != y.shape;
-  const std::string interleaved =
-      cropped ? g.add_value(n.outputs[0] + ".interleaved", x.dtype, grid)
-              : n.outputs[0];
-  Node d2s = make_node("DepthToSpace", n.name + ".interleave", 13, {phased},
-                       {interleaved});
+  std::vector<Node> out{std::move(conv)};
+  if (s == 1) return out;  // every row is an output row: nothing to interleave or crop
+
+  const Shape grid{x.shape[0], y[1], p.rows[0] * s, p.rows[1] * s};
+  const bool cropped = grid != y;
+  const std::string interleaved = cropped ? g.add_value(n.outputs[0] + ".interleaved", x.dtype, grid) : n.outputs[0];
+  Node d2s = make_node("DepthToSpace", n.name + ".interleave", 13, {phased}, {interleaved});
   d2s.attrs["blocksize"] = AttrValue(s);
   d2s.attrs["mode"] = AttrValue(std::string("CRD"));
-  std::vector<Node> out{std::move(conv), std::move(d2s)};
+  out.push_back(std::move(d2s));
   if (cropped) {
-    std::vector<int64_t> ends(rank);
-    for (size_t a = 0; a < rank; ++a)
-      ends[a] = p.crop[a] + y.shape[a + 2];
-    out.push_back(make_node(
-        "Slice", n.name + ".crop", 13,
-        {interleaved,
-         g.add_constant(n.name + ".crop_starts", int64_vector(p.crop)),
-         g.add_constant(n.name + ".crop_ends", int64_vector(ends)),
-         g.add_constant(n.name + ".crop_axes", int64_vector({2, 3}))},
-        {n.outputs[0]}));
+    const std::vector<int64_t> ends{p.crop[0] + y[2], p.crop[1] + y[3]};
+    out.push_back(make_node("Slice", n.name + ".crop", 13,
+                            {interleaved, g.add_constant(n.name + ".crop_starts", int64_vector(p.crop)),
+                             g.add_constant(n.name + ".crop_ends", int64_vector(ends)),
+                             g.add_constant(n.name + ".crop_axes", int64_vector({2, 3}))},
+                            {n.outputs[0]}));
   }
   return out;
 }
 
-} // namespace
+}  // namespace
 
-int conv_transpose_to_conv(Graph &g) {
+int conv_transpose_to_conv(Graph& g) {
   std::vector<Node> nodes;
   int rewritten = 0;
-  for (Node &n : g.nodes) {
+  for (Node& n : g.nodes) {
     std::optional<PhaseSplit> p;
-    if (rewritable(g, n))
-      p = phase_split(g, n);
+    if (rewritable(g, n)) p = phase_split(g, n);
     if (!p) {
       nodes.push_back(std::move(n));
       continue;
     }
-    for (Node &r : rewrite(g, n, *p))
-      nodes.push_back(std::move(r));
+    for (Node& r : rewrite(g, n, *p)) nodes.push_back(std::move(r));
     ++rewritten;
   }
   g.nodes = std::move(nodes);
   return rewritten;
 }
 
-} // namespace kiln
+}  // namespace kiln

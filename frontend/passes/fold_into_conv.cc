@@ -15,11 +15,6 @@ struct ChannelAffine {
   std::vector<double> scale, shift;
 };
 
-const Tensor* constant_of(const Graph& g, const Node& n, size_t i) {
-  if (i >= n.inputs.size() || n.inputs[i].empty()) return nullptr;
-  return g.value(n.inputs[i]).constant.get();
-}
-
 // What `op` does to each channel of its input `from` (the convolution's output), or nullopt when it
 // is not a per-channel affine map of it with constant parameters.
 std::optional<ChannelAffine> channel_affine(const Graph& g, const Node& op, const std::string& from, int64_t channels) {
@@ -31,8 +26,8 @@ std::optional<ChannelAffine> channel_affine(const Graph& g, const Node& op, cons
     if (op.opset >= 14 && op.attr_int("training_mode", 0) != 0) return std::nullopt;
     for (size_t o = 1; o < op.outputs.size(); ++o)
       if (!op.outputs[o].empty()) return std::nullopt;
-    const Tensor *scale = constant_of(g, op, 1), *bias = constant_of(g, op, 2), *mean = constant_of(g, op, 3),
-                 *var = constant_of(g, op, 4);
+    const Tensor *scale = g.constant_input(op, 1), *bias = g.constant_input(op, 2), *mean = g.constant_input(op, 3),
+                 *var = g.constant_input(op, 4);
     if (!scale || !bias || !mean || !var) return std::nullopt;
     for (const Tensor* t : {scale, bias, mean, var})
       if (t->size() != channels || !is_float(t->dtype())) return std::nullopt;
@@ -48,7 +43,7 @@ std::optional<ChannelAffine> channel_affine(const Graph& g, const Node& op, cons
   if (op.inputs.size() != 2 || op.outputs.size() != 1) return std::nullopt;
   const size_t other = op.inputs[0] == from ? 1 : 0;
   if (op.inputs[1 - other] != from || op.inputs[other] == from) return std::nullopt;
-  const Tensor* c = constant_of(g, op, other);
+  const Tensor* c = g.constant_input(op, other);
   if (!c || c->dtype() != g.value(from).dtype) return std::nullopt;
   std::optional<std::vector<double>> v = per_channel_values(*c, rank, channels);
   if (!v) return std::nullopt;
@@ -79,10 +74,10 @@ std::vector<int64_t> output_channel_of_weight(const Node& conv, const Shape& w, 
 bool foldable_conv(const Graph& g, const Node& conv) {
   if (!conv.domain.empty() || (conv.op_type != "Conv" && conv.op_type != "ConvTranspose")) return false;
   if (conv.outputs.size() != 1 || conv.inputs.size() < 2) return false;
-  const Tensor* w = constant_of(g, conv, 1);
+  const Tensor* w = g.constant_input(conv, 1);
   if (!w || (w->dtype() != DType::Float32 && w->dtype() != DType::Float64)) return false;
   if (conv.inputs.size() > 2 && !conv.inputs[2].empty()) {
-    const Tensor* b = constant_of(g, conv, 2);
+    const Tensor* b = g.constant_input(conv, 2);
     if (!b || b->dtype() != w->dtype()) return false;
   }
   return g.value(conv.outputs[0]).shape.size() >= 3;
@@ -90,11 +85,11 @@ bool foldable_conv(const Graph& g, const Node& conv) {
 
 // Rewrites conv's weight and bias so that it computes a(conv(x)).
 void apply(Graph& g, Node& conv, const ChannelAffine& a, int64_t channels) {
-  const Tensor& w = *constant_of(g, conv, 1);
+  const Tensor& w = *g.constant_input(conv, 1);
   const std::vector<int64_t> channel = output_channel_of_weight(conv, w.shape(), channels);
   Tensor folded_w(w.dtype(), w.shape());
   for (int64_t i = 0; i < w.size(); ++i) folded_w.set_double(i, w.get_double(i) * a.scale[channel[i]]);
-  const Tensor* b = constant_of(g, conv, 2);
+  const Tensor* b = g.constant_input(conv, 2);
   Tensor folded_b(w.dtype(), {channels});
   for (int64_t m = 0; m < channels; ++m) folded_b.set_double(m, (b ? b->get_double(m) : 0.0) * a.scale[m] + a.shift[m]);
   conv.inputs.resize(3);

@@ -14,6 +14,7 @@
 #include "frontend/passes/bind_input_shapes.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
+#include "frontend/reference/interpreter.h"
 
 namespace kiln::testing {
 
@@ -90,6 +91,15 @@ void expect_same_outputs(const std::vector<Tensor>& before, const std::vector<Te
       EXPECT_NEAR(after[o].get_double(i), before[o].get_double(i), 1e-5 + 1e-5 * std::abs(before[o].get_double(i)))
           << "output " << o << " element " << i;
   }
+}
+
+int rewrite_and_compare(Graph& g, const std::function<int(Graph&)>& rewrite) {
+  std::map<std::string, Tensor> in{{"x", random_weights(g.value("x").shape, 7)}};
+  const std::vector<Tensor> before = run_reference(g, in);
+  const int rewritten = rewrite(g);
+  remove_dead_nodes(g);
+  expect_same_outputs(before, run_reference(g, in));
+  return rewritten;
 }
 
 }  // namespace kiln::testing

@@ -1,6 +1,7 @@
 /// \file Helpers for tests that write small ONNX models to a temporary directory.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "frontend/ir/graph.h"
@@ -50,5 +51,9 @@ std::vector<std::string> op_types(const Graph& g);
 /// Expects `after` to equal `before` element by element within 1e-5 + 1e-5 |before|: what a graph
 /// rewrite that only changes rounding must keep.
 void expect_same_outputs(const std::vector<Tensor>& before, const std::vector<Tensor>& after);
+/// Applies graph rewrite `rewrite` to `g` (then drops what it left unused) and expects the reference
+/// interpreter to give the same outputs, as above, for the graph input "x" seeded at random; returns
+/// what `rewrite` returned (how many rewrites it made).
+int rewrite_and_compare(Graph& g, const std::function<int(Graph&)>& rewrite);
 
 }  // namespace kiln::testing

@@ -4,8 +4,6 @@
 
 #include <functional>
 
-#include "frontend/passes/remove_dead_nodes.h"
-#include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
 
 namespace kiln {
@@ -35,15 +33,7 @@ Graph deconv_model(const Shape& x_shape, const Shape& w_shape, int64_t group, bo
 }
 
 // Rewrites `g` and checks that it computes what the ConvTranspose did, to float32 rounding.
-int rewrite_and_compare(Graph& g) {
-  std::map<std::string, Tensor> in{{"x", random_weights(g.value("x").shape, 7)}};
-  const std::vector<Tensor> before = run_reference(g, in);
-  const int rewritten = conv_transpose_to_conv(g);
-  remove_dead_nodes(g);
-  const std::vector<Tensor> after = run_reference(g, in);
-  testing::expect_same_outputs(before, after);
-  return rewritten;
-}
+int rewrite_and_compare(Graph& g) { return testing::rewrite_and_compare(g, conv_transpose_to_conv); }
 
 using Ints = std::vector<int64_t>;
 
