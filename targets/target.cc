@@ -90,6 +90,13 @@ class Fields {
     return v;
   }
 
+  bool boolean(const std::string& key, bool fallback) const {
+    const toml::node* n = get(key, false);
+    if (!n) return fallback;
+    if (!n->is_boolean()) fail(key, std::string("expected true or false, got ") + type_name(n->type()));
+    return n->as_boolean()->get();
+  }
+
   const toml::table* table(const std::string& key, bool required) const {
     const toml::node* n = get(key, required);
     if (!n) return nullptr;
@@ -141,7 +148,7 @@ Target parse_target(const std::string& file, const std::string& name) {
   t.file = file;
   Fields top(file, root, "");
   top.reject_unknown({"description", "triple", "cpu", "features", "vector_bits", "cores", "cc", "run_prefix",
-                      "cache", "gpu"});
+                      "fused_multiply_add", "cache", "gpu"});
   t.description = top.str("description", /*required=*/false);
   t.triple = top.str("triple");
   t.cpu = top.str("cpu");
@@ -151,6 +158,7 @@ Target parse_target(const std::string& file, const std::string& name) {
   if (t.vector_bits != 128 && t.vector_bits != 256 && t.vector_bits != 512)
     top.fail("vector_bits", "unknown vector width " + std::to_string(t.vector_bits) + " (expected 128, 256 or 512)");
   t.cores = static_cast<int>(top.integer("cores", 1, 1 << 16));
+  t.fused_multiply_add = top.boolean("fused_multiply_add", false);
   t.cc = top.str("cc");
   t.run_prefix = top.str("run_prefix", true, /*allow_empty=*/true);
 

@@ -39,6 +39,7 @@ struct Target {
   std::string features;  ///< LLVM feature string, e.g. "+avx2,+fma" (may be empty)
   int vector_bits = 0;   ///< widest SIMD register the schedules use: 128, 256 or 512
   int cores = 0;         ///< cores the parallel loops are planned for
+  bool fused_multiply_add = false;  ///< optional `fused_multiply_add`: emit FMA for a*b+c (bench/RESULTS.md)
 
   int64_t l1d_bytes = 0;  ///< L1 data cache per core
   int64_t l2_bytes = 0;   ///< L2 (per core or per cluster, whichever a core sees)

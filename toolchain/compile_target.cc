@@ -10,7 +10,7 @@ CompileTarget resolve_target(const std::string& name) {
   Target t = load_target(name);
   CompileTarget c;
   c.name = t.name;
-  c.machine = {t.triple, t.cpu, t.features};
+  c.machine = llvm_backend::machine_of(t);
   c.vector_bits = t.vector_bits;
   c.cc = t.cc;
   c.run_prefix = t.run_prefix;

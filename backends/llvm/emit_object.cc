@@ -18,6 +18,8 @@
 
 namespace kiln::llvm_backend {
 
+MachineSpec machine_of(const Target& t) { return {t.triple, t.cpu, t.features, t.fused_multiply_add}; }
+
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const MachineSpec& spec) {
   static std::once_flag init;
   std::call_once(init, [] {
@@ -30,6 +32,8 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const MachineSpec& spec
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(spec.triple, err);
   if (!target) throw Error("target triple '" + spec.triple + "': " + err);
   llvm::TargetOptions options;
+  // Fast lets instruction selection fuse any fmul feeding an fadd; the IR keeps no contract flags.
+  options.AllowFPOpFusion = spec.fused_multiply_add ? llvm::FPOpFusion::Fast : llvm::FPOpFusion::Standard;
   auto* tm = target->createTargetMachine(spec.triple, spec.cpu, spec.features, options, llvm::Reloc::PIC_,
                                          std::nullopt, llvm::CodeGenOptLevel::Aggressive);
   if (!tm) throw Error("cannot create a target machine for " + spec.triple + " / " + spec.cpu);

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "targets/target.h"
+
 namespace llvm {
 class TargetMachine;
 }
@@ -16,7 +18,13 @@ struct MachineSpec {
   std::string triple = "x86_64-unknown-linux-gnu";
   std::string cpu = "x86-64";
   std::string features;  // LLVM feature string, e.g. "+avx2,+fma"
+  /// Contract a*b+c into one fused multiply-add (one rounding instead of two). Off keeps every multiply
+  /// and add apart, as the loop IR writes them; targets turn it on where it measured faster.
+  bool fused_multiply_add = false;
 };
+
+/// The code generation part of a target description.
+MachineSpec machine_of(const Target& t);
 
 /// A TargetMachine for the spec (position-independent code, O3). Throws Error for an unknown triple/cpu.
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const MachineSpec& spec);

@@ -60,8 +60,6 @@ lower::LoweredFunc default_schedule_func(const te::ComputeDAG& dag, const std::s
 
 using Clock = std::chrono::steady_clock;
 
-llvm_backend::MachineSpec machine_of(const Target& t) { return {t.triple, t.cpu, t.features}; }
-
 std::string read_text(const fs::path& p, size_t limit) {
   std::ifstream in(p, std::ios::binary);
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -211,7 +209,7 @@ BuildResult build_candidate(const MeasureInput& input, const Target& target, con
   try {
     llvm::LLVMContext ctx;
     llvm::Module mod(func_name, ctx);
-    auto tm = llvm_backend::make_target_machine(machine_of(target));
+    auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(target));
     llvm_backend::configure_module(mod, *tm);
     llvm_backend::emit_functions({func}, {target.vector_bits}, mod);
     std::string err;
@@ -234,7 +232,7 @@ BuildResult build_candidate(const MeasureInput& input, const Target& target, con
 ProgramBuilder::ProgramBuilder(Target target, BuilderOptions options)
     : target_(std::move(target)), options_(std::move(options)) {
   // Initialises LLVM's targets before any fork, so workers do not each pay for it, and fails early.
-  llvm_backend::make_target_machine(machine_of(target_));
+  llvm_backend::make_target_machine(llvm_backend::machine_of(target_));
   if (options_.n_parallel <= 0) options_.n_parallel = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::error_code ec;
   if (options_.build_dir.empty()) {

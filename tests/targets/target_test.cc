@@ -149,6 +149,13 @@ TEST(Target, GpuLimitsAreOptional) {
   expect_error(std::string(kGood) + "\n[gpu]\nshared_memory = 49152\nwarp_size = 32\n", {"gpu.threads_per_block", "missing"});
 }
 
+TEST(Target, FusedMultiplyAddIsOptionalAndOffByDefault) {
+  testing::TempDir dir;
+  EXPECT_FALSE(load_target(write(dir, "plain.toml", kGood)).fused_multiply_add);
+  EXPECT_TRUE(load_target(write(dir, "fma.toml", edited("cores = 8", "cores = 8\nfused_multiply_add = true")))
+                  .fused_multiply_add);
+}
+
 TEST(Target, UnknownNameNamesTheFileLookedFor) {
   ScopedEnv env("KILN_TARGETS_DIR", kShippedDir);
   try {
@@ -186,6 +193,8 @@ TEST(Target, WrongTypeIsNamed) {
   expect_error(edited("triple = \"x86_64-unknown-linux-gnu\"", "triple = 1"), {"'triple'", "expected a string"});
   expect_error(edited("l1d = 32768", "l1d = [32768]"), {"'cache.l1d'", "an array"});
   expect_error(edited("cores = 8", "cores = 8\ngpu = 1"), {"'gpu'", "expected a table"});
+  expect_error(edited("cores = 8", "cores = 8\nfused_multiply_add = 1"),
+               {"'fused_multiply_add'", "expected true or false", "integer"});
 }
 
 TEST(Target, UnknownKeyIsNamed) {

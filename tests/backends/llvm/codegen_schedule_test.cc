@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -71,7 +72,7 @@ class Compiled {
   Compiled(const std::vector<LoweredFunc>& funcs, const Target& t) {
     llvm::LLVMContext ctx;
     llvm::Module mod("codegen_schedule_test", ctx);
-    auto tm = llvm_backend::make_target_machine({t.triple, t.cpu, t.features});
+    auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(t));
     llvm_backend::configure_module(mod, *tm);
     llvm_backend::emit_functions(funcs, {t.vector_bits}, mod);
     llvm_backend::emit_object(mod, *tm, dir_.path("k.o"));
@@ -325,7 +326,7 @@ TEST(CodegenSchedule, GuardedVectorStoresCompileForAArch64) {
   }
   llvm::LLVMContext ctx;
   llvm::Module mod("aarch64", ctx);
-  auto tm = llvm_backend::make_target_machine({target.triple, target.cpu, target.features});
+  auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(target));
   llvm_backend::configure_module(mod, *tm);
   llvm_backend::emit_functions(funcs, {target.vector_bits}, mod);
   testing::TempDir dir;
@@ -381,7 +382,7 @@ TEST(CodegenSchedule, GuardedTileWriteBackMasksOnlyTheGlobalStore) {
   llvm::LLVMContext ctx;
   llvm::Module mod("ir", ctx);
   Target avx512 = load_target("x86_64-avx512");
-  auto tm = llvm_backend::make_target_machine({avx512.triple, avx512.cpu, avx512.features});
+  auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(avx512));
   llvm_backend::configure_module(mod, *tm);
   llvm_backend::emit_functions({f}, {512}, mod);
   std::string ir;
@@ -410,6 +411,38 @@ TEST(CodegenSchedule, GuardedTileWriteBackMasksOnlyTheGlobalStore) {
       }
     expect_equal(bufs["C"], want, "tile C");
   }
+}
+
+// A target's fused_multiply_add decides whether C = A*B + C rounds once or twice. With A = B = 1 + 2^-12
+// and C = -(1 + 2^-11), the exact product 1 + 2^-11 + 2^-24 rounds to 1 + 2^-11 in float, so a separate
+// multiply and add give 0 and a fused one gives 2^-24, in the vector body and in the scalar tail alike.
+TEST(CodegenSchedule, FusedMultiplyAddFollowsTheTarget) {
+  const int64_t n = 37;
+  BufferRef A = lower::make_buffer("A", DType::Float32, n);
+  BufferRef B = lower::make_buffer("B", DType::Float32, n);
+  BufferRef C = lower::make_buffer("C", DType::Float32, n);
+  Expr i = te::var("i");
+  Stmt body = vloop(i, n, lower::store(C, i, at(A, i) * at(B, i) + at(C, i)));
+  LoweredFunc f{"axpy", {A, B, C}, body, {}};
+  const double a = 1.0 + std::ldexp(1.0, -12);
+  int checked = 0;
+  for (Target target : runnable_targets()) {
+    if (target.features.find("+fma") == std::string::npos) continue;  // no FMA instruction to choose
+    for (bool fused : {false, true}) {
+      SCOPED_TRACE(target.name + (fused ? " fused" : " separate"));
+      target.fused_multiply_add = fused;
+      Compiled compiled({f}, target);
+      Buffers bufs(f);
+      bufs["A"].fill([&](int64_t) { return a; });
+      bufs["B"].fill([&](int64_t) { return a; });
+      bufs["C"].fill([](int64_t) { return -(1.0 + std::ldexp(1.0, -11)); });
+      Pool pool(compiled, 1);
+      bufs.run(compiled.kernel("axpy"), pool.hook());
+      expect_equal(bufs["C"], std::vector<double>(n, fused ? std::ldexp(1.0, -24) : 0.0), "C");
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "this CPU runs no target with FMA";
 }
 
 // ---- parallel loops -----------------------------------------------------------------------------------
