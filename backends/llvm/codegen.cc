@@ -1,6 +1,7 @@
 #include "backends/llvm/codegen.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -621,6 +622,16 @@ class FuncEmitter {
     b_.CreateCall(callee, args);
   }
 
+  // llvm.prefetch(read, keep in every cache level, data) of one element's line. The address is a plain
+  // (not inbounds) GEP: a prefetch may name a place past the buffer, and the hint never faults.
+  void emit_prefetch(const Stmt& s) {
+    const lower::Buffer* buf = s->buffer.get();
+    llvm::Value* index = vec_var_ ? emit_uniform_scalar(s->index) : emit_expr(s->index, false);
+    llvm::Value* p = b_.CreateGEP(mem_type(buf->dtype), base_of(buf), index);
+    llvm::Function* fn = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {p->getType()});
+    b_.CreateCall(fn, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+  }
+
   // A condition that does not vary across lanes, as one scalar i1.
   llvm::Value* emit_uniform_scalar(const Expr& cond) {
     const ExprNode* saved = vec_var_;
@@ -704,6 +715,7 @@ class FuncEmitter {
         if (vec_var_) throw Error("codegen: extern call inside a vectorized loop");
         emit_extern_call(s);
         return;
+      case StmtKind::Prefetch: emit_prefetch(s); return;
     }
   }
 

@@ -87,6 +87,13 @@ Stmt extern_call(const std::string& callee, std::vector<BufferRef> args, std::ve
   return n;
 }
 
+Stmt prefetch(const BufferRef& b, const Expr& index) {
+  auto n = node(StmtKind::Prefetch);
+  n->buffer = b;
+  n->index = index;
+  return n;
+}
+
 std::string print_stmt(const Stmt& s, int indent) {
   std::string pad(static_cast<size_t>(indent) * 2, ' ');
   if (!s) return "";
@@ -109,6 +116,7 @@ std::string print_stmt(const Stmt& s, int indent) {
       for (const Stmt& b : s->body) out += print_stmt(b, indent);
       return out;
     }
+    case StmtKind::Prefetch: return fmt::format("{}prefetch {}[{}]\n", pad, s->buffer->name, te::print_expr(s->index));
     case StmtKind::ExternCall: {
       std::vector<std::string> bufs;
       for (const BufferRef& b : s->args) bufs.push_back(b ? b->name : "null");

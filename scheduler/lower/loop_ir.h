@@ -30,7 +30,7 @@ Expr load(const BufferRef& b, const Expr& index);
 enum class ForKind { Serial, Parallel, Vectorized, Unrolled };
 const char* for_kind_name(ForKind k);
 
-enum class StmtKind { For, Store, Allocate, IfThenElse, Block, ExternCall };
+enum class StmtKind { For, Store, Allocate, IfThenElse, Block, ExternCall, Prefetch };
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
@@ -39,7 +39,9 @@ using Stmt = std::shared_ptr<const StmtNode>;
 /// Allocate: a local `buffer` live in `body[0]`. IfThenElse: `cond`, then `body[0]`, else `body[1]` (may
 /// be null). Block: `body` in order. ExternCall: `callee(args..., int_args...)`, a runtime kernel
 /// (runtime/kernels/) for an op that is not a loop nest; a null entry in `args` passes a null pointer
-/// (an output the model does not use).
+/// (an output the model does not use). Prefetch: a hint that buffer[index] will be read soon, so its
+/// cache line is requested now; it never faults and changes no value, so `index` may lie outside the
+/// buffer (a micro-kernel's last tile asks for the one after it).
 struct StmtNode {
   StmtKind kind;
   Expr var;
@@ -59,6 +61,7 @@ Stmt allocate(const BufferRef& b, Stmt body);
 Stmt if_then_else(const Expr& cond, Stmt then_case, Stmt else_case = nullptr);
 Stmt block(std::vector<Stmt> stmts);
 Stmt extern_call(const std::string& callee, std::vector<BufferRef> args, std::vector<int64_t> int_args);
+Stmt prefetch(const BufferRef& b, const Expr& index);
 
 /// Workspace an extern call needs only while it runs; `stage` is the position (in the DAG's stage
 /// order) of the call, so the memory plan can reuse the bytes before and after it.

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 
 #include "frontend/ir/error.h"
 #include "scheduler/lower/extern_calls.h"
@@ -54,6 +55,13 @@ std::optional<size_t> operand_block_axis(const te::Stage& s) {
     if (along_axis && along_row && !along_both) return a;
   }
   return std::nullopt;
+}
+
+// The buffer a flattened load reads (its tensor is the buffer's node).
+BufferRef buffer_of_load(const Expr& l, const std::map<const te::TensorNode*, BufferRef>& buffers) {
+  for (const auto& [t, b] : buffers)
+    if (b->node.get() == l->tensor.get()) return b;
+  throw Error("loop IR: load of '" + l->tensor->name + "' names no buffer");
 }
 
 // Extern stages of one node: the same op writing the same outputs from the same inputs. Stages hold
@@ -314,6 +322,42 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
                                   reduction_loops(along(store(acc, jj, combine_reduction(s.reducer, v, e.body)))),
                                   along(store(out, e.out_index, finished(e.epi, v)))}));
     };
+    // Prefetches of the next tile's rows of the broadcast operand (a blocked conv's input: read along
+    // the rows, not the columns), issued before the innermost reduction loop when that loop walks at
+    // most one cache line (the input-channel block). Why: a thread that reads what the other core
+    // wrote waits ~3x as long per line as for its own, and the hardware prefetcher does not follow one
+    // stream per input-channel block; a tile ahead hides that latency (bench/RESULTS.md, issue 17
+    // step 4). The rows past the last tile name the next row or past the buffer: a hint, never a fault.
+    const te::IterVar* line_axis = s.reduce_axes.empty() ? nullptr : &s.reduce_axes.back();
+    if (line_axis && line_axis->extent * static_cast<int64_t>(dtype_size(s.dtype)) > 64) line_axis = nullptr;
+    auto next_tile_prefetches = [&](const Expr& i0, int64_t rows, const Expr& jo) {
+      std::vector<Stmt> out;
+      if (!line_axis) return out;
+      std::set<std::string> seen;
+      te::visit_loads(body, [&](const Expr& l) {
+        if (!reads_along(l, iv.get()) || reads_along(l, jv.get())) return;
+        for (int64_t r = 0; r < rows; ++r) {
+          std::map<const te::ExprNode*, Expr> m{{iv.get(), i0 + (rows + r)}, {jv.get(), jo * J},
+                                                {line_axis->var.get(), te::int_imm(0)}};
+          if (av) m[av] = ao * M;
+          Expr index = te::substitute(l->args[0], m);
+          if (seen.insert(l->tensor->name + "[" + te::print_expr(index) + "]").second)
+            out.push_back(prefetch(buffer_of_load(l, buffers), index));
+        }
+      });
+      return out;
+    };
+    // The reduction loops around `inner`, with `before_innermost` ahead of the innermost one.
+    auto reduction_loops_with = [&](std::vector<Stmt> before_innermost, Stmt inner) {
+      const size_t n = s.reduce_axes.size();
+      inner = for_loop(s.reduce_axes[n - 1].var, s.reduce_axes[n - 1].extent, ForKind::Serial, inner);
+      if (!before_innermost.empty()) {
+        before_innermost.push_back(inner);
+        inner = block(std::move(before_innermost));
+      }
+      for (size_t k = n - 1; k-- > 0;) inner = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, ForKind::Serial, inner);
+      return inner;
+    };
     // One tile of `rows` rows from row i0: every whole J of columns, then the columns left.
     auto tile = [&](const Expr& i0, int64_t rows) -> Stmt {
       Expr ii = te::var(iv->name + ".i"), jo = te::var(jv->name + ".o"), ji = te::var(jv->name + ".i");
@@ -329,9 +373,11 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       Stmt whole = for_loop(
           jo, m1, ForKind::Serial,
           allocate(acc, block({over_tile([&](const Expr& slot, const auto& e) { return store(acc, slot, e.init); }),
-                               reduction_loops(over_tile([&](const Expr& slot, const auto& e) {
-                                 return store(acc, slot, combine_reduction(s.reducer, load(acc, slot), e.body));
-                               })),
+                               reduction_loops_with(next_tile_prefetches(i0, rows, jo),
+                                                    over_tile([&](const Expr& slot, const auto& e) {
+                                                      return store(acc, slot,
+                                                                   combine_reduction(s.reducer, load(acc, slot), e.body));
+                                                    })),
                                over_tile([&](const Expr& slot, const auto& e) {
                                  return store(out, e.out_index, finished(e.epi, load(acc, slot)));
                                })})));

@@ -255,6 +255,7 @@ class StoreFeatureWalker {
         for (const Stmt& b : s->body) visit(b);
         return;
       case StmtKind::ExternCall: return;  // a runtime kernel: no loop nest to describe
+      case StmtKind::Prefetch: return;    // a hint: no value read or written
     }
   }
 

@@ -445,6 +445,38 @@ TEST(CodegenSchedule, FusedMultiplyAddFollowsTheTarget) {
   if (checked == 0) GTEST_SKIP() << "this CPU runs no target with FMA";
 }
 
+// Prefetches are hints: one past the end of a buffer (into the inaccessible page after it, as a
+// micro-kernel's last tile asks for the tile after it) neither faults nor changes a value, in a
+// serial loop and in a parallel task; the module calls llvm.prefetch.
+TEST(CodegenSchedule, PrefetchPastTheBufferNeverFaults) {
+  const int64_t n = 64;
+  BufferRef A = lower::make_buffer("A", DType::Float32, n);
+  BufferRef C = lower::make_buffer("C", DType::Float32, n);
+  Expr i = te::var("i"), j = te::var("j");
+  Stmt body = lower::block({lower::prefetch(A, i * 16 + imm(n)), lower::store(C, i, at(A, i) * cst(DType::Float32, 2))});
+  LoweredFunc f{"twice", {A, C}, lower::block({loop(i, n, body), ploop(j, 4, lower::prefetch(A, j * 4096 + imm(n)))}), {}};
+  llvm::LLVMContext ctx;
+  llvm::Module mod("ir", ctx);
+  auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(load_target("x86_64-generic")));
+  llvm_backend::configure_module(mod, *tm);
+  llvm_backend::emit_functions({f}, {128}, mod);
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  mod.print(os, nullptr);
+  EXPECT_NE(ir.find("@llvm.prefetch"), std::string::npos) << ir;
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    Compiled compiled({f}, target);
+    Buffers bufs(f);
+    bufs["A"].fill([](int64_t x) { return static_cast<double>(x) - 7; });
+    Pool pool(compiled, 2);
+    bufs.run(compiled.kernel("twice"), pool.hook());
+    std::vector<double> want(n);
+    for (int64_t x = 0; x < n; ++x) want[static_cast<size_t>(x)] = 2.0 * (static_cast<double>(x) - 7);
+    expect_equal(bufs["C"], want, "C");
+  }
+}
+
 // ---- parallel loops -----------------------------------------------------------------------------------
 
 // Local buffers crossing parallel loops: `w` is written before the first parallel loop and read in

@@ -1,6 +1,6 @@
 // Loop IR of runtime-kernel calls: how an extern call prints, and that lower_dag turns the extern
-// stages of one node (TopK's values and indices) into a single call writing both buffers; and the
-// default schedule's epilogue fusion.
+// stages of one node (TopK's values and indices) into a single call writing both buffers; the
+// default schedule's epilogue fusion and its prefetches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +24,11 @@ TEST(LoopIr, PrintsExternCallWithNullForAbsentBuffers) {
   EXPECT_EQ(lower::print_stmt(call, 1), "  call kiln_rt_topk(x, values, null; 1, 4, 3)\n");
   EXPECT_EQ(lower::print_stmt(lower::block({call, call})),
             "call kiln_rt_topk(x, values, null; 1, 4, 3)\ncall kiln_rt_topk(x, values, null; 1, 4, 3)\n");
+}
+
+TEST(LoopIr, PrintsPrefetch) {
+  lower::BufferRef x = make_buffer("x", DType::Float32, 12);
+  EXPECT_EQ(lower::print_stmt(lower::prefetch(x, te::int_imm(16)), 1), "  prefetch x[16]\n");
 }
 
 Node topk_node() {
@@ -96,6 +101,47 @@ TEST(LowerDag, BiasAndActivationAreTheConvolutionsEpilogue) {
   const std::string text = lower::print_func(f);
   EXPECT_EQ(text.find("conv["), std::string::npos) << text;  // the bias stage's buffer is never written
   EXPECT_NE(text.find("relu["), std::string::npos) << text;
+}
+
+// Occurrences of `what` in `text`.
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A blocked 1x1 conv, out[ob, h, w, o] = sum_{ib, i} in[ib, h, w, i] * wt[ob, ib, i, o] with 16-wide
+// blocks: each step of the input-channel block loop first asks for the input lines of the next tile
+// of output pixels (one per pixel row of the tile), never for the weights (read along the vector).
+TEST(LowerDag, BlockedConvPrefetchesTheNextTilesInput) {
+  te::TensorRef in = te::placeholder("in", DType::Float32, {2, 3, 12, 16});
+  te::TensorRef wt = te::placeholder("wt", DType::Float32, {4, 2, 16, 16});
+  te::TensorRef out = te::reduce(
+      "out", "conv", DType::Float32, {4, 3, 12, 16}, te::Reducer::Sum, {2, 16},
+      [&](const std::vector<te::Expr>& o, const std::vector<te::Expr>& r) {
+        return te::at(in, {r[0], o[1], o[2], r[1]}) * te::at(wt, {o[0], r[0], r[1], o[3]});
+      });
+  const std::string text = lower::print_func(lower::lower_dag(te::make_dag({out}), "k", {}));
+  EXPECT_EQ(count(text, "prefetch wt["), 0u) << text;
+  // Tiles of 6 pixel rows (12 = 2 x 6): one prefetch per row, inside the block loop, before `for r1`.
+  EXPECT_EQ(count(text, "prefetch in["), 6u) << text;
+  const size_t first = text.find("prefetch in[");
+  EXPECT_LT(text.find("for r0"), first) << text;
+  EXPECT_GT(text.find("for r1"), first) << text;
+  EXPECT_NE(text.find("+ 6)"), std::string::npos) << "the next tile starts 6 pixels on:\n" << text;
+}
+
+// A matmul's reduction walks whole rows, far more than a cache line per step: no prefetch.
+TEST(LowerDag, MatmulHasNoPrefetch) {
+  te::TensorRef a = te::placeholder("a", DType::Float32, {12, 64});
+  te::TensorRef b = te::placeholder("b", DType::Float32, {64, 32});
+  te::TensorRef c = te::reduce("c", "matmul", DType::Float32, {12, 32}, te::Reducer::Sum, {64},
+                               [&](const std::vector<te::Expr>& o, const std::vector<te::Expr>& r) {
+                                 return te::at(a, {o[0], r[0]}) * te::at(b, {r[0], o[1]});
+                               });
+  const std::string text = lower::print_func(lower::lower_dag(te::make_dag({c}), "k", {}));
+  EXPECT_NE(text.find("c.tile"), std::string::npos) << text;  // register-tiled, like the conv
+  EXPECT_EQ(count(text, "prefetch"), 0u) << text;
 }
 
 // A stage combining two reductions (max - min, as DynamicQuantizeLinear's scale) can only be the
