@@ -47,6 +47,13 @@ class BlockLayout {
 
   // The channels of NCHW value v (its blocked form pads them to whole blocks).
   int64_t channels(const std::string& v) const { return g_.value(v).shape[1]; }
+  // The blocked shape of NCHW value v's shape `s` with `blocks` blocks of b: N x blocks x spatial... x b.
+  static Shape blocked_shape(const Shape& s, int64_t blocks, int64_t b) {
+    Shape out{s[0], blocks};
+    out.insert(out.end(), s.begin() + 2, s.end());
+    out.push_back(b);
+    return out;
+  }
   // A new blocked float value standing for NCHW value `v`.
   std::string add_blocked(const std::string& v, Shape shape) {
     return g_.add_value(v + ".blocked", DType::Float32, std::move(shape));
@@ -71,8 +78,7 @@ class BlockLayout {
     if (it != blocked_.end()) return it->second;
     const Shape& s = g_.value(v).shape;
     const int64_t b = std::min(block_, s[1]);
-    Shape bs{s[0], (s[1] + b - 1) / b, s[2], s[3], b};
-    const std::string out = add_blocked(v, bs);
+    const std::string out = add_blocked(v, blocked_shape(s, (s[1] + b - 1) / b, b));
     emit("ReorderToBlocked", v + ".to_blocked", {v}, {out}).attrs["block"] = AttrValue(b);
     blocked_[v] = out;
     return out;
@@ -112,7 +118,7 @@ class BlockLayout {
   // that stand for n's output.
   void emit_blocked_conv(const char* op, const Node& n, const std::vector<std::string>& ins, int64_t blocks, int64_t b) {
     const Shape& ys = g_.value(n.outputs[0]).shape;
-    const std::string yb = add_blocked(n.outputs[0], {ys[0], blocks, ys[2], ys[3], b});
+    const std::string yb = add_blocked(n.outputs[0], blocked_shape(ys, blocks, b));
     Node& conv = emit(op, n.name, ins, {yb});
     for (const char* a : {"auto_pad", "pads", "strides", "dilations"})
       if (n.has_attr(a)) conv.attrs[a] = n.attrs.at(a);
@@ -122,28 +128,32 @@ class BlockLayout {
 
   bool try_conv(const Node& n) {
     if (!n.domain.empty() || n.op_type != "Conv" || n.outputs.size() != 1 || n.inputs.size() < 2) return false;
-    if (!is_f32(n.inputs[0]) || g_.value(n.inputs[0]).shape.size() != 4) return false;
+    // 1-D, 2-D and 3-D convs; depthwise ones 2-D only (DepthwiseConvBlocked).
+    const size_t rank = g_.value(n.inputs[0]).shape.size();
+    if (!is_f32(n.inputs[0]) || rank < 3 || rank > 5) return false;
     const Tensor* w = constant(n.inputs[1]);
     const Tensor* bias = n.inputs.size() > 2 ? constant(n.inputs[2]) : nullptr;
     if (!w || w->dtype() != DType::Float32 || (n.inputs.size() > 2 && !n.inputs[2].empty() && !bias)) return false;
     const int64_t group = n.attr_int("group", 1), channels = g_.value(n.inputs[0]).shape[1];
     if (group != 1) {
-      if (group != channels || w->shape()[0] != channels || w->shape()[1] != 1) return false;
+      if (rank != 4 || group != channels || w->shape()[0] != channels || w->shape()[1] != 1) return false;
       depthwise(n, *w, bias);
       return true;
     }
     const std::string xb = blocked_input(n.inputs[0]);
     const Shape& xs = g_.value(xb).shape;
-    const int64_t bi = xs[4], cib = xs[1], bo = block_;
+    const int64_t bi = xs.back(), cib = xs[1], bo = block_;
     const Shape& ws = w->shape();
-    const int64_t m = ws[0], c = ws[1], kh = ws[2], kw = ws[3], mb = (m + bo - 1) / bo;
-    Tensor packed(DType::Float32, {mb, cib, kh, kw, bi, bo});
+    const int64_t m = ws[0], c = ws[1], taps = num_elements(Shape(ws.begin() + 2, ws.end())), mb = (m + bo - 1) / bo;
+    Shape packed_shape{mb, cib};
+    packed_shape.insert(packed_shape.end(), ws.begin() + 2, ws.end());
+    packed_shape.insert(packed_shape.end(), {bi, bo});
+    Tensor packed(DType::Float32, packed_shape);
     for (int64_t o = 0; o < m; ++o)
       for (int64_t i = 0; i < c; ++i)
-        for (int64_t y = 0; y < kh; ++y)
-          for (int64_t x = 0; x < kw; ++x)
-            packed.set_double(((((o / bo * cib + i / bi) * kh + y) * kw + x) * bi + i % bi) * bo + o % bo,
-                              w->get_double(((o * c + i) * kh + y) * kw + x));
+        for (int64_t k = 0; k < taps; ++k)
+          packed.set_double((((o / bo * cib + i / bi) * taps + k) * bi + i % bi) * bo + o % bo,
+                            w->get_double((o * c + i) * taps + k));
     std::vector<std::string> ins{xb, g_.add_constant(n.name + ".packed_weight", std::move(packed))};
     if (bias) ins.push_back(packed_bias(n, *bias, m, mb, bo));
     emit_blocked_conv("ConvBlocked", n, ins, mb, bo);
@@ -160,7 +170,8 @@ class BlockLayout {
     for (double x : *values)
       if (!std::isfinite(x)) return "";
     if (t->size() == 1) return v;
-    Tensor packed(DType::Float32, {1, (channels + b - 1) / b, 1, 1, b});
+    Shape ones(rank, 1);
+    Tensor packed(DType::Float32, blocked_shape(ones, (channels + b - 1) / b, b));
     for (int64_t ch = 0; ch < channels; ++ch) packed.set_double(ch, (*values)[ch]);
     return g_.add_constant(v + ".blocked", std::move(packed));
   }
@@ -206,18 +217,18 @@ class BlockLayout {
     if (!n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || !is_f32(n.outputs[0])) return false;
     const int64_t rank = static_cast<int64_t>(g_.value(n.outputs[0]).shape.size());
     const int64_t axis = n.attr_int("axis", 0);
-    if (rank != 4 || (axis != 1 && axis != 1 - rank)) return false;
+    if (rank < 3 || (axis != 1 && axis != 1 - rank)) return false;
     std::vector<std::string> ins;
     int64_t b = 0;
     for (const auto& in : n.inputs) {
       if (!blocked_.count(in)) return false;
       const Shape& s = g_.value(blocked_.at(in)).shape;
-      if ((b && s[4] != b) || channels(in) % s[4] != 0) return false;
-      b = s[4];
+      if ((b && s.back() != b) || channels(in) % s.back() != 0) return false;
+      b = s.back();
       ins.push_back(blocked_.at(in));
     }
     const Shape& ys = g_.value(n.outputs[0]).shape;
-    const std::string ob = add_blocked(n.outputs[0], {ys[0], ys[1] / b, ys[2], ys[3], b});
+    const std::string ob = add_blocked(n.outputs[0], blocked_shape(ys, ys[1] / b, b));
     Node& concat = emit("Concat", n.name, ins, {ob}, "");
     concat.opset = 13;
     concat.attrs["axis"] = AttrValue(int64_t{1});
@@ -230,8 +241,10 @@ class BlockLayout {
     if (!n.domain.empty() || n.op_type != "GlobalAveragePool" || n.outputs.size() != 1 || n.inputs.size() != 1) return false;
     if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0])) return false;
     const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
-    const std::string axes = g_.add_constant(n.name + ".axes", Tensor::from_ints(DType::Int64, {2}, std::vector<int64_t>{2, 3}));
-    const std::string ob = add_blocked(n.outputs[0], {xb[0], xb[1], 1, 1, xb[4]});
+    std::vector<int64_t> spatial;
+    for (int64_t a = 2; a + 1 < static_cast<int64_t>(xb.size()); ++a) spatial.push_back(a);
+    const std::string axes = g_.add_constant(n.name + ".axes", Tensor::from_ints(DType::Int64, {static_cast<int64_t>(spatial.size())}, spatial));
+    const std::string ob = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, xb[1], xb.back()));
     Node& mean = emit("ReduceMean", n.name, {blocked_.at(n.inputs[0]), axes}, {ob}, "");
     mean.opset = 18;  // axes as an input
     mean.attrs["keepdims"] = AttrValue(int64_t{1});

@@ -7,8 +7,9 @@
 /// (Co/bo x Ci/bi x KH x KW x bi x bo), are read as whole vectors. This is the layout of ORT's NCHWc
 /// transformer and TVM's x86 conv schedules; this pass is kiln's own.
 ///
-/// What moves: every 2-D float32 Conv with group 1 and constant weights becomes kiln.ConvBlocked, and
-/// every depthwise one (a group per channel) kiln.DepthwiseConvBlocked on its input's blocks. The
+/// What moves: every 1-D, 2-D or 3-D float32 Conv with group 1 and constant weights becomes
+/// kiln.ConvBlocked (N x C/b x [D x] H x W x b), and every 2-D depthwise one (a group per channel)
+/// kiln.DepthwiseConvBlocked on its input's blocks. The
 /// ops after it stay blocked when they can compute on the blocked tensor directly: elementwise
 /// activations, Add/Sub/Mul/Max/Min of two blocked tensors or of a blocked tensor and a scalar or
 /// per-channel constant (repacked too), Concat along channels of whole blocks, GlobalAveragePool (a

@@ -2,8 +2,9 @@
 // (frontend/layout/block_layout.h) creates:
 //   ReorderToBlocked(x)          N x C x S...       -> N x ceil(C/b) x S... x b  (channels past C are 0)
 //   ReorderFromBlocked(x)        N x Cb x S... x b  -> N x channels x S...
-//   ConvBlocked(x, w[, bias])    N x Ci/bi x H x W x bi, weights Co/bo x Ci/bi x KH x KW x bi x bo, bias Co/bo x bo
-//                                -> N x Co/bo x OH x OW x bo, with Conv's strides / pads / dilations.
+//   ConvBlocked(x, w[, bias])    N x Ci/bi x S... x bi, weights Co/bo x Ci/bi x K... x bi x bo, bias Co/bo x bo
+//                                -> N x Co/bo x O... x bo, with Conv's strides / pads / dilations (1 to 3
+//                                spatial axes S..., as D x H x W for a 3-D conv).
 //   DepthwiseConvBlocked(x, w[, bias])  N x C/b x H x W x b, weights C/b x KH x KW x b, bias C/b x b
 //                                -> N x C/b x OH x OW x b: channel c of the output reads channel c only.
 // Channel c of a blocked tensor is element c % b of block c / b, so a vector of b channels is
@@ -85,12 +86,10 @@ OpDef reorder_from_blocked_op() {
   return d;
 }
 
-// The window of a blocked conv with a kh x kw kernel over x's H x W.
-Window blocked_window(const Node& node, const Shape& x, int64_t kh, int64_t kw) {
-  return forward_window(node, {x[2], x[3]}, {kh, kw}, false);
+// The window of a blocked conv over x's spatial axes (x: N x Cb x S... x b) with kernel extents `kernel`.
+Window blocked_window(const Node& node, const Shape& x, std::vector<int64_t> kernel) {
+  return forward_window(node, Shape(x.begin() + 2, x.end() - 1), std::move(kernel), false);
 }
-
-Shape blocked_conv_out(const Shape& x, const Shape& w, const Window& win) { return {x[0], w[0], win.out[0], win.out[1], w[5]}; }
 
 // The dtypes of a blocked conv's operands, and its bias (input 2), which must be `bias_shape`.
 void check_blocked_conv_operands(const InferContext& c, const Shape& bias_shape) {
@@ -99,16 +98,32 @@ void check_blocked_conv_operands(const InferContext& c, const Shape& bias_shape)
     c.fail("bias must be " + shape_str(bias_shape) + " of X's dtype");
 }
 
-// Calls f(kh, kw, ih, iw) for every tap of the window at output (oh, ow) that reads inside the
-// H x W input (ih, iw); padding taps add nothing.
+// Calls f(tap, in) for every tap of the window (row-major over the kernel) at flat output position
+// `out` that reads inside the input's spatial extents `in_spatial`, with `in` the flat input position;
+// padding taps add nothing.
 template <typename F>
-void for_each_tap_inside(const Window& win, int64_t oh, int64_t ow, int64_t h, int64_t w, F&& f) {
-  for (int64_t kh = 0; kh < win.kernel[0]; ++kh)
-    for (int64_t kw = 0; kw < win.kernel[1]; ++kw) {
-      const int64_t ih = oh * win.strides[0] + kh * win.dilations[0] - win.pads_begin[0];
-      const int64_t iw = ow * win.strides[1] + kw * win.dilations[1] - win.pads_begin[1];
-      if (ih >= 0 && ih < h && iw >= 0 && iw < w) f(kh, kw, ih, iw);
+void for_each_tap_inside(const Window& win, int64_t out, const Shape& in_spatial, F&& f) {
+  const size_t rank = win.rank();
+  std::vector<int64_t> o(rank);
+  for (size_t a = rank; a-- > 0;) {
+    o[a] = out % win.out[a];
+    out /= win.out[a];
+  }
+  for (int64_t tap = 0; tap < win.kernel_size(); ++tap) {
+    int64_t in = 0, rest = tap;
+    std::vector<int64_t> k(rank);
+    for (size_t a = rank; a-- > 0;) {
+      k[a] = rest % win.kernel[a];
+      rest /= win.kernel[a];
     }
+    bool inside = true;
+    for (size_t a = 0; a < rank && inside; ++a) {
+      const int64_t p = o[a] * win.strides[a] + k[a] * win.dilations[a] - win.pads_begin[a];
+      inside = p >= 0 && p < in_spatial[a];
+      in = in * in_spatial[a] + p;
+    }
+    if (inside) f(tap, in);
+  }
 }
 
 // FLOPs of a blocked conv: a multiply-add per output element per `taps` products, plus the bias.
@@ -118,6 +133,7 @@ double blocked_conv_flops(const NodeShapes& s, int64_t taps) {
   return f;
 }
 
+// X: N x Ci/bi x S1..Sk x bi; W: Co/bo x Ci/bi x K1..Kk x bi x bo (k = 1, 2 or 3 spatial axes).
 OpDef conv_blocked_op() {
   OpDef d;
   d.op_type = "ConvBlocked";
@@ -126,36 +142,46 @@ OpDef conv_blocked_op() {
     c.require_input(0, "X");
     c.require_input(1, "W");
     const Shape &x = c.shape(0), &w = c.shape(1);
-    if (x.size() != 5 || w.size() != 6 || w[1] != x[1] || w[4] != x[4])
-      c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " are not N x Ci/bi x H x W x bi and Co/bo x Ci/bi x KH x KW x bi x bo");
-    check_blocked_conv_operands(c, {w[0], w[5]});
-    c.set_output(0, c.dtype(0), blocked_conv_out(x, w, blocked_window(c.node(), x, w[2], w[3])));
+    if (x.size() < 4 || x.size() > 6 || w.size() != x.size() + 1 || w[1] != x[1] || w[w.size() - 2] != x.back())
+      c.fail("X " + shape_str(x) + " and W " + shape_str(w) +
+             " are not N x Ci/bi x S... x bi and Co/bo x Ci/bi x K... x bi x bo");
+    check_blocked_conv_operands(c, {w[0], w.back()});
+    const Window win = blocked_window(c.node(), x, std::vector<int64_t>(w.begin() + 2, w.end() - 2));
+    Shape out{x[0], w[0]};
+    out.insert(out.end(), win.out.begin(), win.out.end());
+    out.push_back(w.back());
+    c.set_output(0, c.dtype(0), out);
   };
   d.eval = [](EvalContext& c) {
     const Tensor &x = c.input(0), &w = c.input(1);
     const Shape &xs = x.shape(), &ws = w.shape();
-    const Window win = blocked_window(c.node(), xs, ws[2], ws[3]);
-    const Shape out = blocked_conv_out(xs, ws, win);
-    const int64_t bi = xs[4], bo = ws[5];
+    const Window win = blocked_window(c.node(), xs, std::vector<int64_t>(ws.begin() + 2, ws.end() - 2));
+    const Shape in_spatial(xs.begin() + 2, xs.end() - 1);
+    const int64_t bi = xs.back(), bo = ws.back(), cib = xs[1], cob = ws[0];
+    const int64_t in_plane = num_elements(in_spatial), out_plane = num_elements(win.out), taps = win.kernel_size();
+    Shape out{xs[0], cob};
+    out.insert(out.end(), win.out.begin(), win.out.end());
+    out.push_back(bo);
     Tensor y(x.dtype(), out);
     int64_t at = 0;
-    for (int64_t n = 0; n < out[0]; ++n)
-      for (int64_t mo = 0; mo < out[1]; ++mo)
-        for (int64_t oh = 0; oh < out[2]; ++oh)
-          for (int64_t ow = 0; ow < out[3]; ++ow)
-            for (int64_t mi = 0; mi < bo; ++mi, ++at) {
-              double acc = c.has_input(2) ? c.input(2).get_double(mo * bo + mi) : 0.0;
-              for (int64_t co = 0; co < xs[1]; ++co)
-                for_each_tap_inside(win, oh, ow, xs[2], xs[3], [&](int64_t kh, int64_t kw, int64_t ih, int64_t iw) {
-                  for (int64_t ci = 0; ci < bi; ++ci)
-                    acc += x.get_double((((n * xs[1] + co) * xs[2] + ih) * xs[3] + iw) * bi + ci) *
-                           w.get_double(((((mo * ws[1] + co) * ws[2] + kh) * ws[3] + kw) * bi + ci) * bo + mi);
-                });
-              y.set_double(at, acc);
-            }
+    for (int64_t n = 0; n < xs[0]; ++n)
+      for (int64_t mo = 0; mo < cob; ++mo)
+        for (int64_t p = 0; p < out_plane; ++p)
+          for (int64_t mi = 0; mi < bo; ++mi, ++at) {
+            double acc = c.has_input(2) ? c.input(2).get_double(mo * bo + mi) : 0.0;
+            for (int64_t co = 0; co < cib; ++co)
+              for_each_tap_inside(win, p, in_spatial, [&](int64_t tap, int64_t in) {
+                for (int64_t ci = 0; ci < bi; ++ci)
+                  acc += x.get_double(((n * cib + co) * in_plane + in) * bi + ci) *
+                         w.get_double((((mo * cib + co) * taps + tap) * bi + ci) * bo + mi);
+              });
+            y.set_double(at, acc);
+          }
     c.set_output(0, std::move(y));
   };
-  d.flops = [](const NodeShapes& s) { return blocked_conv_flops(s, s.in[1][1] * s.in[1][2] * s.in[1][3] * s.in[1][4]); };
+  d.flops = [](const NodeShapes& s) {
+    return blocked_conv_flops(s, num_elements(Shape(s.in[1].begin() + 1, s.in[1].end() - 1)));
+  };
   return d;
 }
 
@@ -170,28 +196,27 @@ OpDef depthwise_conv_blocked_op() {
     if (x.size() != 5 || w.size() != 4 || w[0] != x[1] || w[3] != x[4])
       c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " are not N x C/b x H x W x b and C/b x KH x KW x b");
     check_blocked_conv_operands(c, {w[0], w[3]});
-    const Window win = blocked_window(c.node(), x, w[1], w[2]);
+    const Window win = blocked_window(c.node(), x, {w[1], w[2]});
     c.set_output(0, c.dtype(0), {x[0], x[1], win.out[0], win.out[1], x[4]});
   };
   d.eval = [](EvalContext& c) {
     const Tensor &x = c.input(0), &w = c.input(1);
     const Shape &xs = x.shape(), &ws = w.shape();
-    const Window win = blocked_window(c.node(), xs, ws[1], ws[2]);
-    const int64_t b = xs[4];
+    const Window win = blocked_window(c.node(), xs, {ws[1], ws[2]});
+    const Shape in_spatial{xs[2], xs[3]};
+    const int64_t b = xs[4], in_plane = xs[2] * xs[3], out_plane = num_elements(win.out), taps = win.kernel_size();
     Tensor y(x.dtype(), {xs[0], xs[1], win.out[0], win.out[1], b});
     int64_t at = 0;
     for (int64_t n = 0; n < xs[0]; ++n)
       for (int64_t cb = 0; cb < xs[1]; ++cb)
-        for (int64_t oh = 0; oh < win.out[0]; ++oh)
-          for (int64_t ow = 0; ow < win.out[1]; ++ow)
-            for (int64_t ci = 0; ci < b; ++ci, ++at) {
-              double acc = c.has_input(2) ? c.input(2).get_double(cb * b + ci) : 0.0;
-              for_each_tap_inside(win, oh, ow, xs[2], xs[3], [&](int64_t kh, int64_t kw, int64_t ih, int64_t iw) {
-                acc += x.get_double((((n * xs[1] + cb) * xs[2] + ih) * xs[3] + iw) * b + ci) *
-                       w.get_double(((cb * ws[1] + kh) * ws[2] + kw) * b + ci);
-              });
-              y.set_double(at, acc);
-            }
+        for (int64_t p = 0; p < out_plane; ++p)
+          for (int64_t ci = 0; ci < b; ++ci, ++at) {
+            double acc = c.has_input(2) ? c.input(2).get_double(cb * b + ci) : 0.0;
+            for_each_tap_inside(win, p, in_spatial, [&](int64_t tap, int64_t in) {
+              acc += x.get_double(((n * xs[1] + cb) * in_plane + in) * b + ci) * w.get_double((cb * taps + tap) * b + ci);
+            });
+            y.set_double(at, acc);
+          }
     c.set_output(0, std::move(y));
   };
   d.flops = [](const NodeShapes& s) { return blocked_conv_flops(s, s.in[1][1] * s.in[1][2]); };

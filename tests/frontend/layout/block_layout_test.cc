@@ -124,6 +124,47 @@ TEST(BlockLayout, DepthwiseConvsStayBlocked) {
 
 // What stays NCHW: grouped convs that are not depthwise, convs whose weights are computed at run
 // time; and block 1 (no vectors).
+// A 3-D residual block (resnet3d18's shape of layer: strided stem with unequal kernel extents, a
+// 1x1x1 strided shortcut, per-channel scale, Add, Relu, global pooling) is blocked like a 2-D one:
+// N x C/b x D x H x W x b, weights Co/bo x Ci/bi x KD x KH x KW x bi x bo; a 1-D conv too.
+TEST(BlockLayout, ThreeAndOneDimensionalConvsAreBlocked) {
+  ModelBuilder b("video", 13);
+  b.input("x", DType::Float32, Shape{1, 3, 4, 9, 9});
+  b.initializer("stem.w", random_weights({12, 3, 3, 5, 5}, 1));
+  b.node("Conv", {"x", "stem.w"}, {"stem"})
+      .attr("pads", std::vector<int64_t>{1, 2, 2, 1, 2, 2})
+      .attr("strides", std::vector<int64_t>{1, 2, 2});
+  b.node("Relu", {"stem"}, {"r"});
+  b.initializer("c.w", random_weights({12, 12, 3, 3, 3}, 3));
+  b.initializer("c.b", random_weights({12}, 4));
+  b.node("Conv", {"r", "c.w", "c.b"}, {"c"}).attr("pads", std::vector<int64_t>{1, 1, 1, 1, 1, 1});
+  b.initializer("scale", random_weights({12, 1, 1, 1}, 5));
+  b.node("Mul", {"c", "scale"}, {"m"});
+  b.initializer("down.w", random_weights({12, 12, 1, 1, 1}, 6));
+  b.node("Conv", {"r", "down.w"}, {"down"});
+  b.node("Add", {"m", "down"}, {"sum"});
+  b.node("GlobalAveragePool", {"sum"}, {"gap"});
+  b.node("Flatten", {"gap"}, {"y"});
+  b.output("y", DType::Float32, Shape{});
+  Graph g = prepared_graph(b);
+  EXPECT_EQ(lay_out_and_compare(g, 8), 3);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ConvBlocked", "Mul",
+                                                   "ConvBlocked", "Add", "ReduceMean", "ReorderFromBlocked", "Flatten"}));
+  EXPECT_EQ(g.value(g.nodes[1].outputs[0]).shape, (Shape{1, 2, 4, 5, 5, 8}));
+  EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{2, 1, 3, 5, 5, 3, 8}));
+  EXPECT_EQ(g.value(g.nodes[4].inputs[1]).shape, (Shape{1, 2, 1, 1, 1, 8}));  // the scale, per channel
+  EXPECT_EQ(g.value(g.nodes[7].outputs[0]).shape, (Shape{1, 2, 1, 1, 1, 8}));
+
+  ModelBuilder a("audio", 13);
+  a.input("x", DType::Float32, Shape{2, 5, 11});
+  a.initializer("w", random_weights({6, 5, 3}, 7));
+  a.node("Conv", {"x", "w"}, {"y"}).attr("pads", std::vector<int64_t>{1, 0}).attr("strides", std::vector<int64_t>{2});
+  a.output("y", DType::Float32, Shape{});
+  Graph h = prepared_graph(a);
+  EXPECT_EQ(lay_out_and_compare(h, 4), 1);
+  EXPECT_EQ(op_types(h), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "ReorderFromBlocked"}));
+}
+
 TEST(BlockLayout, LeavesGroupedAndRunTimeWeightConvsAndScalarTargetsAlone) {
   ModelBuilder b("alone", 13);
   b.input("x", DType::Float32, Shape{1, 4, 6, 6});
@@ -135,6 +176,14 @@ TEST(BlockLayout, LeavesGroupedAndRunTimeWeightConvsAndScalarTargetsAlone) {
   Graph g = prepared_graph(b);
   EXPECT_EQ(block_layout(g, 16), 0);
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv", "Conv"}));
+
+  ModelBuilder v("depthwise3d", 13);  // DepthwiseConvBlocked is 2-D only
+  v.input("x", DType::Float32, Shape{1, 4, 3, 6, 6});
+  v.initializer("w", random_weights({4, 1, 3, 3, 3}, 1));
+  v.node("Conv", {"x", "w"}, {"y"}).attr("group", int64_t{4});
+  v.output("y", DType::Float32, Shape{});
+  Graph dw = prepared_graph(v);
+  EXPECT_EQ(block_layout(dw, 16), 0);
 
   ModelBuilder c("scalar", 13);
   c.input("x", DType::Float32, Shape{1, 4, 6, 6});
