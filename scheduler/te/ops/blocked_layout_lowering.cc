@@ -32,12 +32,13 @@ void lower_reorder_from_blocked(LowerContext& c) {
                }));
 }
 
-// The input of a blocked conv with a kh x kw kernel and its window: zero-padded (as Conv's lowering
-// does, for the same reason: no bounds check per tap) when some window leaves it.
-std::pair<TensorRef, nn::Window> blocked_conv_input(const LowerContext& c, int64_t kh, int64_t kw) {
+// The input of a blocked conv with kernel extents `kernel` and its window: zero-padded (as Conv's
+// lowering does, for the same reason: no bounds check per tap) when some window leaves it.
+std::pair<TensorRef, nn::Window> blocked_conv_input(const LowerContext& c, std::vector<int64_t> kernel) {
   const TensorRef& x = c.input(0);
-  nn::Window win = nn::forward_window(c.node(), {x->shape[2], x->shape[3]}, {kh, kw}, false);
-  if (!window_leaves(win, {x->shape[2], x->shape[3]})) return {x, win};
+  const Shape spatial(x->shape.begin() + 2, x->shape.end() - 1);
+  nn::Window win = nn::forward_window(c.node(), spatial, std::move(kernel), false);
+  if (!window_leaves(win, spatial)) return {x, win};
   return zero_padded(c, x, win);
 }
 
@@ -47,14 +48,14 @@ TensorRef with_blocked_bias(LowerContext& c, const TensorRef& acc) {
   if (!c.has_input(2)) return acc;
   const TensorRef& bias = c.input(2);
   return compute(c.name(), "broadcast", acc->dtype, acc->shape,
-                 [&](const std::vector<Expr>& idx) { return at(acc, idx) + at(bias, {idx[1], idx[4]}); });
+                 [&](const std::vector<Expr>& idx) { return at(acc, idx) + at(bias, {idx[1], idx.back()}); });
 }
 
 // out[n, cb, oh, ow, c] = sum over taps of x[n, cb, window, c] * w[cb, kh, kw, c]: the channels are
 // the vector, and each tap's weights one vector load.
 void lower_depthwise_conv_blocked(LowerContext& c) {
   const TensorRef& w = c.input(1);
-  const auto [x, win] = blocked_conv_input(c, w->shape[1], w->shape[2]);
+  const auto [x, win] = blocked_conv_input(c, {w->shape[1], w->shape[2]});
   TensorRef acc = reduce(c.has_input(2) ? c.name("acc") : c.name(), "conv", c.out_dtype(0), c.out_shape(0), Reducer::Sum,
                          {w->shape[1], w->shape[2]}, [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
                            Expr h = window_pos(win, 0, idx[2], r[0]), wpos = window_pos(win, 1, idx[3], r[1]);
@@ -63,14 +64,23 @@ void lower_depthwise_conv_blocked(LowerContext& c) {
   c.set_output(0, with_blocked_bias(c, acc));
 }
 
+// Reduces over (input channel block, the kernel's taps axis by axis, input channel in the block), for
+// 1 to 3 spatial axes.
 void lower_conv_blocked(LowerContext& c) {
   const TensorRef& w = c.input(1);
-  const auto [x, win] = blocked_conv_input(c, w->shape[2], w->shape[3]);
+  const size_t k = w->shape.size() - 4;  // spatial axes
+  const auto [x, win] = blocked_conv_input(c, std::vector<int64_t>(w->shape.begin() + 2, w->shape.end() - 2));
   TensorRef acc = reduce(c.has_input(2) ? c.name("acc") : c.name(), "conv", c.out_dtype(0), c.out_shape(0), Reducer::Sum,
-                         {w->shape[1], w->shape[2], w->shape[3], w->shape[4]},
+                         std::vector<int64_t>(w->shape.begin() + 1, w->shape.end() - 1),
                          [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
-                           Expr h = window_pos(win, 0, idx[2], r[1]), wpos = window_pos(win, 1, idx[3], r[2]);
-                           return at(x, {idx[0], r[0], h, wpos, r[3]}) * at(w, {idx[1], r[0], r[1], r[2], r[3], idx[4]});
+                           std::vector<Expr> xi{idx[0], r[0]}, wi{idx[1], r[0]};
+                           for (size_t a = 0; a < k; ++a) {
+                             xi.push_back(window_pos(win, a, idx[2 + a], r[1 + a]));
+                             wi.push_back(r[1 + a]);
+                           }
+                           xi.push_back(r[k + 1]);
+                           wi.insert(wi.end(), {r[k + 1], idx.back()});
+                           return at(x, xi) * at(w, wi);
                          });
   c.set_output(0, with_blocked_bias(c, acc));
 }
