@@ -8,7 +8,8 @@
  * each half's time, how late the worker started and how long the caller waited for it. With THREADS=1
  * the same loops run whole on the caller, timed the same way, so the two outputs compare loop by loop.
  *
- * Inputs are filled with a fixed pattern in [-0.5, 0.5): timing, not values.
+ * Inputs are filled with a fixed pattern in [-0.5, 0.5): timing, not values. With KP_EVERY set in the
+ * environment, every run's time goes to stderr (to see whether run times are bimodal).
  * Build (bench/parallel_profile.sh does): cc -O2 -I PKG -DKP_HEADER='"m.h"' -DKP_M=m -DKP_NUM_INPUTS=1
  *   -DKP_SIZES='{input bytes..., output bytes..., workspace bytes}' parallel_profile.c PKG/libm.a -lpthread -lm
  * <m>_inputs and <m>_outputs are structs of one pointer per tensor, so an array of pointers stands in. */
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
     }
     const long long t = now_ns() - t0;
     if (r > 0 && (best < 0 || t < best)) best = t;
+    if (getenv("KP_EVERY")) fprintf(stderr, "run %d: %.3f ms\n", r, t / 1e6);
   }
   printf("best %.3f ms over %d run(s), %s\n", best / 1e6, repeat, serial ? "1 thread" : "2 threads");
   for (int i = 0; i < num_records; ++i) {
