@@ -104,14 +104,13 @@ void check_blocked_conv_operands(const InferContext& c, const Shape& bias_shape)
 template <typename F>
 void for_each_tap_inside(const Window& win, int64_t out, const Shape& in_spatial, F&& f) {
   const size_t rank = win.rank();
-  std::vector<int64_t> o(rank);
+  int64_t o[3] = {0, 0, 0}, k[3] = {0, 0, 0};  // blocked convs have 1 to 3 spatial axes
   for (size_t a = rank; a-- > 0;) {
     o[a] = out % win.out[a];
     out /= win.out[a];
   }
   for (int64_t tap = 0; tap < win.kernel_size(); ++tap) {
     int64_t in = 0, rest = tap;
-    std::vector<int64_t> k(rank);
     for (size_t a = rank; a-- > 0;) {
       k[a] = rest % win.kernel[a];
       rest /= win.kernel[a];

@@ -57,13 +57,6 @@ std::optional<size_t> operand_block_axis(const te::Stage& s) {
   return std::nullopt;
 }
 
-// The buffer a flattened load reads (its tensor is the buffer's node).
-BufferRef buffer_of_load(const Expr& l, const std::map<const te::TensorNode*, BufferRef>& buffers) {
-  for (const auto& [t, b] : buffers)
-    if (b->node.get() == l->tensor.get()) return b;
-  throw Error("loop IR: load of '" + l->tensor->name + "' names no buffer");
-}
-
 // Extern stages of one node: the same op writing the same outputs from the same inputs. Stages hold
 // copies of the node, so identity is by content; output names are unique in a graph.
 bool same_extern_node(const te::Stage& a, const te::Stage& b) {
@@ -237,9 +230,15 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   }
 
   Expr init = flatten_loads(s.init, buffers);
-  auto reduction_loops = [&](Stmt inner) {
-    for (size_t k = s.reduce_axes.size(); k-- > 0;)
+  // The reduction loops around `inner`, with `before_innermost` ahead of the innermost loop.
+  auto reduction_loops = [&](Stmt inner, std::vector<Stmt> before_innermost = {}) {
+    for (size_t k = s.reduce_axes.size(); k-- > 0;) {
       inner = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, ForKind::Serial, inner);
+      if (k + 1 == s.reduce_axes.size() && !before_innermost.empty()) {
+        before_innermost.push_back(inner);
+        inner = block(std::move(before_innermost));
+      }
+    }
     return inner;
   };
   // Register tiling (matmul, conv): a micro-kernel of T rows of the second-innermost axis x J columns
@@ -334,29 +333,19 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       std::vector<Stmt> out;
       if (!line_axis) return out;
       std::set<std::string> seen;
-      te::visit_loads(body, [&](const Expr& l) {
+      te::visit_loads(s.body, [&](const Expr& l) {
         if (!reads_along(l, iv.get()) || reads_along(l, jv.get())) return;
+        const Expr flat = flatten_loads(l, buffers)->args[0];
         for (int64_t r = 0; r < rows; ++r) {
           std::map<const te::ExprNode*, Expr> m{{iv.get(), i0 + (rows + r)}, {jv.get(), jo * J},
                                                 {line_axis->var.get(), te::int_imm(0)}};
           if (av) m[av] = ao * M;
-          Expr index = te::substitute(l->args[0], m);
+          Expr index = te::substitute(flat, m);
           if (seen.insert(l->tensor->name + "[" + te::print_expr(index) + "]").second)
-            out.push_back(prefetch(buffer_of_load(l, buffers), index));
+            out.push_back(prefetch(buffers.at(l->tensor.get()), index));
         }
       });
       return out;
-    };
-    // The reduction loops around `inner`, with `before_innermost` ahead of the innermost one.
-    auto reduction_loops_with = [&](std::vector<Stmt> before_innermost, Stmt inner) {
-      const size_t n = s.reduce_axes.size();
-      inner = for_loop(s.reduce_axes[n - 1].var, s.reduce_axes[n - 1].extent, ForKind::Serial, inner);
-      if (!before_innermost.empty()) {
-        before_innermost.push_back(inner);
-        inner = block(std::move(before_innermost));
-      }
-      for (size_t k = n - 1; k-- > 0;) inner = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, ForKind::Serial, inner);
-      return inner;
     };
     // One tile of `rows` rows from row i0: every whole J of columns, then the columns left.
     auto tile = [&](const Expr& i0, int64_t rows) -> Stmt {
@@ -373,11 +362,10 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       Stmt whole = for_loop(
           jo, m1, ForKind::Serial,
           allocate(acc, block({over_tile([&](const Expr& slot, const auto& e) { return store(acc, slot, e.init); }),
-                               reduction_loops_with(next_tile_prefetches(i0, rows, jo),
-                                                    over_tile([&](const Expr& slot, const auto& e) {
-                                                      return store(acc, slot,
-                                                                   combine_reduction(s.reducer, load(acc, slot), e.body));
-                                                    })),
+                               reduction_loops(over_tile([&](const Expr& slot, const auto& e) {
+                                                 return store(acc, slot, combine_reduction(s.reducer, load(acc, slot), e.body));
+                                               }),
+                                               next_tile_prefetches(i0, rows, jo)),
                                over_tile([&](const Expr& slot, const auto& e) {
                                  return store(out, e.out_index, finished(e.epi, load(acc, slot)));
                                })})));

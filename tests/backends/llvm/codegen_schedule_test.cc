@@ -102,6 +102,19 @@ class Compiled {
   void* handle_ = nullptr;
 };
 
+// The LLVM IR of `f` compiled for target `t` (before optimisation), as text.
+std::string module_ir(const LoweredFunc& f, const Target& t) {
+  llvm::LLVMContext ctx;
+  llvm::Module mod("ir", ctx);
+  auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(t));
+  llvm_backend::configure_module(mod, *tm);
+  llvm_backend::emit_functions({f}, {t.vector_bits}, mod);
+  std::string ir;
+  llvm::raw_string_ostream os(ir);
+  mod.print(os, nullptr);
+  return ir;
+}
+
 // The pthread pool of the compiled object, as a parallel hook.
 class Pool {
  public:
@@ -379,15 +392,7 @@ LoweredFunc guarded_tile(int64_t lanes, int64_t rows, int64_t cols, int64_t dept
 TEST(CodegenSchedule, GuardedTileWriteBackMasksOnlyTheGlobalStore) {
   const int64_t lanes = 16, rows = 5, cols = 37, depth = 6, padded = ceil_div(cols, lanes) * lanes;
   LoweredFunc f = guarded_tile(lanes, rows, cols, depth);
-  llvm::LLVMContext ctx;
-  llvm::Module mod("ir", ctx);
-  Target avx512 = load_target("x86_64-avx512");
-  auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(avx512));
-  llvm_backend::configure_module(mod, *tm);
-  llvm_backend::emit_functions({f}, {512}, mod);
-  std::string ir;
-  llvm::raw_string_ostream os(ir);
-  mod.print(os, nullptr);
+  const std::string ir = module_ir(f, load_target("x86_64-avx512"));
   EXPECT_NE(ir.find("@llvm.masked.store"), std::string::npos) << ir;
   EXPECT_EQ(ir.find("@llvm.masked.load"), std::string::npos) << ir;
   EXPECT_EQ(ir.find("@llvm.masked.gather"), std::string::npos) << ir;
@@ -455,14 +460,7 @@ TEST(CodegenSchedule, PrefetchPastTheBufferNeverFaults) {
   Expr i = te::var("i"), j = te::var("j");
   Stmt body = lower::block({lower::prefetch(A, i * 16 + imm(n)), lower::store(C, i, at(A, i) * cst(DType::Float32, 2))});
   LoweredFunc f{"twice", {A, C}, lower::block({loop(i, n, body), ploop(j, 4, lower::prefetch(A, j * 4096 + imm(n)))}), {}};
-  llvm::LLVMContext ctx;
-  llvm::Module mod("ir", ctx);
-  auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(load_target("x86_64-generic")));
-  llvm_backend::configure_module(mod, *tm);
-  llvm_backend::emit_functions({f}, {128}, mod);
-  std::string ir;
-  llvm::raw_string_ostream os(ir);
-  mod.print(os, nullptr);
+  const std::string ir = module_ir(f, load_target("x86_64-generic"));
   EXPECT_NE(ir.find("@llvm.prefetch"), std::string::npos) << ir;
   for (const Target& target : runnable_targets()) {
     SCOPED_TRACE(target.name);
