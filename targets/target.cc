@@ -82,7 +82,13 @@ class Fields {
   }
 
   int64_t integer(const std::string& key, int64_t min, int64_t max) const {
-    const toml::node* n = get(key, true);
+    return integer(key, min, max, std::nullopt);
+  }
+
+  // An optional integer: `fallback` when the key is absent.
+  int64_t integer(const std::string& key, int64_t min, int64_t max, std::optional<int64_t> fallback) const {
+    const toml::node* n = get(key, !fallback);
+    if (!n) return *fallback;
     if (!n->is_integer()) fail(key, std::string("expected an integer, got ") + type_name(n->type()));
     int64_t v = n->as_integer()->get();
     if (v < min || v > max)
@@ -148,7 +154,7 @@ Target parse_target(const std::string& file, const std::string& name) {
   t.file = file;
   Fields top(file, root, "");
   top.reject_unknown({"description", "triple", "cpu", "features", "vector_bits", "cores", "cc", "run_prefix",
-                      "fused_multiply_add", "cache", "gpu"});
+                      "fused_multiply_add", "huge_page_bytes", "cache", "gpu"});
   t.description = top.str("description", /*required=*/false);
   t.triple = top.str("triple");
   t.cpu = top.str("cpu");
@@ -159,6 +165,9 @@ Target parse_target(const std::string& file, const std::string& name) {
     top.fail("vector_bits", "unknown vector width " + std::to_string(t.vector_bits) + " (expected 128, 256 or 512)");
   t.cores = static_cast<int>(top.integer("cores", 1, 1 << 16));
   t.fused_multiply_add = top.boolean("fused_multiply_add", false);
+  t.huge_page_bytes = top.integer("huge_page_bytes", 0, kMaxBytes, 0);
+  if (t.huge_page_bytes != 0 && (t.huge_page_bytes < 4096 || (t.huge_page_bytes & (t.huge_page_bytes - 1)) != 0))
+    top.fail("huge_page_bytes", std::to_string(t.huge_page_bytes) + " is not 0 or a power of two of at least 4096");
   t.cc = top.str("cc");
   t.run_prefix = top.str("run_prefix", true, /*allow_empty=*/true);
 

@@ -40,6 +40,10 @@ struct Target {
   int vector_bits = 0;   ///< widest SIMD register the schedules use: 128, 256 or 512
   int cores = 0;         ///< cores the parallel loops are planned for
   bool fused_multiply_add = false;  ///< optional `fused_multiply_add`: emit FMA for a*b+c (bench/RESULTS.md)
+  /// Optional `huge_page_bytes`: the size of the OS's huge pages (2 MiB on x86-64 and AArch64 Linux with
+  /// 4 KiB base pages), 0 for none. A package's weights start on such a boundary when they fill one, so
+  /// the kernel can map them with huge pages (docs/targets.md says why).
+  int64_t huge_page_bytes = 0;
 
   int64_t l1d_bytes = 0;  ///< L1 data cache per core
   int64_t l2_bytes = 0;   ///< L2 (per core or per cluster, whichever a core sees)

@@ -15,6 +15,7 @@ CompileTarget resolve_target(const std::string& name) {
   c.cc = t.cc;
   c.run_prefix = t.run_prefix;
   c.cores = std::max(t.cores, 1);
+  c.huge_page_bytes = t.huge_page_bytes;
   return c;
 }
 

@@ -1,5 +1,6 @@
 /// \file A target (targets/*.toml) as the pipeline's code generation and package runs need it.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "backends/llvm/emit_object.h"
@@ -14,6 +15,7 @@ struct CompileTarget {
   std::string cc = "cc";        // links runners for this target; compiles runtime kernels into packages
   std::string run_prefix;       // e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; empty for native
   int cores = 1;                // parallel loops of tuned and random schedules are planned for these
+  int64_t huge_page_bytes = 0;  // where a package's weights section starts, when they fill a huge page
 };
 
 /// Loads the target file (targets/target.h) and keeps what compiling needs. Throws Error naming the

@@ -98,7 +98,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   if (!after(o, "memory", [&] { return package::print_model_memory_plan(program, memory); })) return std::nullopt;
 
   package::ModelModule module =
-      package::generate_model_module(program, memory, package::model_io(g), {c.name, c.target.machine, c.target.vector_bits});
+      package::generate_model_module(program, memory, package::model_io(g), {c.name, c.target.machine, c.target.vector_bits, c.target.huge_page_bytes});
   if (!after(o, "codegen", [&] { return package::print_model_module(module); })) return std::nullopt;
 
   const std::string schedule_source = c.schedule.kind == ScheduleChoice::Kind::Default ? "default" : "custom";

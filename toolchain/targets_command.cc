@@ -49,6 +49,7 @@ std::string format_target(const Target& t) {
   line("vector_bits", fmt::format("{} ({} x f32)", t.vector_bits, t.vector_lanes(4)));
   line("cores", std::to_string(t.cores));
   line("fused_multiply_add", t.fused_multiply_add ? "yes" : "no");
+  line("huge_page_bytes", t.huge_page_bytes ? bytes_str(t.huge_page_bytes) : "(none)");
   line("cache.l1d", bytes_str(t.l1d_bytes));
   line("cache.l2", bytes_str(t.l2_bytes));
   line("cache.l3", bytes_str(t.l3_bytes));

@@ -48,6 +48,7 @@ struct CodegenOptions {
   std::string name = "model";  // C prefix: <name>_run, <NAME>_WORKSPACE_SIZE, lib<name>.a
   llvm_backend::MachineSpec machine;
   int vector_bits = 512;
+  int64_t huge_page_bytes = 0;  // the target's (targets/target.h); 0: weights are 64-byte aligned only
 };
 
 /// The codegen stage's result. Members are declared so the module is destroyed before its context.

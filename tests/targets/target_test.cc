@@ -156,6 +156,17 @@ TEST(Target, FusedMultiplyAddIsOptionalAndOffByDefault) {
                   .fused_multiply_add);
 }
 
+TEST(Target, HugePageBytesIsOptionalAndAPowerOfTwo) {
+  testing::TempDir dir;
+  EXPECT_EQ(load_target(write(dir, "plain.toml", kGood)).huge_page_bytes, 0);
+  EXPECT_EQ(load_target(write(dir, "huge.toml", edited("cores = 8", "cores = 8\nhuge_page_bytes = 2097152"))).huge_page_bytes,
+            2097152);
+  expect_error(edited("cores = 8", "cores = 8\nhuge_page_bytes = 3000000"), {"'huge_page_bytes'", "power of two"});
+  expect_error(edited("cores = 8", "cores = 8\nhuge_page_bytes = 1024"), {"'huge_page_bytes'", "at least 4096"});
+  expect_error(edited("cores = 8", "cores = 8\nhuge_page_bytes = -1"), {"'huge_page_bytes'", "out of range"});
+  expect_error(edited("cores = 8", "cores = 8\nhuge_page_bytes = \"2M\""), {"'huge_page_bytes'", "expected an integer"});
+}
+
 TEST(Target, UnknownNameNamesTheFileLookedFor) {
   ScopedEnv env("KILN_TARGETS_DIR", kShippedDir);
   try {
