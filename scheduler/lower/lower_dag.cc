@@ -347,9 +347,9 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       });
       return out;
     };
-    // One tile of `rows` rows from row i0: every whole J of columns, then the columns left.
-    auto tile = [&](const Expr& i0, int64_t rows) -> Stmt {
-      Expr ii = te::var(iv->name + ".i"), jo = te::var(jv->name + ".o"), ji = te::var(jv->name + ".i");
+    // One register tile: `rows` rows from row i0 by the J columns from jo * J.
+    auto tile_at = [&](const Expr& i0, int64_t rows, const Expr& jo) -> Stmt {
+      Expr ii = te::var(iv->name + ".i"), ji = te::var(jv->name + ".i");
       BufferRef acc = make_buffer(s.name + ".tile", s.dtype, M * rows * J, true);
       // One statement per accumulator: the blocks and rows unrolled, the columns a vector.
       auto over_tile = [&](const std::function<Stmt(const Expr& slot, const decltype(at(i0, i0, i0))& e)>& make) {
@@ -359,22 +359,63 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
                           for_loop(ji, J, ForKind::Vectorized, make((a * rows + ii) * J + ji, e)));
         });
       };
-      Stmt whole = for_loop(
-          jo, m1, ForKind::Serial,
-          allocate(acc, block({over_tile([&](const Expr& slot, const auto& e) { return store(acc, slot, e.init); }),
-                               reduction_loops(over_tile([&](const Expr& slot, const auto& e) {
-                                                 return store(acc, slot, combine_reduction(s.reducer, load(acc, slot), e.body));
-                                               }),
-                                               next_tile_prefetches(i0, rows, jo)),
-                               over_tile([&](const Expr& slot, const auto& e) {
-                                 return store(out, e.out_index, finished(e.epi, load(acc, slot)));
-                               })})));
-      if (e1 % J == 0) return whole;
-      Expr ir = te::var(iv->name + ".t");
-      return block({whole, over_blocks(ForKind::Serial, [&](const Expr& a) {
-                      return for_loop(ir, rows, ForKind::Serial, untiled(i0 + ir, m1 * J, e1 % J, a));
-                    })});
+      return allocate(acc, block({over_tile([&](const Expr& slot, const auto& e) { return store(acc, slot, e.init); }),
+                                  reduction_loops(over_tile([&](const Expr& slot, const auto& e) {
+                                                    return store(acc, slot, combine_reduction(s.reducer, load(acc, slot), e.body));
+                                                  }),
+                                                  next_tile_prefetches(i0, rows, jo)),
+                                  over_tile([&](const Expr& slot, const auto& e) {
+                                    return store(out, e.out_index, finished(e.epi, load(acc, slot)));
+                                  })}));
     };
+    // The columns past the last whole J, for `rows` rows from i0 (untiled).
+    auto column_rest = [&](const Expr& i0, int64_t rows) -> Stmt {
+      Expr ir = te::var(iv->name + ".t");
+      return over_blocks(ForKind::Serial, [&](const Expr& a) {
+        return for_loop(ir, rows, ForKind::Serial, untiled(i0 + ir, m1 * J, e1 % J, a));
+      });
+    };
+    // One tile of `rows` rows from row i0: every whole J of columns, then the columns left.
+    auto tile = [&](const Expr& i0, int64_t rows) -> Stmt {
+      Expr jo = te::var(jv->name + ".o");
+      Stmt whole = for_loop(jo, m1, ForKind::Serial, tile_at(i0, rows, jo));
+      if (e1 % J == 0) return whole;
+      return block({whole, column_rest(i0, rows)});
+    };
+    // Which way round the two tile loops go. Rows outside (the default) keep a row tile of the
+    // broadcast operand in cache while every column panel of the other operand streams past it, once
+    // per row tile; columns outside keep one K x J panel of that operand (the "reused_across_rows" one:
+    // a MatMul's weights) in L2 while every row tile streams past it, once per panel. Columns go
+    // outside when that moves fewer bytes, and then the parallel loop splits the panels, so each thread
+    // reads only its share of the weights: BERT-base's 128 x 3072 x 768 matmuls read their 9.4 MB of
+    // weights 11 times with rows outside, and both threads read all of it (bench/RESULTS.md, step 7).
+    int64_t row_operand_bytes = 0, column_operand_bytes = 0;
+    te::visit_loads(s.body, [&](const Expr& l) {
+      const bool along_rows = reads_along(l, iv.get()), along_columns = reads_along(l, jv.get());
+      const int64_t bytes = num_elements(l->tensor->shape) * static_cast<int64_t>(dtype_size(l->tensor->dtype));
+      if (along_rows && !along_columns) row_operand_bytes += bytes;
+      if (along_columns && !along_rows) column_operand_bytes += bytes;
+    });
+    const bool columns_outside = !av && m1 >= 4 && m2 >= 2 &&
+                                 row_operand_bytes * m1 + column_operand_bytes < column_operand_bytes * m2 + row_operand_bytes;
+    if (columns_outside) {
+      // The loops left outside the tile, in nesting order: the stage's outer axes, then the panels.
+      size_t parallel = rank;
+      if (parallel_axis < rank) {
+        auto iterations = [&](size_t k) { return k == rank - 2 ? m1 : s.shape[k]; };
+        for (int64_t enough : {4, 2})
+          for (size_t k = 0; k + 1 < rank && parallel == rank; ++k)
+            if (iterations(k) >= enough) parallel = k;
+      }
+      Expr jo = te::var(jv->name + ".o"), io = te::var(iv->name + ".o");
+      std::vector<Stmt> panel{for_loop(io, m2, ForKind::Serial, tile_at(io * T, T, jo))};
+      if (e2 % T != 0) panel.push_back(tile_at(te::int_imm(m2 * T), e2 % T, jo));
+      std::vector<Stmt> parts{for_loop(jo, m1, parallel == rank - 2 ? ForKind::Parallel : ForKind::Serial, block(std::move(panel)))};
+      if (e1 % J != 0) parts.push_back(column_rest(te::int_imm(0), e2));
+      Stmt st = block(std::move(parts));
+      for (size_t k = rank - 2; k-- > 0;) st = for_loop(s.axes[k], s.shape[k], k == parallel ? ForKind::Parallel : ForKind::Serial, st);
+      return st;
+    }
     // The parallel loop, as above but over the loops the tiling leaves: blocking the operand axis may
     // leave it one or two iterations, and then the next axis spreads better.
     size_t parallel = parallel_axis;

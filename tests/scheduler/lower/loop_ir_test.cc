@@ -144,6 +144,31 @@ TEST(LowerDag, MatmulHasNoPrefetch) {
   EXPECT_EQ(count(text, "prefetch"), 0u) << text;
 }
 
+// Which of a matmul's tile loops goes outside: the column panels (each K x J panel of b then stays in
+// cache while the row tiles pass, and the threads split the panels) when b is the bigger operand, the
+// row tiles when a is; the rows and columns past the last whole tile are computed either way.
+TEST(LowerDag, MatmulPutsThePanelsOfTheBiggerOperandOutside) {
+  auto matmul_text = [](int64_t m, int64_t k, int64_t n) {
+    te::TensorRef a = te::placeholder("a", DType::Float32, {m, k});
+    te::TensorRef b = te::placeholder("b", DType::Float32, {k, n});
+    te::TensorRef c = te::reduce("c", "matmul", DType::Float32, {m, n}, te::Reducer::Sum, {k},
+                                 [&](const std::vector<te::Expr>& o, const std::vector<te::Expr>& r) {
+                                   return te::at(a, {o[0], r[0]}) * te::at(b, {r[0], o[1]});
+                                 });
+    return lower::print_func(lower::lower_dag(te::make_dag({c}), "k", {}));
+  };
+  // b 40 x 200 (32 KB) against a 53 x 40 (8 KB): 6 panels of 32 columns (8 left), 4 tiles of 11 rows (9 left).
+  const std::string wide = matmul_text(53, 40, 200);
+  ASSERT_NE(wide.find("parallel for i1.o in 0..6"), std::string::npos) << wide;
+  EXPECT_LT(wide.find("parallel for i1.o"), wide.find("for i0.o in 0..4")) << wide;
+  EXPECT_NE(wide.find("(44 + i0.i)"), std::string::npos) << "the 9 rows left, inside each panel:\n" << wide;
+  EXPECT_NE(wide.find("for i1.r in 0..8"), std::string::npos) << "the 8 columns left:\n" << wide;
+  // a 1024 x 64 against b 64 x 64: the row tiles stay outside and parallel.
+  const std::string tall = matmul_text(1024, 64, 64);
+  EXPECT_NE(tall.find("parallel for i0.o"), std::string::npos) << tall;
+  EXPECT_EQ(tall.find("parallel for i1.o"), std::string::npos) << tall;
+}
+
 // A stage combining two reductions (max - min, as DynamicQuantizeLinear's scale) can only be the
 // epilogue of the later one: in the earlier one's loop nest the other is not computed yet.
 TEST(LowerDag, AStageOfTwoReductionsIsTheEpilogueOfTheLaterOne) {
