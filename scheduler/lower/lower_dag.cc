@@ -57,6 +57,18 @@ std::optional<size_t> operand_block_axis(const te::Stage& s) {
   return std::nullopt;
 }
 
+// Whether a stage's work pays for a parallel loop: a dispatch and the other core's reads of what this
+// one wrote cost microseconds, so a stage that takes a few microseconds alone runs serially (ORT's pool
+// likewise runs small ops inline). Reductions count multiply-adds (outputs x reduction extent),
+// elementwise stages their outputs.
+bool worth_parallel(const te::Stage& s, int64_t outputs, const ScheduleParams& p) {
+  if (s.reduce_axes.empty()) return outputs >= p.min_parallel_elements;
+  int64_t work = outputs;
+  for (const te::IterVar& r : s.reduce_axes)
+    if (__builtin_mul_overflow(work, std::max<int64_t>(r.extent, 1), &work)) return true;
+  return work >= p.min_parallel_work;
+}
+
 // Extern stages of one node: the same op writing the same outputs from the same inputs. Stages hold
 // copies of the node, so identity is by content; output names are unique in a graph.
 bool same_extern_node(const te::Stage& a, const te::Stage& b) {
@@ -209,7 +221,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
 
   // The parallel loop: the first outer axis with more than one iteration, when the stage is big enough.
   size_t parallel_axis = rank;
-  if (total >= p.min_parallel_elements)
+  if (worth_parallel(s, total, p))
     for (size_t k = 0; k + 1 < rank; ++k)
       if (s.shape[k] > 1) {
         parallel_axis = k;

@@ -15,8 +15,12 @@ struct ScheduleParams {
   int vector_bits = 512;  // 128 for NEON, 256 for AVX2, 512 for AVX-512
   int vector_registers = 32;  // 16 ymm on AVX2; 32 zmm on AVX-512, 32 q on NEON
   int64_t l2_bytes = int64_t{1} << 20;  // per core; register tiles keep their operand blocks within half of it
-  /// Below this many output elements a stage runs serially: a parallel_for dispatch costs more.
-  int64_t min_parallel_elements = 4096;
+  /// Below this many output elements an elementwise stage runs serially, and a reduction below this
+  /// many multiply-adds (outputs x reduction extent): a few microseconds of work, which a parallel_for
+  /// dispatch and the other core's reads of the result cost as much as they save (bench/RESULTS.md,
+  /// issue 17 step 8: MobileNet-V3 at 2 threads).
+  int64_t min_parallel_elements = int64_t{1} << 16;
+  int64_t min_parallel_work = int64_t{1} << 19;
 };
 
 /// The parameters of a target with `vector_bits`-wide vectors (x86 has 16 of 256 bits, 32 of 512).

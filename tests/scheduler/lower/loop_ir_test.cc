@@ -157,8 +157,8 @@ TEST(LowerDag, MatmulPutsThePanelsOfTheBiggerOperandOutside) {
                                  });
     return lower::print_func(lower::lower_dag(te::make_dag({c}), "k", {}));
   };
-  // b 40 x 200 (32 KB) against a 53 x 40 (8 KB): 6 panels of 32 columns (8 left), 4 tiles of 11 rows (9 left).
-  const std::string wide = matmul_text(53, 40, 200);
+  // b 64 x 200 (51 KB) against a 53 x 64 (14 KB): 6 panels of 32 columns (8 left), 4 tiles of 11 rows (9 left).
+  const std::string wide = matmul_text(53, 64, 200);
   ASSERT_NE(wide.find("parallel for i1.o in 0..6"), std::string::npos) << wide;
   EXPECT_LT(wide.find("parallel for i1.o"), wide.find("for i0.o in 0..4")) << wide;
   EXPECT_NE(wide.find("(44 + i0.i)"), std::string::npos) << "the 9 rows left, inside each panel:\n" << wide;
