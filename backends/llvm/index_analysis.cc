@@ -14,26 +14,6 @@ bool depends_on(const ExprNode* e, const ExprNode* v) {
   return false;
 }
 
-std::optional<int64_t> linear_coeff(const ExprNode* e, const ExprNode* v) {
-  if (e == v) return 1;
-  if (!depends_on(e, v)) return 0;
-  if (e->op == ExprOp::Add || e->op == ExprOp::Sub) {
-    auto a = linear_coeff(e->args[0].get(), v), b = linear_coeff(e->args[1].get(), v);
-    if (!a || !b) return std::nullopt;
-    return e->op == ExprOp::Add ? *a + *b : *a - *b;
-  }
-  if (e->op == ExprOp::Mul) {
-    const ExprNode* x = e->args[0].get();
-    const ExprNode* y = e->args[1].get();
-    if (y->op == ExprOp::IntImm) std::swap(x, y);
-    if (x->op != ExprOp::IntImm) return std::nullopt;
-    auto c = linear_coeff(y, v);
-    if (!c) return std::nullopt;
-    return *c * x->int_value;
-  }
-  return std::nullopt;
-}
-
 namespace {
 
 // Interval arithmetic with overflow checks: an interval whose bound overflows int64 is unknown.

@@ -7,15 +7,16 @@
 #include <unordered_map>
 
 #include "scheduler/te/expr.h"
+#include "scheduler/te/substitute.h"
 
 namespace kiln::llvm_backend {
 
 /// True when `e` mentions the variable `v` anywhere, the indices of its loads included.
 bool depends_on(const te::ExprNode* e, const te::ExprNode* v);
 
-/// The constant coefficient of `v` in `e` when `e` is affine in `v` (0 when `e` does not mention it);
-/// nullopt otherwise. A vector access with coefficient 1 is one contiguous load or store.
-std::optional<int64_t> linear_coeff(const te::ExprNode* e, const te::ExprNode* v);
+/// The constant coefficient of `v` in `e` when `e` is affine in `v` (scheduler/te/substitute.h); a
+/// vector access with coefficient 1 is one contiguous load or store.
+using te::linear_coeff;
 
 /// The closed interval [lo, hi] of values an integer expression can take.
 struct IndexRange {

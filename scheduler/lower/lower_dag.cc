@@ -202,6 +202,96 @@ Expr flatten_loads(const Expr& e, const std::map<const te::TensorNode*, BufferRe
   return load(it->second, flat_index(args, e->tensor->shape));
 }
 
+// `e` with floordiv(o * L + i, L) replaced by o and floormod(o * L + i, L) by i: what an axis split into
+// o * L + i (0 <= i < L) makes of a blocked layout's channel index (channel / L, channel % L).
+Expr split_divmod(const Expr& e, const Expr& o, const Expr& i, int64_t L) {
+  if (!e || e->args.empty()) return e;
+  std::vector<Expr> args;
+  for (const Expr& a : e->args) args.push_back(split_divmod(a, o, i, L));
+  if ((e->op == ExprOp::FloorDiv || e->op == ExprOp::FloorMod) && args[1]->op == ExprOp::IntImm && args[1]->int_value == L) {
+    const Expr& x = args[0];
+    if (x->op == ExprOp::Add && x->args[1].get() == i.get() && x->args[0]->op == ExprOp::Mul &&
+        x->args[0]->args[0].get() == o.get() && x->args[0]->args[1]->op == ExprOp::IntImm && x->args[0]->args[1]->int_value == L)
+      return e->op == ExprOp::FloorDiv ? o : i;
+  }
+  return te::with_args(*e, std::move(args));
+}
+
+// A stage whose innermost output axis reads its input with a large stride while another output axis
+// reads it contiguously is a transpose: a layout reorder (NCHW -> NCHW16c reads one vector of 16
+// channels from 16 planes; the way back reads one row from every 16th element). Vectorized along the
+// innermost axis every vector is a gather. Instead it runs in L x L tiles through a local buffer: L
+// contiguous vector loads along the other axis, then L contiguous vector stores along the innermost,
+// their lanes picked from the tile (registers, after LLVM's SROA). Rows of the other axis past its last
+// whole tile keep the plain loop. Null when the stage is not such a transpose.
+Stmt transposed_tiles(const te::Stage& s, const Expr& body, const BufferRef& out, const Expr& out_index,
+                      size_t parallel_axis, int64_t L) {
+  const size_t rank = s.axes.size();
+  if (rank < 2 || L < 2 || s.shape[rank - 1] < L) return nullptr;
+  const te::ExprNode* jv = s.axes[rank - 1].get();
+  if (te::linear_coeff(out_index.get(), jv) != 1) return nullptr;
+  // A select (a reorder padding channels with zeros) clamps the loads under it, lane by lane: the
+  // tiles would clamp every row the padding reads, the gathers only their lanes.
+  std::function<bool(const Expr&)> has_select = [&](const Expr& e) {
+    if (e->op == ExprOp::Select) return true;
+    for (const Expr& a : e->args)
+      if (has_select(a)) return true;
+    return false;
+  };
+  if (has_select(body)) return nullptr;
+  // The other axis `k`, split into ko * L + ki: some load walks its input contiguously along ki and
+  // with a stride of at least L along the innermost axis.
+  size_t k = rank;
+  Expr ko, ki, split_body, split_index;
+  for (size_t a = rank - 1; a-- > 0 && k == rank;) {
+    if (s.shape[a] < L) continue;
+    Expr o = te::var(s.axes[a]->name + ".o"), i = te::var(s.axes[a]->name + ".i");
+    const std::map<const te::ExprNode*, Expr> split{{s.axes[a].get(), o * L + i}};
+    Expr b = split_divmod(te::substitute(body, split), o, i, L);
+    te::visit_loads(b, [&](const Expr& l) {
+      const auto along_i = te::linear_coeff(l->args[0].get(), i.get());
+      const auto along_j = te::linear_coeff(l->args[0].get(), jv);
+      if (along_i && *along_i == 1 && along_j && std::abs(*along_j) >= L) k = a;
+    });
+    if (k == a) ko = o, ki = i, split_body = b, split_index = split_divmod(te::substitute(out_index, split), o, i, L);
+  }
+  if (k == rank) return nullptr;
+  const Expr& kv = s.axes[k];
+  Expr kr = te::var(kv->name + ".r");
+  Expr jo = te::var(jv->name + ".o"), ji = te::var(jv->name + ".i");
+  const int64_t whole = s.shape[k] / L, rest = s.shape[k] % L;
+  auto with = [&](const Expr& e, const Expr& jx) { return te::substitute(e, {{jv, jx}}); };
+  // The axes between the two, inside the tile loop of `k` (so the loop order stays the stage's).
+  auto between = [&](Stmt st) {
+    for (size_t a = rank - 1; a-- > k + 1;) st = for_loop(s.axes[a], s.shape[a], ForKind::Serial, st);
+    return st;
+  };
+  BufferRef tile = make_buffer(s.name + ".tile", s.dtype, L * L, true);
+  const Expr jx = jo * L + ji, slot = ji * L + ki;
+  Stmt gather_in = for_loop(ji, L, ForKind::Unrolled, for_loop(ki, L, ForKind::Vectorized, store(tile, slot, with(split_body, jx))));
+  Stmt scatter_out = for_loop(ki, L, ForKind::Unrolled,
+                              for_loop(ji, L, ForKind::Vectorized, store(out, with(split_index, jx), load(tile, slot))));
+  const int64_t columns = s.shape[rank - 1] / L, column_rest = s.shape[rank - 1] % L;
+  Stmt tiles = for_loop(jo, columns, ForKind::Serial, allocate(tile, block({gather_in, scatter_out})));
+  if (column_rest > 0) {  // the columns past the last whole tile, row by row (gathers)
+    Expr jr = te::var(jv->name + ".r");
+    const Expr jl = te::int_imm(columns * L) + jr;
+    tiles = block({tiles, for_loop(ki, L, ForKind::Serial,
+                                   for_loop(jr, column_rest, ForKind::Vectorized, store(out, with(split_index, jl), with(split_body, jl))))});
+  }
+  std::vector<Stmt> parts{for_loop(ko, whole, k == parallel_axis ? ForKind::Parallel : ForKind::Serial, between(tiles))};
+  if (rest > 0) {
+    const Expr kl = te::int_imm(whole * L) + kr;
+    parts.push_back(for_loop(kr, rest, ForKind::Serial,
+                             between(for_loop(s.axes[rank - 1], s.shape[rank - 1], ForKind::Vectorized,
+                                              store(out, te::substitute(out_index, {{kv.get(), kl}}),
+                                                    te::substitute(body, {{kv.get(), kl}}))))));
+  }
+  Stmt st = block(std::move(parts));
+  for (size_t a = k; a-- > 0;) st = for_loop(s.axes[a], s.shape[a], a == parallel_axis ? ForKind::Parallel : ForKind::Serial, st);
+  return st;
+}
+
 Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::TensorNode*, BufferRef>& buffers,
                          const ScheduleParams& p, const Epilogue* epilogue) {
   const te::Stage& s = *t->stage;
@@ -235,6 +325,8 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   };
   const ForKind inner_kind = vectorize ? ForKind::Vectorized : ForKind::Serial;
 
+  if (s.reducer == te::Reducer::None && vectorize)
+    if (Stmt st = transposed_tiles(s, body, out, out_index, parallel_axis, lanes_for(s.dtype, p))) return st;
   if (s.reducer == te::Reducer::None) {
     Stmt st = store(out, out_index, body);
     if (rank == 0) return st;

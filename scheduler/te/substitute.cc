@@ -40,11 +40,35 @@ Expr rewrite_loads(const Expr& e, const std::function<Expr(const Expr& load)>& f
   return repl ? repl : r;
 }
 
-bool mentions(const Expr& e, const ExprNode* v) {
-  if (e.get() == v) return true;
+namespace {
+bool mentions_node(const ExprNode* e, const ExprNode* v) {
+  if (e == v) return true;
   for (const Expr& a : e->args)
-    if (mentions(a, v)) return true;
+    if (mentions_node(a.get(), v)) return true;
   return false;
+}
+}  // namespace
+
+bool mentions(const Expr& e, const ExprNode* v) { return mentions_node(e.get(), v); }
+
+std::optional<int64_t> linear_coeff(const ExprNode* e, const ExprNode* v) {
+  if (e == v) return 1;
+  if (!mentions_node(e, v)) return 0;
+  if (e->op == ExprOp::Add || e->op == ExprOp::Sub) {
+    auto a = linear_coeff(e->args[0].get(), v), b = linear_coeff(e->args[1].get(), v);
+    if (!a || !b) return std::nullopt;
+    return e->op == ExprOp::Add ? *a + *b : *a - *b;
+  }
+  if (e->op == ExprOp::Mul) {
+    const ExprNode* x = e->args[0].get();
+    const ExprNode* y = e->args[1].get();
+    if (y->op == ExprOp::IntImm) std::swap(x, y);
+    if (x->op != ExprOp::IntImm) return std::nullopt;
+    auto c = linear_coeff(y, v);
+    if (!c) return std::nullopt;
+    return *c * x->int_value;
+  }
+  return std::nullopt;
 }
 
 void visit_loads(const Expr& e, const std::function<void(const Expr& load)>& f) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "scheduler/te/expr.h"
 
@@ -18,6 +19,10 @@ Expr rewrite_loads(const Expr& e, const std::function<Expr(const Expr& load)>& f
 
 /// Whether `e` mentions the variable `v` anywhere, the indices of its loads included.
 bool mentions(const Expr& e, const ExprNode* v);
+
+/// The constant coefficient of `v` in `e` when `e` is affine in `v` (0 when `e` does not mention it);
+/// nullopt otherwise. An index with coefficient 1 along a loop walks memory contiguously.
+std::optional<int64_t> linear_coeff(const ExprNode* e, const ExprNode* v);
 
 /// Calls `f` on every Load in `e`, outermost first.
 void visit_loads(const Expr& e, const std::function<void(const Expr& load)>& f);

@@ -169,6 +169,35 @@ TEST(LowerDag, MatmulPutsThePanelsOfTheBiggerOperandOutside) {
   EXPECT_EQ(tall.find("parallel for i1.o"), std::string::npos) << tall;
 }
 
+// A transpose (each vector of the innermost output axis would be a gather) runs in 16 x 16 tiles
+// through a local buffer: contiguous loads along the other axis, contiguous stores along the
+// innermost; the rows and columns past the last whole tile keep plain loops. A channel index split as
+// a blocked layout's (c / 16, c % 16) counts as contiguous within a tile. A select (padding) keeps the
+// plain loop.
+TEST(LowerDag, TransposesRunInTilesThroughALocalBuffer) {
+  auto lowered = [](const te::TensorRef& t) { return lower::print_func(lower::lower_dag(te::make_dag({t}), "k", {})); };
+  te::TensorRef x = te::placeholder("x", DType::Float32, {40, 56});
+  te::TensorRef t = te::compute("t", "injective", DType::Float32, {56, 40},
+                                [&](const std::vector<te::Expr>& i) { return te::at(x, {i[1], i[0]}); });
+  const std::string plain = lowered(t);
+  EXPECT_NE(plain.find("allocate t.tile: float32[256]"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("for i0.o in 0..3"), std::string::npos) << "48 of 56 rows in tiles:\n" << plain;
+  EXPECT_NE(plain.find("for i0.r in 0..8"), std::string::npos) << "the 8 rows left:\n" << plain;
+  EXPECT_NE(plain.find("for i1.r in 0..8"), std::string::npos) << "the 8 columns left:\n" << plain;
+  // NCHW16c -> NCHW: out[c, w] = x[c / 16, w, c % 16].
+  te::TensorRef b = te::placeholder("b", DType::Float32, {2, 48, 16});
+  te::TensorRef nchw = te::compute("nchw", "injective", DType::Float32, {32, 48}, [&](const std::vector<te::Expr>& i) {
+    return te::at(b, {te::floordiv(i[0], te::int_imm(16)), i[1], te::floormod(i[0], te::int_imm(16))});
+  });
+  const std::string blocked = lowered(nchw);
+  EXPECT_NE(blocked.find("allocate nchw.tile"), std::string::npos) << blocked;
+  EXPECT_EQ(blocked.find("floordiv"), std::string::npos) << "the split axis names the block directly:\n" << blocked;
+  te::TensorRef padded = te::compute("padded", "injective", DType::Float32, {56, 40}, [&](const std::vector<te::Expr>& i) {
+    return te::select(i[1] < te::int_imm(30), te::at(x, {i[1], i[0]}), te::const_of(DType::Float32, 0));
+  });
+  EXPECT_EQ(lowered(padded).find(".tile"), std::string::npos) << lowered(padded);
+}
+
 // A stage combining two reductions (max - min, as DynamicQuantizeLinear's scale) can only be the
 // epilogue of the later one: in the earlier one's loop nest the other is not computed yet.
 TEST(LowerDag, AStageOfTwoReductionsIsTheEpilogueOfTheLaterOne) {
