@@ -58,8 +58,7 @@ std::optional<size_t> operand_block_axis(const te::Stage& s) {
 }
 
 // Whether a stage's work pays for a parallel loop: a dispatch and the other core's reads of what this
-// one wrote cost microseconds, so a stage that takes a few microseconds alone runs serially (ORT's pool
-// likewise runs small ops inline). Reductions count multiply-adds (outputs x reduction extent),
+// one wrote cost microseconds, so a stage that takes a few microseconds alone runs serially. Reductions count multiply-adds (outputs x reduction extent),
 // elementwise stages their outputs.
 bool worth_parallel(const te::Stage& s, int64_t outputs, const ScheduleParams& p) {
   if (s.reduce_axes.empty()) return outputs >= p.min_parallel_elements;
@@ -222,7 +221,8 @@ Expr split_divmod(const Expr& e, const Expr& o, const Expr& i, int64_t L) {
 // channels from 16 planes; the way back reads one row from every 16th element). Vectorized along the
 // innermost axis every vector is a gather. Instead it runs in L x L tiles through a local buffer: L
 // contiguous vector loads along the other axis, then L contiguous vector stores along the innermost,
-// their lanes picked from the tile (registers, after LLVM's SROA). Rows of the other axis past its last
+// their lanes picked from the tile (after LLVM's SROA, shuffles: vpermt2ps on AVX-512, with a few
+// spills). Rows of the other axis past its last
 // whole tile keep the plain loop. Null when the stage is not such a transpose.
 Stmt transposed_tiles(const te::Stage& s, const Expr& body, const BufferRef& out, const Expr& out_index,
                       size_t parallel_axis, int64_t L) {
@@ -502,43 +502,39 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     });
     const bool columns_outside = !av && m1 >= 4 && m2 >= 2 &&
                                  row_operand_bytes * m1 + column_operand_bytes < column_operand_bytes * m2 + row_operand_bytes;
-    if (columns_outside) {
-      // The loops left outside the tile, in nesting order: the stage's outer axes, then the panels.
-      size_t parallel = rank;
-      if (parallel_axis < rank) {
-        auto iterations = [&](size_t k) { return k == rank - 2 ? m1 : s.shape[k]; };
-        for (int64_t enough : {4, 2})
-          for (size_t k = 0; k + 1 < rank && parallel == rank; ++k)
-            if (iterations(k) >= enough) parallel = k;
+    // The parallel loop, as above but over the loops the tiling leaves (the stage's outer axes, then
+    // the outer tile loop, which runs `tile_loop` times): blocking the operand axis may leave it one or
+    // two iterations, and then the next axis spreads better. `rank` for none.
+    auto parallel_of = [&](int64_t tile_loop) -> size_t {
+      if (parallel_axis == rank) return rank;
+      auto iterations = [&](size_t k) { return k == rank - 2 ? tile_loop : av && s.axes[k].get() == av ? s.shape[k] / M : s.shape[k]; };
+      for (int64_t enough : {4, 2})
+        for (size_t k = 0; k + 1 < rank; ++k)
+          if (iterations(k) >= enough) return k;
+      return rank;
+    };
+    // `st` inside the stage's outer axes (the blocked operand axis counting its blocks).
+    auto outer_loops = [&](Stmt st, size_t parallel) {
+      for (size_t k = rank - 2; k-- > 0;) {
+        const ForKind kind = k == parallel ? ForKind::Parallel : ForKind::Serial;
+        st = av && s.axes[k].get() == av ? for_loop(ao, s.shape[k] / M, kind, st) : for_loop(s.axes[k], s.shape[k], kind, st);
       }
+      return st;
+    };
+    if (columns_outside) {
+      const size_t parallel = parallel_of(m1);
       Expr jo = te::var(jv->name + ".o"), io = te::var(iv->name + ".o");
       std::vector<Stmt> panel{for_loop(io, m2, ForKind::Serial, tile_at(io * T, T, jo))};
       if (e2 % T != 0) panel.push_back(tile_at(te::int_imm(m2 * T), e2 % T, jo));
       std::vector<Stmt> parts{for_loop(jo, m1, parallel == rank - 2 ? ForKind::Parallel : ForKind::Serial, block(std::move(panel)))};
       if (e1 % J != 0) parts.push_back(column_rest(te::int_imm(0), e2));
-      Stmt st = block(std::move(parts));
-      for (size_t k = rank - 2; k-- > 0;) st = for_loop(s.axes[k], s.shape[k], k == parallel ? ForKind::Parallel : ForKind::Serial, st);
-      return st;
+      return outer_loops(block(std::move(parts)), parallel);
     }
-    // The parallel loop, as above but over the loops the tiling leaves: blocking the operand axis may
-    // leave it one or two iterations, and then the next axis spreads better.
-    size_t parallel = parallel_axis;
-    if (parallel < rank) {
-      auto iterations = [&](size_t k) { return k == rank - 2 ? m2 : av && s.axes[k].get() == av ? s.shape[k] / M : s.shape[k]; };
-      parallel = rank;
-      for (int64_t enough : {4, 2})
-        for (size_t k = 0; k + 1 < rank && parallel == rank; ++k)
-          if (iterations(k) >= enough) parallel = k;
-    }
+    const size_t parallel = parallel_of(m2);
     Expr io = te::var(iv->name + ".o");
     std::vector<Stmt> parts{for_loop(io, m2, parallel == rank - 2 ? ForKind::Parallel : ForKind::Serial, tile(io * T, T))};
     if (e2 % T != 0) parts.push_back(tile(te::int_imm(m2 * T), e2 % T));
-    Stmt st = block(std::move(parts));
-    for (size_t k = rank - 2; k-- > 0;) {
-      const ForKind kind = k == parallel ? ForKind::Parallel : ForKind::Serial;
-      st = av && s.axes[k].get() == av ? for_loop(ao, s.shape[k] / M, kind, st) : for_loop(s.axes[k], s.shape[k], kind, st);
-    }
-    return st;
+    return outer_loops(block(std::move(parts)), parallel);
   }
   // Accumulators for every element of the innermost spatial axis, so the reduction steps are vector
   // operations along it; a very long axis falls back to one scalar accumulator.
