@@ -16,6 +16,7 @@ CompileTarget resolve_target(const std::string& name) {
   c.run_prefix = t.run_prefix;
   c.cores = std::max(t.cores, 1);
   c.huge_page_bytes = t.huge_page_bytes;
+  c.gpu = t.gpu;
   return c;
 }
 

@@ -1,6 +1,7 @@
 /// \file A target (targets/*.toml) as the pipeline's code generation and package runs need it.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "backends/llvm/emit_object.h"
@@ -16,6 +17,8 @@ struct CompileTarget {
   std::string run_prefix;       // e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; empty for native
   int cores = 1;                // parallel loops of tuned and random schedules are planned for these
   int64_t huge_page_bytes = 0;  // where a package's weights section starts, when they fill a huge page
+  std::optional<GpuLimits> gpu;  // set for CUDA targets: the package holds kernels (backends/cuda)
+  bool is_cuda() const { return gpu.has_value(); }
 };
 
 /// Loads the target file (targets/target.h) and keeps what compiling needs. Throws Error naming the

@@ -122,6 +122,7 @@ std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, cons
     c.schedule = o.schedule;
     TempDir dir("kiln-conformance");
     compile_graph(g, c, dir.path());
+    if (o.compile_only) return {};
     return run_package(dir.path(), c.target, inputs, 1).outputs;
   }
   // "te": the op lowerings' tensor expressions, evaluated directly.
@@ -196,6 +197,7 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
       const Graph& g = bound.graph;
       const std::map<std::string, Tensor>& inputs = bound.inputs;
       std::vector<Tensor> outs = run_engine(o, g, inputs);
+      if (o.compile_only) continue;  // the package was built; nothing ran
       auto out_files = numbered_files(set, "output_");
       if (out_files.size() != outs.size())
         throw Error(set.string() + ": " + std::to_string(out_files.size()) + " output files for " +
@@ -224,7 +226,8 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
 ConformanceResult run_conformance(const std::string& dir, const ConformanceOptions& o, std::ostream& out) {
   if (o.engine != "reference" && o.engine != "te" && o.engine != "compiled")
     throw Error("--engine " + o.engine + " is not available (reference, te, compiled)");
-  if (o.engine == "compiled") resolve_target(o.target);  // a bad target fails once, up front
+  if (o.engine == "compiled") resolve_target(o.target);
+  if (o.compile_only && o.engine != "compiled") throw Error("--compile-only applies to --engine compiled");  // a bad target fails once, up front
   auto known = read_known_failures(o.known_failures_file);
   std::optional<std::regex> filter;
   if (!o.filter.empty()) filter.emplace(o.filter);

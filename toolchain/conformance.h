@@ -22,6 +22,9 @@ struct ConformanceOptions {
   int shard_index = 0, shard_count = 1;  // run only cases whose position % count == index (bounded CI runs)
   int min_passed = 0;                // fail the run when fewer cases pass (guards against regressions)
   ScheduleChoice schedule;           // compiled engine: default schedule or a random program per task
+  /// Compiled engine: build every package (for CUDA targets, PTX assembled by ptxas) without running
+  /// it; a case passes when it compiles. How GPU packages are checked on machines without a GPU.
+  bool compile_only = false;
 };
 
 struct ConformanceResult {

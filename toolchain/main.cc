@@ -52,7 +52,11 @@ int main(int argc, char** argv) {
   conformance->add_option("--shard", shard, "K/N: only every N-th case, starting at the K-th (0-based)");
   conformance->add_flag("-v,--verbose", conf.verbose, "Print every case, with the reason for unsupported ones");
   std::string conf_schedule = "default";
-  conformance->add_option("--schedule", conf_schedule, "Compiled engine: default, or random (a random program per task)")->capture_default_str();
+  conformance->add_option("--schedule", conf_schedule,
+                          "Compiled engine: default, random (a random program per task), or gpu-serial (the default GPU "
+                          "schedule run thread after thread on this CPU target)")->capture_default_str();
+  conformance->add_flag("--compile-only", conf.compile_only,
+                        "Compiled engine: build each package without running it (GPU targets where there is no GPU)");
   conformance->add_option("--seed", conf.schedule.seed, "Seed of --schedule random")->capture_default_str();
   conformance->add_option("--records", conf.schedule.records_path,
                           "Compiled engine: schedule each task with its best record in this tuning records file");
@@ -100,7 +104,7 @@ int main(int argc, char** argv) {
   compile_bindings.add_to(compile);
   std::string compile_schedule = "default";
   kiln::ScheduleChoice compile_choice;
-  compile->add_option("--schedule", compile_schedule, "default, or random: a random program from each task's sketches")->capture_default_str();
+  compile->add_option("--schedule", compile_schedule, "default, random (a random program from each task's sketches), or gpu-serial (the default GPU schedule, its threads run one after another on a CPU target)")->capture_default_str();
   compile->add_option("--seed", compile_choice.seed, "Seed of --schedule random")->capture_default_str();
   compile->add_option("--records", compile_choice.records_path,
                       "Tuning records file: each task gets its best record for the target (others the default schedule)");

@@ -6,6 +6,8 @@
 #include <memory>
 #include <sstream>
 
+#include "backends/cuda/cuda_module.h"
+#include "backends/cuda/cuda_package.h"
 #include "backends/package/memory_plan.h"
 #include "backends/package/model_module.h"
 #include "frontend/layout/block_layout.h"
@@ -14,6 +16,7 @@
 #include "frontend/passes/fold_into_conv.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
+#include "scheduler/lower/lower_gpu.h"
 #include "scheduler/lower/lower_model.h"
 #include "scheduler/tasks/task.h"
 #include "toolchain/task_table.h"
@@ -37,6 +40,38 @@ std::string print_package(const std::string& dir, const std::string& name) {
     if (e.is_regular_file()) text += e.path().filename().string() + ": " + std::to_string(e.file_size()) + " bytes\n";
   std::ifstream header(std::filesystem::path(dir) / (name + ".h"));
   return text + "\n" + std::string(std::istreambuf_iterator<char>(header), {});
+}
+
+// The whole model under the default GPU schedule: one kernel per stage.
+lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const CompileOptions& c) {
+  lower::GpuScheduleParams gp;
+  if (c.target.gpu) gp.threads_per_block = std::min(gp.threads_per_block, c.target.gpu->max_threads_per_block);
+  lower::ModelProgram program = lower::lower_model(g, sdag, c.name + "_kernel", lower::gpu_subgraph_scheduler(gp));
+  program.func.body = lower::gpu_kernels_only(program.func.body, gp);
+  return program;
+}
+
+// The back half for a CUDA target, from the partition on: the default GPU schedule (one kernel per
+// stage, scheduler/lower/lower_gpu.h), the memory plan, PTX and a cubin, the CUDA package.
+std::optional<package::PackageInfo> compile_cuda(const Graph& g, const SubgraphDAG& sdag, const CompileOptions& c,
+                                                 const std::string& dir, const PipelineOptions& o) {
+  if (c.schedule.kind != ScheduleChoice::Kind::Default)
+    throw Unsupported("target " + c.target.name + ": CUDA targets compile with the default GPU schedule only so far "
+                      "(tuned and random GPU schedules are issue 21's next step)");
+  const lower::ModelProgram program = lower_for_gpu(g, sdag, c);
+  if (!after(o, "lower", [&] { return lower::print_func(program.func) + "\n" + lower::print_model_params(program); }))
+    return std::nullopt;
+
+  const package::ModelMemoryPlan memory = package::plan_model_memory(program);
+  if (!after(o, "memory", [&] { return package::print_model_memory_plan(program, memory); })) return std::nullopt;
+
+  const cuda::CudaProgram code = cuda::generate_cuda_program(program.func, c.target.machine);
+  if (!after(o, "codegen", [&] { return code.ptx; })) return std::nullopt;
+
+  package::PackageInfo info =
+      cuda::write_cuda_package(program, memory, package::model_io(g), code, {c.name, c.target.name, c.target.cc, g.source}, dir);
+  after(o, "package", [&] { return print_package(dir, c.name); });
+  return info;
 }
 
 }  // namespace
@@ -77,11 +112,14 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
                                                   const PipelineOptions& o) {
   package::check_package_name(c.name);
 
-  const Graph g = optimize_graph(model, c.target.vector_bits, o);
+  // GPU programs keep NCHW: blocked layouts exist for CPU vectors.
+  const bool gpu_program = c.target.is_cuda() || c.schedule.kind == ScheduleChoice::Kind::GpuSerial;
+  const Graph g = optimize_graph(model, gpu_program ? 0 : c.target.vector_bits, o);
   if (o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "layout") return std::nullopt;
 
   const SubgraphDAG sdag = partition_graph(g);
   if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;
+  if (c.target.is_cuda()) return compile_cuda(g, sdag, c, dir, o);
 
   const std::vector<Task> tasks = extract_tasks(g, sdag);
   if (!after(o, "tasks", [&] { return format_task_table(sdag, tasks); })) return std::nullopt;
@@ -90,7 +128,10 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   auto schedule = std::make_shared<ModelSchedule>(choose_schedules(tasks, sdag.subgraphs.size(), c.schedule, c.target, o.dump));
   if (o.stop_after == "analysis" || o.stop_after == "sketch" || o.stop_after == "schedule") return std::nullopt;
 
-  const lower::ModelProgram program = lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule));
+  // GpuSerial: the GPU program on this CPU, each kernel's threads one after another.
+  const lower::ModelProgram program = c.schedule.kind == ScheduleChoice::Kind::GpuSerial
+                                          ? lower_for_gpu(g, sdag, c)
+                                          : lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule));
   if (!after(o, "lower", [&] { return lower::print_func(program.func) + "\n" + lower::print_model_params(program); }))
     return std::nullopt;
 

@@ -57,6 +57,14 @@ void check_input_names(const std::map<std::string, std::string>& files, const st
     }
 }
 
+// --save-inputs: the inputs a run used, as input_N.pb in the order of `names`.
+void save_inputs(const std::string& dir, const std::vector<std::string>& names, const std::map<std::string, Tensor>& inputs) {
+  if (dir.empty()) return;
+  std::filesystem::create_directories(dir);
+  for (size_t i = 0; i < names.size(); ++i)
+    save_tensor_file(dir + "/input_" + std::to_string(i) + ".pb", inputs.at(names[i]), names[i]);
+}
+
 void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& out) {
   PackageSignature sig = read_package_signature(dir);
   std::vector<std::string> input_names;
@@ -77,6 +85,7 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
     if (inputs[io.name].dtype() != io.dtype || inputs[io.name].shape() != io.shape)
       throw Error(dir + ": input '" + io.name + "' must be " + dtype_name(io.dtype) + " " + shape_str(io.shape));
   }
+  save_inputs(o.inputs_dir, input_names, inputs);
   PackageRun r = run_package(dir, resolve_target(sig.target), inputs, std::max(1, o.repeat), o.threads);
   std::vector<std::string> names;
   for (const auto& io : sig.outputs) names.push_back(io.name);
@@ -105,11 +114,7 @@ void run_model(const std::string& path, const RunOptions& o, std::ostream& out) 
     auto it = given.find(name);
     inputs[name] = it != given.end() ? it->second : seeded_input(g.value(name), o.seed, i);
   }
-  if (!o.inputs_dir.empty()) {
-    std::filesystem::create_directories(o.inputs_dir);
-    for (size_t i = 0; i < g.inputs.size(); ++i)
-      save_tensor_file(o.inputs_dir + "/input_" + std::to_string(i) + ".pb", inputs.at(g.inputs[i]), g.inputs[i]);
-  }
+  save_inputs(o.inputs_dir, g.inputs, inputs);
   print_outputs(g.outputs, run_reference(g, inputs), o, out);
 }
 

@@ -10,7 +10,9 @@
 #include <random>
 #include <sstream>
 
+#include "backends/cuda/cuda_toolkit.h"
 #include "backends/package/c_names.h"
+#include "toolchain/cuda_runner.h"
 #include "frontend/ir/error.h"
 #include "toolchain/temp_dir.h"
 
@@ -180,8 +182,9 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
   TempDir work_dir("kiln-run");
   const fs::path work = work_dir.path();
   {
-    std::ofstream(work / "runner.c") << runner_source(sig);
+    std::ofstream(work / "runner.c") << (target.is_cuda() ? cuda_runner_source(sig) : runner_source(sig));
   }
+  if (target.is_cuda() && threads > 1) throw Error(dir + ": --threads applies to CPU packages; a CUDA package runs on the GPU");
   std::string static_flag = target.run_prefix.empty() ? "" : " -static";
   // With threads, link the package's pthread pool: the prebuilt object when the package has one (built
   // by the same target compiler), else its source.
@@ -194,6 +197,10 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
   std::string link = fmt::format("{} -O2 -std=c11 -Wall -Werror=implicit-function-declaration -DKILN_RUNNER_THREADS={}{} -I{} {} {}{} -lm -o {}",
                                  target.cc, threads, static_flag, pkg.string(), (work / "runner.c").string(),
                                  (pkg / ("lib" + m + ".a")).string(), pool, (work / "runner").string());
+  if (target.is_cuda())
+    link = fmt::format("{} -O2 -std=c11 -Wall -Werror=implicit-function-declaration -I{} {} {} {} {} -o {}", target.cc,
+                       pkg.string(), cuda::cuda_include_flags(), (work / "runner.c").string(),
+                       (pkg / ("lib" + m + ".a")).string(), cuda::cuda_link_flags(), (work / "runner").string());
   if (run_command(link, work / "link.log") != 0)
     throw Error(dir + ": cannot link a runner: " + slurp(work / "link.log").substr(0, 400));
   std::string cmd = target.run_prefix.empty() ? "" : target.run_prefix + " ";

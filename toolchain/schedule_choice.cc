@@ -17,7 +17,8 @@ namespace kiln {
 ScheduleChoice::Kind parse_schedule_kind(const std::string& s) {
   if (s == "default") return ScheduleChoice::Kind::Default;
   if (s == "random") return ScheduleChoice::Kind::Random;
-  throw Error("--schedule '" + s + "': expected default or random");
+  if (s == "gpu-serial") return ScheduleChoice::Kind::GpuSerial;
+  throw Error("--schedule '" + s + "': expected default, random or gpu-serial");
 }
 
 ScheduleChoice::Kind schedule_kind_of_flags(const std::string& schedule, const std::string& records_path) {

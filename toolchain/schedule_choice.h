@@ -26,7 +26,9 @@ struct ScheduleChoice {
   /// Records: the best valid record per task for the target's name (backends/measure/records.h); a
   /// task without one, or whose record does not replay or lower, gets the default schedule and one
   /// note, so a partial log still compiles a correct model.
-  enum class Kind { Default, Random, Records };
+  /// GpuSerial: the default GPU schedule (scheduler/lower/lower_gpu.h) compiled for a CPU target, its
+  /// blocks and threads run one after another: how GPU programs are checked where there is no GPU.
+  enum class Kind { Default, Random, Records, GpuSerial };
   Kind kind = Kind::Default;
   uint64_t seed = 0;
   std::string records_path;  // Kind::Records: the records file (JSON lines, docs/records.md)
@@ -35,7 +37,7 @@ struct ScheduleChoice {
   std::function<void(const std::string& line)> on_note;
 };
 
-/// Parses "default" or "random"; throws Error naming the flag otherwise. (Kind::Records comes from
+/// Parses "default", "random" or "gpu-serial"; throws Error naming the flag otherwise. (Kind::Records comes from
 /// `--records`, not from `--schedule`.)
 ScheduleChoice::Kind parse_schedule_kind(const std::string& s);
 

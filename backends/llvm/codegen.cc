@@ -2,6 +2,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -69,6 +70,25 @@ class FuncEmitter {
     }
     bind_params();
     emit_stmt(f.body);
+    b_.CreateRetVoid();
+    return fn_;
+  }
+
+  /// A CUDA kernel `void NAME(void* const* buffers)` running `body`, whose GpuBlock and GpuThread loops
+  /// read blockIdx.x and threadIdx.x instead of looping.
+  llvm::Function* emit_kernel(const std::string& name, const Stmt& body) {
+    auto* ptr = llvm::PointerType::get(ctx_, 0);
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr}, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    fn_->addParamAttr(0, llvm::Attribute::NoAlias);
+    name_ = name;
+    gpu_kernel_ = true;
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    buffers_arg_ = fn_->getArg(0);
+    parallel_arg_ = llvm::ConstantPointerNull::get(ptr);
+    bind_params();
+    emit_stmt(body);
     b_.CreateRetVoid();
     return fn_;
   }
@@ -536,6 +556,16 @@ class FuncEmitter {
       ~RangeScope() { ranges.erase(var); }
     } scope{ranges_, var};
     const int64_t last = std::max<int64_t>(s->extent - 1, 0);
+    if ((s->for_kind == ForKind::GpuBlock || s->for_kind == ForKind::GpuThread) && gpu_kernel_) {
+      // The launch makes exactly `extent` blocks (threads), so the variable is the index itself.
+      ranges_[var] = {0, last};
+      auto id = s->for_kind == ForKind::GpuBlock ? llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x
+                                                 : llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x;
+      vars_[var] = b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), b_.getInt64Ty(), var->name);
+      emit_stmt(s->body[0]);
+      vars_.erase(var);
+      return;
+    }
     if (s->for_kind == ForKind::Vectorized && !vec_var_) {
       int lanes = lanes_for(dtype_of_body(s->body[0]));
       int64_t main = s->extent / lanes * lanes;
@@ -740,6 +770,7 @@ class FuncEmitter {
   std::unordered_set<const Buffer*> shared_locals_;     // another function's locals, via a closure
   VarRanges ranges_;                                    // loop variables in scope
   bool in_task_ = false;                                // emitting a parallel loop's task function
+  bool gpu_kernel_ = false;                             // emitting a CUDA kernel (emit_kernel)
   int outlined_ = 0;
 };
 
@@ -828,7 +859,39 @@ void FuncEmitter::emit_parallel(const Stmt& s) {
   b_.SetInsertPoint(done);
 }
 
+// The grid and block of a kernel statement: a GpuBlock loop whose body is a GpuThread loop.
+GpuKernel launch_of(const Stmt& s, const std::string& name) {
+  if (!s || s->kind != StmtKind::For || s->for_kind != ForKind::GpuBlock || !s->body[0] ||
+      s->body[0]->kind != StmtKind::For || s->body[0]->for_kind != ForKind::GpuThread)
+    throw Error("GPU code generation: " + name + " is not a blockIdx.x loop around a threadIdx.x loop");
+  return {name, s->extent, s->body[0]->extent};
+}
+
 }  // namespace
+
+std::vector<GpuKernel> emit_gpu_kernels(const lower::LoweredFunc& f, const CodegenOptions& opts, llvm::Module& module) {
+  std::vector<Stmt> stmts;
+  if (f.body && f.body->kind == StmtKind::Block) stmts = f.body->body;
+  else if (f.body) stmts.push_back(f.body);
+  std::vector<GpuKernel> kernels;
+  llvm::NamedMDNode* annotations = module.getOrInsertNamedMetadata("nvvm.annotations");
+  llvm::LLVMContext& ctx = module.getContext();
+  for (const Stmt& s : stmts) {
+    if (!s || (s->kind == StmtKind::Block && s->body.empty())) continue;  // a stage with no elements
+    GpuKernel k = launch_of(s, f.name + "_k" + std::to_string(kernels.size()));
+    if (k.grid < 1 || k.block < 1) continue;
+    FuncEmitter fe(module, opts, f.params);
+    llvm::Function* fn = fe.emit_kernel(k.name, s);
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (llvm::verifyFunction(*fn, &os)) throw InternalError("codegen: invalid LLVM IR for " + k.name + ": " + os.str());
+    // NVPTX makes a function an entry point (.entry) when nvvm.annotations marks it a kernel.
+    annotations->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "kernel"),
+                                                    llvm::ValueAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), 1))}));
+    kernels.push_back(std::move(k));
+  }
+  return kernels;
+}
 
 void emit_functions(const std::vector<lower::LoweredFunc>& funcs, const CodegenOptions& opts, llvm::Module& module) {
   for (const auto& f : funcs) {

@@ -22,6 +22,17 @@ struct CodegenOptions {
 /// Adds the functions to `module` (whose target triple and data layout must be set).
 void emit_functions(const std::vector<lower::LoweredFunc>& funcs, const CodegenOptions& opts, llvm::Module& module);
 
+/// One CUDA kernel: its name and launch shape (blocks x threads, both along x).
+struct GpuKernel {
+  std::string name;
+  int64_t grid = 1, block = 1;
+};
+
+/// Adds one CUDA kernel `void NAME_kI(void* const* buffers)` per top-level statement of `f` (each a
+/// GpuBlock loop around a GpuThread loop; empty statements are skipped) to `module`, an NVPTX module,
+/// marked as entry points. Returns them in statement order, which is the order they must run in.
+std::vector<GpuKernel> emit_gpu_kernels(const lower::LoweredFunc& f, const CodegenOptions& opts, llvm::Module& module);
+
 /// LLVM types of the runtime ABI shared with the package entry: { parallel_for, user }.
 llvm::StructType* parallel_struct_type(llvm::LLVMContext& ctx);
 

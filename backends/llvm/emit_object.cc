@@ -1,5 +1,6 @@
 #include "backends/llvm/emit_object.h"
 
+#include <llvm/ADT/SmallString.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -45,7 +46,10 @@ void configure_module(llvm::Module& m, llvm::TargetMachine& tm) {
   m.setDataLayout(tm.createDataLayout());
 }
 
-void emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& path) {
+namespace {
+
+// Runs LLVM's O3 pipeline on `m`, then instruction selection and emission of `type` into `out`.
+void optimize_and_emit(llvm::Module& m, llvm::TargetMachine& tm, llvm::raw_pwrite_stream& out, llvm::CodeGenFileType type) {
   // Function attributes make the optimiser and instruction selection use the target's features.
   for (llvm::Function& f : m)
     if (!f.isDeclaration()) {
@@ -65,14 +69,28 @@ void emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& pa
   llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
   mpm.run(m, mam);
 
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, out, nullptr, type))
+    throw Error("target cannot emit " + std::string(type == llvm::CodeGenFileType::ObjectFile ? "object" : "assembly") +
+                " files: " + tm.getTargetTriple().str());
+  pm.run(m);
+}
+
+}  // namespace
+
+void emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& path) {
   std::error_code ec;
   llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
   if (ec) throw Error(path + ": cannot write object file: " + ec.message());
-  llvm::legacy::PassManager pm;
-  if (tm.addPassesToEmitFile(pm, out, nullptr, llvm::CodeGenFileType::ObjectFile))
-    throw Error("target cannot emit object files: " + tm.getTargetTriple().str());
-  pm.run(m);
+  optimize_and_emit(m, tm, out, llvm::CodeGenFileType::ObjectFile);
   out.flush();
+}
+
+std::string emit_assembly(llvm::Module& m, llvm::TargetMachine& tm) {
+  llvm::SmallString<0> text;
+  llvm::raw_svector_ostream out(text);
+  optimize_and_emit(m, tm, out, llvm::CodeGenFileType::AssemblyFile);
+  return std::string(text.str());
 }
 
 }  // namespace kiln::llvm_backend

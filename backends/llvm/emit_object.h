@@ -35,4 +35,7 @@ void configure_module(llvm::Module& m, llvm::TargetMachine& tm);
 /// Runs LLVM's O3 pipeline on the module and writes an ELF object file to `path`.
 void emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& path);
 
+/// Runs the same pipeline and returns the target's assembly: PTX text for NVPTX targets.
+std::string emit_assembly(llvm::Module& m, llvm::TargetMachine& tm);
+
 }  // namespace kiln::llvm_backend

@@ -1,12 +1,9 @@
 #include "backends/package/package.h"
 
 #include <fmt/format.h>
-#include <llvm/Object/ArchiveWriter.h>
-#include <llvm/Support/Error.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "backends/package/c_compiler.h"
 #include "backends/package/file_io.h"
@@ -18,25 +15,6 @@ namespace kiln::package {
 namespace fs = std::filesystem;
 
 namespace {
-
-// lib<m>.a from the model's object and the runtime kernels' objects, named by file name alone.
-void write_archive(const fs::path& archive, const std::vector<fs::path>& objects) {
-  std::vector<llvm::NewArchiveMember> members;
-  std::vector<std::string> member_names;  // plain file names, not the temporary directory's path
-  member_names.reserve(objects.size());
-  for (const fs::path& f : objects) {
-    auto member = llvm::NewArchiveMember::getFile(f.string(), true);
-    if (!member) {
-      llvm::consumeError(member.takeError());
-      throw Error("package: cannot read " + f.string());
-    }
-    member->MemberName = member_names.emplace_back(f.filename().string());
-    members.push_back(std::move(*member));
-  }
-  if (llvm::Error e = llvm::writeArchive(archive.string(), members, llvm::SymtabWritingMode::NormalSymtab,
-                                         llvm::object::Archive::K_GNU, true, false))
-    throw Error("package: cannot write the archive: " + llvm::toString(std::move(e)));
-}
 
 nlohmann::json metadata(const ModelModule& m, const PackageOptions& o, bool pool_object) {
   const std::string& name = m.options.name;
@@ -94,27 +72,7 @@ void write_files(ModelModule& m, const PackageOptions& o, const fs::path& tmp) {
 }  // namespace
 
 PackageInfo write_package(ModelModule& m, const PackageOptions& o, const std::string& dir) {
-  fs::path target = fs::absolute(dir);
-  fs::path parent = target.parent_path();
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) throw Error(dir + ": cannot create the output directory: " + ec.message());
-  fs::path tmp = parent / fmt::format(".{}.kiln-tmp-{}", target.filename().string(), std::random_device{}());
-  fs::create_directory(tmp, ec);
-  if (ec) throw Error(dir + ": cannot write into " + parent.string() + ": " + ec.message());
-  try {
-    write_files(m, o, tmp);
-    fs::create_directories(target, ec);
-    if (ec) throw Error(dir + ": cannot create the output directory: " + ec.message());
-    for (const auto& e : fs::directory_iterator(tmp)) {
-      fs::rename(e.path(), target / e.path().filename(), ec);
-      if (ec) throw Error(dir + ": cannot move " + e.path().filename().string() + " into place: " + ec.message());
-    }
-    fs::remove(tmp, ec);
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  write_package_dir(dir, [&](const fs::path& tmp) { write_files(m, o, tmp); });
   PackageInfo info;
   info.dir = dir;
   info.inputs = m.io.inputs;

@@ -26,6 +26,8 @@ const char* for_kind_name(ForKind k) {
     case ForKind::Parallel: return "parallel for";
     case ForKind::Vectorized: return "vectorized for";
     case ForKind::Unrolled: return "unrolled for";
+    case ForKind::GpuBlock: return "blockIdx.x for";
+    case ForKind::GpuThread: return "threadIdx.x for";
   }
   return "?";
 }

@@ -27,7 +27,10 @@ BufferRef make_buffer(const std::string& name, DType dtype, int64_t size, bool l
 /// buffer[index]
 Expr load(const BufferRef& b, const Expr& index);
 
-enum class ForKind { Serial, Parallel, Vectorized, Unrolled };
+/// GpuBlock and GpuThread loops are bound to CUDA's blockIdx.x and threadIdx.x: a kernel is a
+/// GpuBlock loop (its extent the grid) around a GpuThread loop (its extent the block). On a CPU they run
+/// as serial loops, one thread after another, which is how GPU programs are checked without a GPU.
+enum class ForKind { Serial, Parallel, Vectorized, Unrolled, GpuBlock, GpuThread };
 const char* for_kind_name(ForKind k);
 
 enum class StmtKind { For, Store, Allocate, IfThenElse, Block, ExternCall, Prefetch };

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""bench/gpu/bench_gpu.py: issue 21's GPU benchmarks, side by side in one run on one GPU.
+
+kiln's CUDA packages (default GPU schedule; `kiln run PKG --repeat N`, GPU time from CUDA events) against
+cuBLAS SGEMM (torch.mm, TF32 off) and the GPU's measured fp32 FMA peak, and ResNet-50 / BERT-base from
+`kiln zoo` against PyTorch eager (cuDNN, torchvision's / transformers' same architectures with random
+weights; timing does not depend on weights) and ONNX Runtime when its CUDA provider exists. Every kiln
+output is also checked against ONNX Runtime on the CPU for the same inputs (max abs / rel error).
+"""
+import argparse, os, re, subprocess, sys, tempfile, time
+
+import numpy as np
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
+def kiln_time(kiln, target, model, work, repeat, shapes=()):
+    pkg = os.path.join(work, "pkg")
+    args = [kiln, "compile", model, "--target", target, "-o", pkg]
+    for s in shapes: args += ["--input-shape", s]
+    t0 = time.time(); sh(args); compile_s = time.time() - t0
+    outdir, indir = os.path.join(work, "out"), os.path.join(work, "in")
+    log = sh([kiln, "run", pkg, "--repeat", str(repeat), "--print", "0", "--output-dir", outdir, "--save-inputs", indir])
+    m = re.search(r"median: ([0-9.]+) ms over \d+ run\(s\), min ([0-9.]+) ms", log)
+    return float(m.group(1)), float(m.group(2)), compile_s, indir, outdir
+
+def read_pb_dir(d):
+    import onnx
+    from onnx import numpy_helper
+    files = sorted(f for f in os.listdir(d) if f.endswith(".pb"))
+    out = []
+    for f in files:
+        t = onnx.TensorProto(); t.ParseFromString(open(os.path.join(d, f), "rb").read())
+        out.append(numpy_helper.to_array(t))
+    return out
+
+def check_vs_ort(model, indir, outdir):
+    import onnxruntime as ort
+    s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a for i, a in zip(s.get_inputs(), read_pb_dir(indir))}
+    ref = s.run(None, feeds)
+    got = read_pb_dir(outdir)
+    worst = 0.0
+    for r, g in zip(ref, got):
+        r = r.astype(np.float64); g = g.astype(np.float64)
+        worst = max(worst, float(np.max(np.abs(r - g)) / (np.max(np.abs(r)) + 1e-12)))
+    return worst
+
+def cuda_time(fn, repeat=20, warmup=3):
+    import torch
+    for _ in range(warmup): fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        a = torch.cuda.Event(enable_timing=True); b = torch.cuda.Event(enable_timing=True)
+        a.record(); fn(); b.record(); b.synchronize(); times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2], times[0]
+
+def fma_peak_tflops():
+    """fp32 FMA peak measured now: a kernel of independent FMA chains on every SM (cupy RawKernel)."""
+    import cupy as cp
+    src = r'''extern "C" __global__ void fma_loop(float* out, int iters) {
+      float a0 = threadIdx.x, a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, a4 = a0 + 4, a5 = a0 + 5, a6 = a0 + 6, a7 = a0 + 7;
+      const float m = 0.9999f, c = 0.0001f;
+      for (int i = 0; i < iters; ++i) {
+        a0 = fmaf(a0, m, c); a1 = fmaf(a1, m, c); a2 = fmaf(a2, m, c); a3 = fmaf(a3, m, c);
+        a4 = fmaf(a4, m, c); a5 = fmaf(a5, m, c); a6 = fmaf(a6, m, c); a7 = fmaf(a7, m, c); }
+      out[blockIdx.x * blockDim.x + threadIdx.x] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7; }'''
+    k = cp.RawKernel(src, "fma_loop")
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    blocks, threads, iters = sms * 8, 256, 1 << 14
+    out = cp.zeros(blocks * threads, dtype=cp.float32)
+    k((blocks,), (threads,), (out, np.int32(iters)))
+    cp.cuda.Device().synchronize()
+    best = 1e9
+    for _ in range(5):
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        s.record(); k((blocks,), (threads,), (out, np.int32(iters))); e.record(); e.synchronize()
+        best = min(best, cp.cuda.get_elapsed_time(s, e))
+    return blocks * threads * iters * 8 * 2 / (best * 1e-3) / 1e12
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True); ap.add_argument("--target", default="cuda-sm90")
+    ap.add_argument("--out", required=True); ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    import torch
+    lines = [f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}"]
+    def log(s):
+        print(s, flush=True); lines.append(s)
+        open(a.out, "w").write("\n".join(lines) + "\n")
+    try:
+        log(f"fp32 FMA peak (measured): {fma_peak_tflops():.1f} TFLOP/s")
+    except Exception as e:
+        log(f"fp32 FMA peak: not measured ({e})")
+    work = tempfile.mkdtemp()
+    only = set(a.only.split(",")) if a.only else None
+
+    if not only or "matmul" in only:
+        n = 4096
+        model = os.path.join(work, "matmul.onnx")
+        sh([a.kiln, "zoo", "matmul", "--m", str(n), "--n", str(n), "--k", str(n), "-o", model])
+        med, mn, cs, indir, outdir = kiln_time(a.kiln, a.target, model, os.path.join(work, "mm"), 5)
+        err = check_vs_ort(model, indir, outdir)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        x = torch.randn(n, n, device="cuda"); y = torch.randn(n, n, device="cuda")
+        tmed, tmn = cuda_time(lambda: torch.mm(x, y))
+        fl = 2 * n ** 3
+        log(f"matmul {n}^3 fp32: kiln median {med:.3f} ms (min {mn:.3f}) = {fl / mn / 1e9:.1f} TFLOP/s; "
+            f"cuBLAS (torch.mm, TF32 off) median {tmed:.3f} ms (min {tmn:.3f}) = {fl / tmn / 1e9:.1f} TFLOP/s; "
+            f"kiln/cuBLAS time {mn / tmn:.2f}x; compile {cs:.1f} s; max rel err vs ORT CPU {err:.2e}")
+
+    for net, batches in (("resnet50", (1, 16)), ("bert_base", (1,))):
+        if only and net not in only: continue
+        for b in batches:
+            model = os.path.join(work, f"{net}_b{b}.onnx")
+            try:
+                sh([a.kiln, "zoo", net, "--batch", str(b), "-o", model])
+                med, mn, cs, indir, outdir = kiln_time(a.kiln, a.target, model, os.path.join(work, f"{net}{b}"), 10)
+                err = check_vs_ort(model, indir, outdir)
+            except subprocess.CalledProcessError as e:
+                log(f"{net} batch {b}: kiln failed: {(e.stderr or '')[-400:]}"); continue
+            ref = ""
+            try:
+                if net == "resnet50":
+                    import torchvision
+                    m = torchvision.models.resnet50().cuda().eval()
+                    inp = torch.randn(b, 3, 224, 224, device="cuda")
+                else:
+                    import transformers
+                    m = transformers.BertModel(transformers.BertConfig()).cuda().eval()
+                    inp = torch.randint(0, 30000, (b, 128), device="cuda")
+                with torch.no_grad():
+                    pmed, pmn = cuda_time(lambda: m(inp))
+                ref = f"PyTorch eager median {pmed:.3f} ms (min {pmn:.3f}); kiln/PyTorch time {mn / pmn:.2f}x"
+            except Exception as e:
+                ref = f"PyTorch eager: not measured ({type(e).__name__}: {e})"
+            log(f"{net} batch {b}: kiln median {med:.3f} ms (min {mn:.3f}), compile {cs:.1f} s, max rel err vs ORT CPU {err:.2e}; {ref}")
+    import onnxruntime as ort
+    log(f"ONNX Runtime providers here: {ort.get_available_providers()}")
+
+if __name__ == "__main__":
+    main()

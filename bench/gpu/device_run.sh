@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench/gpu/device_run.sh PHASE...: the CUDA checks and benchmarks of issue 21 on a GPU host, run from
+# the repository root there (the session's `device` tool). kiln itself runs there, carried as
+# .gpu/kiln.tar.xz (bench/gpu/pack.sh: a kiln linked with KILN_LLVM_STATIC plus its shared libraries),
+# so every package is compiled, linked and run on the GPU host exactly as a user's would be.
+# Phases: node (compiled conformance of ONNX's node tests, .gpu/onnx-node.tar.xz), models (compiled
+# conformance of .gpu/models.tar.xz), bench (bench/gpu/bench_gpu.py). Logs go to $OUT (or /tmp/gpu-out).
+set -uo pipefail
+out=${OUT:-/tmp/gpu-out}
+mkdir -p "$out" /tmp/k
+tar xJf .gpu/kiln.tar.xz -C /tmp/k
+export LD_LIBRARY_PATH=/tmp/k/kiln/lib KILN_TARGETS_DIR=$PWD/targets
+kiln=/tmp/k/kiln/bin/kiln
+target=${KILN_GPU_TARGET:-cuda-sm90}
+nvidia-smi -L
+cc --version | head -1
+"$kiln" targets | grep cuda
+
+# Compiled conformance of DIR in 16 shards at once (cases by position, so the shards are even).
+conformance() {  # NAME DIR ARGS...
+  local name=$1 dir=$2
+  shift 2
+  seq 0 15 | xargs -P 16 -I{} sh -c \
+    "'$kiln' conformance '$dir' --engine compiled --target $target --shard {}/16 $* > /tmp/$name-{}.log 2>&1"
+  cat /tmp/$name-*.log > "$out/$name.log"
+  grep -h "passed," /tmp/$name-*.log | awk '{p+=$1; f+=$3; u+=$5} END {printf "'"$name"' %s: %d passed, %d failed, %d unsupported\n", "'"$target"'", p, f, u}' |
+    tee -a "$out/summary.txt"
+}
+
+for phase in "$@"; do
+  start=$(date +%s)
+  case $phase in
+    node)
+      tar xJf .gpu/onnx-node.tar.xz -C /tmp
+      conformance node /tmp/onnx-node ;;
+    models)
+      mkdir -p /tmp/models && tar xJf .gpu/models.tar.xz -C /tmp/models
+      conformance models /tmp/models/models --rtol 1e-3 --atol 1e-4 ;;
+    bench)
+      python3 bench/gpu/bench_gpu.py --kiln "$kiln" --target "$target" --out "$out/bench.txt" ;;
+    *) echo "device_run.sh: unknown phase $phase" >&2; exit 2 ;;
+  esac
+  echo "phase $phase: $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
+done

@@ -1,0 +1,43 @@
+/// \file The default GPU schedule: one thread per output element.
+///
+/// Why this first: it is correct for every stage a CPU schedule handles (each thread computes one
+/// element exactly as the reference does, reductions serially in a register), it needs no shared
+/// memory or barriers, and it gives every later GPU schedule (Ansor's multi-level tiling with shared
+/// memory, issue 21) a working baseline to be measured and checked against. A stage becomes one kernel:
+/// a GpuBlock loop around a GpuThread loop over the stage's flattened elements, guarded when the
+/// thread count does not divide them. Reductions keep Ansor's epilogue fusion (plan_epilogues): the
+/// elementwise chain after a reduction is applied to its accumulator before the one store.
+#pragma once
+#include <map>
+#include <vector>
+
+#include "scheduler/lower/lower_dag.h"
+#include "scheduler/lower/lower_model.h"
+#include "scheduler/lower/loop_ir.h"
+
+namespace kiln::lower {
+
+struct GpuScheduleParams {
+  int threads_per_block = 256;  // a multiple of the warp; at most the target's threads_per_block
+};
+
+/// `body`, a statement over the flat index `var` in 0..n, as a kernel: a GpuBlock loop of
+/// ceil(n / threads) blocks around a GpuThread loop, `var` replaced by block * threads + thread and
+/// the body guarded by `var < n` when threads does not divide n. A small n gets one block of n
+/// threads rounded up to a warp.
+Stmt over_gpu_threads(const Expr& var, int64_t n, const Stmt& body, const GpuScheduleParams& p);
+
+/// One stage as a kernel, one thread per element (with `epilogue`, as lower_stage_default).
+Stmt lower_stage_gpu(const te::TensorRef& stage_output, const std::map<const te::TensorNode*, BufferRef>& buffers,
+                     const GpuScheduleParams& p, const Epilogue* epilogue = nullptr);
+
+/// A subgraph under the default GPU schedule (the GPU counterpart of lower_subgraph_default). Extern
+/// stages (runtime kernels: TopK, Det, ...) have no GPU kernel yet and raise Unsupported, naming the op.
+SubgraphScheduler gpu_subgraph_scheduler(const GpuScheduleParams& p);
+
+/// A lowered model's body as kernels only: statements that lower_model adds itself (the copies into
+/// outputs no subgraph writes, plain loops over one flat index) become kernels through
+/// over_gpu_threads; statements that are kernels already stay. Throws Error for anything else.
+Stmt gpu_kernels_only(const Stmt& model_body, const GpuScheduleParams& p);
+
+}  // namespace kiln::lower
