@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_module.h"
 
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IRReader/IRReader.h>
@@ -22,9 +24,47 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// LLVM intrinsics that NVPTX cannot select (float64 pow, for one, is an intrinsic in the loop IR's
+// code) become calls of their libm names, which link_libdevice then resolves like the others.
+void intrinsics_to_calls(llvm::Module& m) {
+  std::vector<llvm::IntrinsicInst*> found;
+  for (llvm::Function& f : m)
+    for (llvm::BasicBlock& bb : f)
+      for (llvm::Instruction& i : bb)
+        if (auto* ii = llvm::dyn_cast<llvm::IntrinsicInst>(&i)) found.push_back(ii);
+  for (llvm::IntrinsicInst* ii : found) {
+    const char* base = nullptr;
+    switch (ii->getIntrinsicID()) {
+      case llvm::Intrinsic::pow: base = "pow"; break;
+      case llvm::Intrinsic::exp: base = "exp"; break;
+      case llvm::Intrinsic::exp2: base = "exp2"; break;
+      case llvm::Intrinsic::log: base = "log"; break;
+      case llvm::Intrinsic::log2: base = "log2"; break;
+      case llvm::Intrinsic::log10: base = "log10"; break;
+      case llvm::Intrinsic::sin: base = "sin"; break;
+      case llvm::Intrinsic::cos: base = "cos"; break;
+      default: continue;
+    }
+    llvm::Type* t = ii->getType();
+    if (t->isVectorTy()) throw Error(std::string("GPU code generation: a vector ") + base + " (GPU programs are scalar)");
+    const std::string name = std::string(base) + (t->isFloatTy() ? "f" : "");
+    std::vector<llvm::Type*> params;
+    std::vector<llvm::Value*> args;
+    for (llvm::Value* a : ii->args()) {
+      params.push_back(a->getType());
+      args.push_back(a);
+    }
+    llvm::FunctionCallee callee = m.getOrInsertFunction(name, llvm::FunctionType::get(t, params, false));
+    llvm::IRBuilder<> b(ii);
+    ii->replaceAllUsesWith(b.CreateCall(callee, args));
+    ii->eraseFromParent();
+  }
+}
+
 // Float64 transcendental functions are calls of libm names (backends/llvm/expr_ops.cc); on the GPU
 // they are libdevice's __nv_ functions, linked in and inlined by the optimiser.
 void link_libdevice(llvm::Module& m) {
+  intrinsics_to_calls(m);
   std::vector<llvm::Function*> calls;
   for (llvm::Function& f : m)
     if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty()) calls.push_back(&f);

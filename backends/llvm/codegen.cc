@@ -131,7 +131,10 @@ class FuncEmitter {
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().getFirstInsertionPt());
     if (auto* def = llvm::dyn_cast<llvm::Instruction>(buffers_arg_)) entry.SetInsertPoint(def->getNextNode());
     llvm::Value* slot = entry.CreateConstGEP1_64(ptr, buffers_arg_, pi->second);
-    llvm::Value* p = entry.CreateLoad(ptr, slot, buf->name);
+    // In a kernel every buffer is in global memory: read as an addrspace(1) pointer and cast to a
+    // generic one, NVPTX's address-space inference turns the loads and stores into global ones.
+    llvm::Value* p = gpu_kernel_ ? entry.CreateAddrSpaceCast(entry.CreateLoad(llvm::PointerType::get(ctx_, 1), slot, buf->name), ptr)
+                                 : entry.CreateLoad(ptr, slot, buf->name);
     base_[buf] = p;
     return p;
   }

@@ -34,29 +34,6 @@ bool reads_along(const Expr& l, const te::ExprNode* axis) {
   return false;
 }
 
-// The outer axis a register tile also blocks (as GEMM kernels block N): an axis before the row axis
-// that some input is read along and another input, the one read along the row axis, is not; no input
-// is read along both. Conv's output channel is one: the weights follow it, the image follows the
-// output row. The innermost such axis, or none.
-std::optional<size_t> operand_block_axis(const te::Stage& s) {
-  const size_t rank = s.axes.size();
-  if (rank < 3) return std::nullopt;
-  const te::ExprNode* row = s.axes[rank - 2].get();
-  for (size_t a = rank - 2; a-- > 0;) {
-    if (s.shape[a] < 2) continue;
-    const te::ExprNode* axis = s.axes[a].get();
-    bool along_axis = false, along_row = false, along_both = false;
-    te::visit_loads(s.body, [&](const Expr& l) {
-      const bool ua = reads_along(l, axis), ur = reads_along(l, row);
-      along_both |= ua && ur;
-      along_axis |= ua && !ur;
-      along_row |= ur && !ua;
-    });
-    if (along_axis && along_row && !along_both) return a;
-  }
-  return std::nullopt;
-}
-
 // Whether a stage's work pays for a parallel loop: a dispatch and the other core's reads of what this
 // one wrote cost microseconds, so a stage that takes a few microseconds alone runs serially. Reductions count multiply-adds (outputs x reduction extent),
 // elementwise stages their outputs.
@@ -99,6 +76,25 @@ Stmt lower_extern_group(const te::ComputeDAG& dag, const std::vector<size_t>& gr
 }
 
 }  // namespace
+
+std::optional<size_t> operand_block_axis(const te::Stage& s) {
+  const size_t rank = s.axes.size();
+  if (rank < 3) return std::nullopt;
+  const te::ExprNode* row = s.axes[rank - 2].get();
+  for (size_t a = rank - 2; a-- > 0;) {
+    if (s.shape[a] < 2) continue;
+    const te::ExprNode* axis = s.axes[a].get();
+    bool along_axis = false, along_row = false, along_both = false;
+    te::visit_loads(s.body, [&](const Expr& l) {
+      const bool ua = reads_along(l, axis), ur = reads_along(l, row);
+      along_both |= ua && ur;
+      along_axis |= ua && !ur;
+      along_row |= ur && !ua;
+    });
+    if (along_axis && along_row && !along_both) return a;
+  }
+  return std::nullopt;
+}
 
 EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
   std::map<const te::TensorNode*, std::vector<size_t>> readers;

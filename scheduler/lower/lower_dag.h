@@ -1,6 +1,7 @@
 /// \file From tensor expressions to loop IR with the default schedule.
 #pragma once
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -84,6 +85,12 @@ Stmt lower_extern_stage(const te::ComputeDAG& dag, size_t stage, const std::vect
 /// stage the node's first extern stage, whose call writes all of them. A memory plan must treat a
 /// tensor as live from there.
 std::vector<size_t> writer_stages(const te::ComputeDAG& dag);
+
+/// The outer axis a register tile also blocks (as GEMM kernels block N): an axis before the row axis
+/// that some input is read along and another input, the one read along the row axis, is not; no input
+/// is read along both. Conv's output channel is one: the weights follow it, the image follows the
+/// output row. The innermost such axis, or none.
+std::optional<size_t> operand_block_axis(const te::Stage& s);
 
 /// One step of a reduction: acc + v, acc * v, min or max.
 Expr combine_reduction(te::Reducer r, const Expr& acc, const Expr& v);

@@ -37,6 +37,40 @@ Stmt over_gpu_threads(const Expr& var, int64_t n, const Stmt& body, const GpuSch
   return for_loop(bx, blocks, ForKind::GpuBlock, for_loop(tx, threads, ForKind::GpuThread, inner));
 }
 
+namespace {
+
+// A register tile of a reduction: each thread computes rows x cols outputs of two axes, so a value it
+// loads serves several multiply-adds (a weight every pixel of the tile, a pixel every channel) instead
+// of one; the accumulators stay in registers (fully unrolled loops over a local buffer).
+struct GpuTile {
+  size_t row_axis = 0, col_axis = 0;
+  int64_t rows = 1, cols = 1;
+};
+
+int64_t largest_divisor(int64_t extent, int64_t at_most) {
+  for (int64_t d = at_most; d > 1; --d)
+    if (extent % d == 0) return d;
+  return 1;
+}
+
+// Rows along the operand-block axis (a conv's output channel, lower_dag.h) or else the second-innermost
+// axis, columns along the innermost; up to 4 x 4, dividing both axes. None (1 x 1) for elementwise
+// stages and short reductions, where a thread's loads are not shared anyway.
+GpuTile choose_tile(const te::Stage& s) {
+  GpuTile t;
+  const size_t rank = s.axes.size();
+  int64_t reduction = 1;
+  for (const auto& r : s.reduce_axes) reduction *= r.extent;
+  if (s.reducer == te::Reducer::None || rank < 2 || reduction < 8) return t;
+  t.col_axis = rank - 1;
+  t.row_axis = operand_block_axis(s).value_or(rank - 2);
+  t.rows = largest_divisor(s.shape[t.row_axis], kGpuTileEdge);
+  t.cols = largest_divisor(s.shape[t.col_axis], kGpuTileEdge);
+  return t;
+}
+
+}  // namespace
+
 Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode*, BufferRef>& buffers,
                      const GpuScheduleParams& p, const Epilogue* epilogue) {
   const te::Stage& s = *t->stage;
@@ -44,30 +78,46 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
   const int64_t total = num_elements(s.shape);
   if (total == 0) return block({});
   const BufferRef& out = buffers.at(epilogue ? epilogue->out.get() : t.get());
-  // The element a thread computes: its flat index f, and each axis recovered from it.
-  Expr f = te::var(s.name + ".i");
-  std::map<const te::ExprNode*, Expr> axis_of_f;
-  int64_t stride = total;
-  for (size_t k = 0; k < s.axes.size(); ++k) {
-    stride /= s.shape[k];
-    Expr a = stride == 1 ? f : te::floordiv(f, te::int_imm(stride));
-    axis_of_f[s.axes[k].get()] = k == 0 ? a : te::floormod(a, te::int_imm(s.shape[k]));
+  const GpuTile tile = choose_tile(s);
+  // The tile a thread computes: its flat index f over the tiles, each axis's tile recovered from it,
+  // and the tile's rows and columns (unrolled loops r, c).
+  Shape tiles = s.shape;
+  if (tile.rows * tile.cols > 1) {
+    tiles[tile.row_axis] /= tile.rows;
+    tiles[tile.col_axis] /= tile.cols;
   }
+  Expr f = te::var(s.name + ".i"), r = te::var(s.name + ".r"), c = te::var(s.name + ".c");
+  std::map<const te::ExprNode*, Expr> axis_of;
+  const int64_t threads = num_elements(tiles);
+  int64_t stride = threads;
+  for (size_t k = 0; k < s.axes.size(); ++k) {
+    stride /= tiles[k];
+    Expr a = stride == 1 ? f : te::floordiv(f, te::int_imm(stride));
+    if (k > 0) a = te::floormod(a, te::int_imm(tiles[k]));
+    if (tile.rows * tile.cols > 1 && k == tile.row_axis) a = a * tile.rows + r;
+    if (tile.rows * tile.cols > 1 && k == tile.col_axis) a = a * tile.cols + c;
+    axis_of[s.axes[k].get()] = a;
+  }
+  auto over_tile = [&](const Stmt& st) {
+    if (tile.rows * tile.cols == 1) return st;
+    return for_loop(r, tile.rows, ForKind::Unrolled, for_loop(c, tile.cols, ForKind::Unrolled, st));
+  };
   Expr body = flatten_loads(s.body, buffers);
   Stmt element;
   if (s.reducer == te::Reducer::None) {
     element = store(out, flat_index(s.axes, s.shape), body);
   } else {
-    BufferRef acc = make_buffer(s.name + ".acc", s.dtype, 1, true);
-    Expr a = load(acc, te::int_imm(0));
-    Stmt step = store(acc, te::int_imm(0), combine_reduction(s.reducer, a, body));
+    BufferRef acc = make_buffer(s.name + ".acc", s.dtype, tile.rows * tile.cols, true);
+    Expr slot = tile.rows * tile.cols == 1 ? te::int_imm(0) : r * tile.cols + c;
+    Expr a = load(acc, slot);
+    Stmt step = over_tile(store(acc, slot, combine_reduction(s.reducer, a, body)));
     for (size_t k = s.reduce_axes.size(); k-- > 0;)
       step = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, ForKind::Serial, step);
     Expr result = epilogue ? te::substitute(flatten_loads(epilogue->expr, buffers), {{epilogue->value.get(), a}}) : a;
-    element = allocate(acc, block({store(acc, te::int_imm(0), flatten_loads(s.init, buffers)), step,
-                                   store(out, flat_index(s.axes, s.shape), result)}));
+    element = allocate(acc, block({over_tile(store(acc, slot, flatten_loads(s.init, buffers))), step,
+                                   over_tile(store(out, flat_index(s.axes, s.shape), result))}));
   }
-  return over_gpu_threads(f, total, substitute_stmt(element, axis_of_f), p);
+  return over_gpu_threads(f, threads, substitute_stmt(element, axis_of), p);
 }
 
 SubgraphScheduler gpu_subgraph_scheduler(const GpuScheduleParams& p) {

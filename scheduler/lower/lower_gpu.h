@@ -1,4 +1,4 @@
-/// \file The default GPU schedule: one thread per output element.
+/// \file The default GPU schedule: one thread per output element (per small register tile for reductions).
 ///
 /// Why this first: it is correct for every stage a CPU schedule handles (each thread computes one
 /// element exactly as the reference does, reductions serially in a register), it needs no shared
@@ -17,6 +17,9 @@
 
 namespace kiln::lower {
 
+/// The largest register tile edge of the default GPU schedule: 4 x 4 outputs per thread.
+inline constexpr int64_t kGpuTileEdge = 4;
+
 struct GpuScheduleParams {
   int threads_per_block = 256;  // a multiple of the warp; at most the target's threads_per_block
 };
@@ -27,7 +30,9 @@ struct GpuScheduleParams {
 /// threads rounded up to a warp.
 Stmt over_gpu_threads(const Expr& var, int64_t n, const Stmt& body, const GpuScheduleParams& p);
 
-/// One stage as a kernel, one thread per element (with `epilogue`, as lower_stage_default).
+/// One stage as a kernel: one thread per element, or for a reduction (matmul, conv) one thread per
+/// register tile of up to kGpuTileEdge x kGpuTileEdge outputs along its operand-block (or second-
+/// innermost) axis and its innermost axis (with `epilogue`, as lower_stage_default).
 Stmt lower_stage_gpu(const te::TensorRef& stage_output, const std::map<const te::TensorNode*, BufferRef>& buffers,
                      const GpuScheduleParams& p, const Epilogue* epilogue = nullptr);
 
