@@ -45,7 +45,10 @@ std::string print_package(const std::string& dir, const std::string& name) {
 // The whole model under the default GPU schedule: one kernel per stage.
 lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const CompileOptions& c) {
   lower::GpuScheduleParams gp;
-  if (c.target.gpu) gp.threads_per_block = std::min(gp.threads_per_block, c.target.gpu->max_threads_per_block);
+  if (c.target.gpu) {
+    gp.threads_per_block = std::min(gp.threads_per_block, c.target.gpu->max_threads_per_block);
+    gp.min_threads = int64_t{c.target.cores} * 1024;  // a CUDA target's cores are its multiprocessors
+  }
   lower::ModelProgram program = lower::lower_model(g, sdag, c.name + "_kernel", lower::gpu_subgraph_scheduler(gp));
   program.func.body = lower::gpu_kernels_only(program.func.body, gp);
   return program;

@@ -11,6 +11,10 @@
 ///   memory                              every intermediate's offset in the caller's workspace
 ///   codegen                             one LLVM module: kernels, weights, entry points
 ///   package                             lib<m>.a + <m>.h + <m>.json written to a directory
+///
+/// A CUDA target (or --schedule gpu-serial) keeps NCHW (no layout) and, after partition, lowers with the
+/// default GPU schedule (scheduler/lower/lower_gpu.h); a CUDA target's codegen is PTX and a cubin
+/// (backends/cuda) and its package calls the driver API (docs/cuda.md).
 #pragma once
 #include <optional>
 #include <string>

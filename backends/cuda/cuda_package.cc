@@ -234,7 +234,12 @@ package::PackageInfo write_cuda_package(const lower::ModelProgram& prog, const p
                               package::shell_quote(work.string()) + " " + cuda_include_flags();
     std::vector<fs::path> objects = {work / (m + "_host.o"), work / "kiln_cuda.o", work / (m + "_blobs.o")};
     compile(o.cc, work / (m + "_host.c"), objects[0], flags);
-    compile(o.cc, work / "kiln_cuda.c", objects[1], flags);
+    // The launch helper is the same in every package: compiled once per process and compiler.
+    std::string log;
+    std::optional<std::string> helper = package::compiled_object(o.cc, work / "kiln_cuda.c", cuda_include_flags(), log);
+    if (!helper) throw Error("package: " + o.cc + " cannot compile the CUDA launch helper (is the CUDA toolkit at " +
+                             cuda_root() + "?): " + log.substr(0, 400));
+    package::write_file(objects[1], *helper);
     compile(o.cc, work / (m + "_blobs.S"), objects[2], "");
     package::write_archive(tmp / ("lib" + m + ".a"), objects);
     package::write_file(tmp / (m + ".ptx"), code.ptx);

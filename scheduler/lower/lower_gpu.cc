@@ -47,16 +47,12 @@ struct GpuTile {
   int64_t rows = 1, cols = 1;
 };
 
-int64_t largest_divisor(int64_t extent, int64_t at_most) {
-  for (int64_t d = at_most; d > 1; --d)
-    if (extent % d == 0) return d;
-  return 1;
-}
-
 // Rows along the operand-block axis (a conv's output channel, lower_dag.h) or else the second-innermost
-// axis, columns along the innermost; up to 4 x 4, dividing both axes. None (1 x 1) for elementwise
-// stages and short reductions, where a thread's loads are not shared anyway.
-GpuTile choose_tile(const te::Stage& s) {
+// axis, columns along the innermost; the largest tile of up to 4 x 4 that divides both axes and still
+// leaves p.min_threads threads (a bigger tile on a small layer would idle most of the GPU: at batch 1,
+// 4 x 4 tiles made ResNet-50 2.4x slower, bench/RESULTS.md). None (1 x 1) for elementwise stages and
+// short reductions, where a thread's loads are not shared anyway.
+GpuTile choose_tile(const te::Stage& s, const GpuScheduleParams& p) {
   GpuTile t;
   const size_t rank = s.axes.size();
   int64_t reduction = 1;
@@ -64,8 +60,15 @@ GpuTile choose_tile(const te::Stage& s) {
   if (s.reducer == te::Reducer::None || rank < 2 || reduction < 8) return t;
   t.col_axis = rank - 1;
   t.row_axis = operand_block_axis(s).value_or(rank - 2);
-  t.rows = largest_divisor(s.shape[t.row_axis], kGpuTileEdge);
-  t.cols = largest_divisor(s.shape[t.col_axis], kGpuTileEdge);
+  const int64_t outputs = num_elements(s.shape);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4, 4}, {2, 4}, {4, 2}, {2, 2}, {1, 4}, {1, 2}, {2, 1}}) {
+    if (rows > kGpuTileEdge || cols > kGpuTileEdge) continue;
+    if (s.shape[t.row_axis] % rows != 0 || s.shape[t.col_axis] % cols != 0) continue;
+    if (outputs / (rows * cols) < p.min_threads) continue;
+    t.rows = rows;
+    t.cols = cols;
+    return t;
+  }
   return t;
 }
 
@@ -78,7 +81,7 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
   const int64_t total = num_elements(s.shape);
   if (total == 0) return block({});
   const BufferRef& out = buffers.at(epilogue ? epilogue->out.get() : t.get());
-  const GpuTile tile = choose_tile(s);
+  const GpuTile tile = choose_tile(s, p);
   // The tile a thread computes: its flat index f over the tiles, each axis's tile recovered from it,
   // and the tile's rows and columns (unrolled loops r, c).
   Shape tiles = s.shape;

@@ -22,6 +22,9 @@ inline constexpr int64_t kGpuTileEdge = 4;
 
 struct GpuScheduleParams {
   int threads_per_block = 256;  // a multiple of the warp; at most the target's threads_per_block
+  /// Register tiles shrink until a stage has this many threads: 1024 per multiprocessor (half of what
+  /// one holds), the H100's 132 by default.
+  int64_t min_threads = 132 * 1024;
 };
 
 /// `body`, a statement over the flat index `var` in 0..n, as a kernel: a GpuBlock loop of

@@ -135,3 +135,28 @@ TEST(CompileErrors, UnboundSymbolicDimension) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// CUDA targets: a missing CUDA toolkit is named (ptxas and where it was looked for), and schedules
+// that do not exist for GPUs yet are refused; neither leaves a package behind.
+TEST(CompileErrors, CudaTargetWithoutTheToolkitNamesPtxas) {
+  testing::TempDir dir;
+  setenv("KILN_CUDA_ROOT", dir.path("no-cuda").c_str(), 1);
+  std::string msg = expect_compile_error(kModel + " --target cuda-sm90 -o " + dir.path("pkg"), dir, "ptxas");
+  unsetenv("KILN_CUDA_ROOT");
+  EXPECT_NE(msg.find(dir.path("no-cuda")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sm_90"), std::string::npos) << msg;
+  EXPECT_EQ(entries(dir.path("")), std::vector<std::string>{});
+}
+
+TEST(CompileErrors, CudaTargetWithARandomScheduleIsRefused) {
+  testing::TempDir dir;
+  std::string msg = expect_compile_error(kModel + " --target cuda-sm90 --schedule random -o " + dir.path("pkg"), dir, "cuda-sm90");
+  EXPECT_NE(msg.find("default GPU schedule"), std::string::npos) << msg;
+  EXPECT_EQ(entries(dir.path("")), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace kiln
