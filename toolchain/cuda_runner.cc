@@ -10,10 +10,7 @@ std::string cuda_runner_source(const PackageSignature& sig) {
   const std::string& m = sig.name;
   const std::string M = package::c_macro_prefix(m);
   const size_t ni = sig.inputs.size(), no = sig.outputs.size();
-  std::string sizes = "static const size_t sizes[] = {";
-  for (const auto& io : sig.inputs) sizes += std::to_string(io.bytes) + ", ";
-  for (const auto& io : sig.outputs) sizes += std::to_string(io.bytes) + ", ";
-  sizes += "0};\n";
+  const std::string sizes = io_sizes_array(sig, "size_t");
   std::string fill;
   for (size_t i = 0; i < ni; ++i) fill += fmt::format("  in.{} = dev[{}];\n", sig.inputs[i].c_name, i);
   for (size_t i = 0; i < no; ++i) fill += fmt::format("  out.{} = dev[{}];\n", sig.outputs[i].c_name, ni + i);

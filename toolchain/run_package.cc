@@ -72,10 +72,7 @@ std::string runner_source(const PackageSignature& sig) {
   const size_t ni = sig.inputs.size(), no = sig.outputs.size();
   std::string M = m;
   for (char& c : M) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  std::string sizes = "static const long long sizes[] = {";
-  for (const auto& io : sig.inputs) sizes += std::to_string(io.bytes) + ", ";
-  for (const auto& io : sig.outputs) sizes += std::to_string(io.bytes) + ", ";
-  sizes += "0};\n";
+  const std::string sizes = io_sizes_array(sig, "long long");
   // The named structs, filled from the same argument array run_argv takes.
   std::string fill;
   for (size_t i = 0; i < ni; ++i) fill += fmt::format("  in.{} = args[{}];\n", sig.inputs[i].c_name, i);
@@ -155,6 +152,13 @@ int run_command(const std::string& cmd, const fs::path& log) {
 }
 
 }  // namespace
+
+std::string io_sizes_array(const PackageSignature& sig, const std::string& c_type) {
+  std::string sizes = "static const " + c_type + " sizes[] = {";
+  for (const auto& io : sig.inputs) sizes += std::to_string(io.bytes) + ", ";
+  for (const auto& io : sig.outputs) sizes += std::to_string(io.bytes) + ", ";
+  return sizes + "0};\n";
+}
 
 PackageSignature read_package_signature(const std::string& dir) {
   const fs::path file = metadata_file(fs::absolute(dir));

@@ -26,6 +26,10 @@ struct PackageSignature {
 };
 PackageSignature read_package_signature(const std::string& dir);
 
+/// For the runners' C source: `static const C_TYPE sizes[] = {...};`, the bytes of each input, then of
+/// each output, then a 0.
+std::string io_sizes_array(const PackageSignature& sig, const std::string& c_type);
+
 /// Links a small runner against DIR's library with the target's C compiler, runs it (under the
 /// target's run prefix) `repeat` times on `inputs` (by ONNX input name) and reads the outputs back.
 /// threads == 1 runs serially (NULL context); threads > 1 links the package's pthread pool and passes

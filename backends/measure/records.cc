@@ -113,7 +113,35 @@ void append_record(const std::string& path, const std::string& task_key, const T
   append_record_lines(path, {record_line(task_key, target, state, result)});
 }
 
+namespace {
+
+// The deepest nesting of arrays and objects in `line` (strings skipped). Records are untrusted input:
+// a line nested 100,000 deep overflowed the stack in the JSON library's recursive copy and destruction,
+// so such a line is refused before it is parsed.
+int json_nesting(const std::string& line) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
 Record parse_record(const std::string& line) {
+  if (json_nesting(line) > kMaxRecordNesting)
+    throw Error("record: nested deeper than " + std::to_string(kMaxRecordNesting) + " levels");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);

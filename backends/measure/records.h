@@ -57,6 +57,9 @@ void write_record_lines(const std::string& path, const std::vector<std::string>&
 void append_record(const std::string& path, const std::string& task_key, const Target& target,
                    const state::State& state, const MeasureResult& result);
 
+/// Records nest a few levels (a step holds lists of lengths); a line nested deeper is refused unparsed.
+inline constexpr int kMaxRecordNesting = 64;
+
 /// Decodes one line; throws kiln::Error naming the missing or malformed field.
 Record parse_record(const std::string& line);
 

@@ -57,6 +57,10 @@ OpDef gather_op() {
     const Shape& data = c.shape(0);
     if (data.empty()) c.fail("data must have rank >= 1");
     int64_t axis = normalize_axis(c.node(), c.node().attr_int("axis", 0), c.rank(0));
+    // Constant indices are checked now, as the reference does when it runs: compiled code clamps
+    // every index to stay in bounds, which would turn a bad model into a silent wrong answer.
+    if (const Tensor* idx = c.constant(1))
+      for (int64_t j = 0; j < idx->size(); ++j) wrap_index(c.node(), idx->get_int(j), data[axis], "index");
     Shape out(data.begin(), data.begin() + axis);
     out.insert(out.end(), c.shape(1).begin(), c.shape(1).end());
     out.insert(out.end(), data.begin() + axis + 1, data.end());
@@ -117,6 +121,8 @@ OpDef gather_elements_op() {
     require_integer_input(c, 1, "indices");
     int64_t axis = normalize_axis(c.node(), c.node().attr_int("axis", 0), c.rank(0));
     check_elementwise_indices(c, c.shape(0), c.shape(1), axis);
+    if (const Tensor* idx = c.constant(1))  // as Gather: checked now, never clamped silently
+      for (int64_t j = 0; j < idx->size(); ++j) wrap_index(c.node(), idx->get_int(j), c.shape(0)[axis], "index");
     c.set_output(0, c.dtype(0), c.shape(1));
   };
   d.eval = [](EvalContext& c) {
@@ -182,6 +188,7 @@ OpDef gather_nd_op() {
     c.require_input(1, "indices");
     require_integer_input(c, 1, "indices");
     NdIndexing g = nd_indexing(c.node(), c.shape(0), c.shape(1), c.node().attr_int("batch_dims", 0));
+    if (const Tensor* idx = c.constant(1)) nd_offsets(c.node(), g, c.shape(0), *idx);  // as Gather: checked now
     c.set_output(0, c.dtype(0), g.result);
   };
   d.eval = [](EvalContext& c) {

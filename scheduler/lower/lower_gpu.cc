@@ -126,14 +126,8 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
 SubgraphScheduler gpu_subgraph_scheduler(const GpuScheduleParams& p) {
   return [p](const LoweredSubgraph& sg, int, const std::map<const te::TensorNode*, BufferRef>& buffers,
              std::vector<BufferRef>& temporaries) {
-    std::map<const te::TensorNode*, BufferRef> all = buffers;
     const EpiloguePlan epilogues = plan_epilogues(sg.dag);
-    for (const te::TensorRef& t : sg.dag.tensors) {
-      if (all.count(t.get()) || epilogues.computed_inside.count(t.get())) continue;
-      BufferRef b = make_buffer(t->name, t->dtype, num_elements(t->shape));
-      all[t.get()] = b;
-      temporaries.push_back(b);
-    }
+    const std::map<const te::TensorNode*, BufferRef> all = with_stage_buffers(sg, epilogues, buffers, temporaries);
     std::vector<Stmt> stages;
     for (size_t i = 0; i < sg.dag.tensors.size(); ++i) {
       const te::TensorRef& t = sg.dag.tensors[i];

@@ -296,17 +296,24 @@ class ModelLowering {
 
 }  // namespace
 
-Stmt lower_subgraph_default(const LoweredSubgraph& sg, int /*subgraph_id*/,
-                            const std::map<const te::TensorNode*, BufferRef>& buffers,
-                            std::vector<BufferRef>& temporaries, const ScheduleParams& params) {
+std::map<const te::TensorNode*, BufferRef> with_stage_buffers(const LoweredSubgraph& sg, const EpiloguePlan& epilogues,
+                                                              const std::map<const te::TensorNode*, BufferRef>& buffers,
+                                                              std::vector<BufferRef>& temporaries) {
   std::map<const te::TensorNode*, BufferRef> all = buffers;
-  const EpiloguePlan epilogues = plan_epilogues(sg.dag);  // what it computes inside others needs no buffer
   for (const te::TensorRef& t : sg.dag.tensors) {
-    if (all.count(t.get()) || epilogues.computed_inside.count(t.get())) continue;
+    if (all.count(t.get()) || epilogues.computed_inside.count(t.get())) continue;  // computed inside another
     BufferRef b = make_buffer(t->name, t->dtype, num_elements(t->shape));
     all[t.get()] = b;
     temporaries.push_back(b);
   }
+  return all;
+}
+
+Stmt lower_subgraph_default(const LoweredSubgraph& sg, int /*subgraph_id*/,
+                            const std::map<const te::TensorNode*, BufferRef>& buffers,
+                            std::vector<BufferRef>& temporaries, const ScheduleParams& params) {
+  const EpiloguePlan epilogues = plan_epilogues(sg.dag);
+  const std::map<const te::TensorNode*, BufferRef> all = with_stage_buffers(sg, epilogues, buffers, temporaries);
   std::vector<ScratchBuffer> scratch;
   std::vector<Stmt> stages = lower_stages_default(sg.dag, epilogues, all, params, scratch);
   for (const ScratchBuffer& s : scratch) temporaries.push_back(s.buffer);

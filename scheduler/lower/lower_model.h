@@ -39,6 +39,12 @@ Stmt lower_subgraph_default(const LoweredSubgraph& sg, int subgraph_id,
                             const std::map<const te::TensorNode*, BufferRef>& buffers,
                             std::vector<BufferRef>& temporaries, const ScheduleParams& params);
 
+/// `buffers` plus a new buffer, appended to `temporaries`, for every stage of the subgraph that has
+/// none yet and is not computed inside another (`epilogues`): what a subgraph scheduler stores into.
+std::map<const te::TensorNode*, BufferRef> with_stage_buffers(const LoweredSubgraph& sg, const EpiloguePlan& epilogues,
+                                                              const std::map<const te::TensorNode*, BufferRef>& buffers,
+                                                              std::vector<BufferRef>& temporaries);
+
 /// lower_subgraph_default with `params` bound: the scheduler a package uses when none is given.
 SubgraphScheduler default_subgraph_scheduler(const ScheduleParams& params);
 

@@ -91,13 +91,14 @@ TEST(Target, EveryShippedTargetLoads) {
     EXPECT_FALSE(t.triple.empty()) << t.name;
     EXPECT_GT(t.cores, 0) << t.name;
     EXPECT_GT(t.l1d_bytes, 0) << t.name;
-    EXPECT_FALSE(t.gpu) << t.name;
+    EXPECT_EQ(t.gpu.has_value(), t.triple.starts_with("nvptx")) << t.name;  // GPU limits exactly for CUDA targets
     bool arm = t.triple.starts_with("aarch64");
     EXPECT_EQ(t.runs_natively(), !arm) << t.name;
     EXPECT_EQ(t.cc == "aarch64-linux-gnu-gcc", arm) << t.name;
   }
   std::set<std::string> expected = {"x86_64-generic",     "x86_64-avx2",        "x86_64-avx512",
-                                    "aarch64-cortex-a72", "aarch64-cortex-a53", "aarch64-neoverse-n1"};
+                                    "aarch64-cortex-a72", "aarch64-cortex-a53", "aarch64-neoverse-n1",
+                                    "cuda-sm75",          "cuda-sm80",          "cuda-sm90"};
   for (const auto& n : expected) EXPECT_TRUE(names.count(n)) << n;
 
   auto listed = list_targets();

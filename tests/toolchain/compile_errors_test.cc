@@ -160,3 +160,34 @@ TEST(CompileErrors, CudaTargetWithARandomScheduleIsRefused) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Gather with constant indices out of range: compiled code clamps indices to stay in bounds, so the
+// model is refused at compile time (naming the node), as the reference refuses it when it runs,
+// instead of compiling into a silent wrong answer. Also GatherElements and GatherND.
+TEST(CompileErrors, ConstantGatherIndicesOutOfRange) {
+  struct Case {
+    const char* op;
+    Shape data, indices;
+  };
+  for (const Case& k : {Case{"Gather", {5, 3}, {2}}, Case{"GatherElements", {5, 3}, {2, 3}}, Case{"GatherND", {5, 3}, {2, 1}}}) {
+    testing::TempDir dir;
+    ModelBuilder b("gather", 13);
+    b.input("x", DType::Float32, k.data);
+    std::vector<int64_t> idx(static_cast<size_t>(num_elements(k.indices)), 1);
+    idx.back() = 7;  // axis 0 has 5 entries
+    b.initializer("idx", Tensor::from_ints(DType::Int64, k.indices, idx));
+    b.node(k.op, {"x", "idx"}, {"y"}, "the_gather");
+    b.output("y", DType::Float32, Shape{2, 3});  // the output of all three
+
+    b.save(dir.path("g.onnx"));
+    std::string msg = expect_compile_error(dir.path("g.onnx") + " -o " + dir.path("pkg"), dir, "the_gather");
+    EXPECT_NE(msg.find("7 is out of range"), std::string::npos) << k.op << ": " << msg;
+    EXPECT_EQ(entries(dir.path(""), {"g.onnx"}), std::vector<std::string>{}) << k.op;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

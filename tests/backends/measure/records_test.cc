@@ -54,6 +54,27 @@ TEST(LoadRecords, CorruptAndTruncatedLinesAreSkippedWithOneWarning) {
   EXPECT_EQ(warnings.str(), "kiln: warning: " + path + ": skipped 3 malformed record line(s) (first at line 2)\n");
 }
 
+// A step nested 100,000 deep crashed the reader (the JSON library recurses); it is refused unparsed,
+// while a string full of brackets is not nesting at all.
+TEST(LoadRecords, ALineNestedTooDeepIsSkippedNotACrash) {
+  testing::TempDir dir;
+  const std::string path = dir.path("log.json");
+  const std::string good = record_line(make_record("00000000000000aa", "x86_64-avx2", {1e-3}));
+  const std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
+  std::string bad = good;
+  const size_t at = bad.find("\"CI\"");
+  ASSERT_NE(at, std::string::npos) << bad;
+  bad.insert(at, deep + ", ");  // the step ["CI", 2] becomes [<100,000 levels>, "CI", 2]
+  write_lines(path, {good, bad});
+  std::ostringstream warnings;
+  EXPECT_EQ(load_records(path, warnings).size(), 1u);
+  EXPECT_NE(warnings.str().find("skipped 1 malformed"), std::string::npos) << warnings.str();
+  EXPECT_THROW(parse_record(bad), Error);
+  Record quoted = make_record("00000000000000aa", "x86_64-avx2", {1e-3});
+  quoted.target = std::string(200, '[');
+  EXPECT_EQ(parse_record(record_line(quoted)).target, quoted.target);
+}
+
 TEST(LoadRecords, ACleanFileWarnsNothing) {
   testing::TempDir dir;
   const std::string path = dir.path("log.json");

@@ -139,9 +139,13 @@ void expect_good_session(uint16_t port, const std::string& so_path, const std::s
   opts.auth_key = auth_key;
   auto s = Session::connect("127.0.0.1", port, opts);
   ASSERT_TRUE(s.ok()) << s.error().message;
-  auto m = s->upload("scale2.so", read_bytes(so_path));
+  expect_good_session(s.value(), so_path);
+}
+
+void expect_good_session(Session& s, const std::string& so_path) {
+  auto m = s.upload("scale2.so", read_bytes(so_path));
   ASSERT_TRUE(m.ok()) << m.error().message;
-  RunResult r = s->run(unary_request(m.value(), "scale2", 42));
+  RunResult r = s.run(unary_request(m.value(), "scale2", 42));
   ASSERT_EQ(r.error, RunError::kNone) << r.message;
   EXPECT_EQ(r.outputs[1], expected_scale2(42));
   ASSERT_EQ(r.costs.size(), 3u);

@@ -54,6 +54,8 @@ std::vector<uint8_t> expected_scale2(uint64_t seed);
 /// Connects, uploads scale2 from `so_path`, runs it, and checks outputs and costs; gtest failures
 /// otherwise. The "server still answers a good session" half of every fault test.
 void expect_good_session(uint16_t port, const std::string& so_path, const std::string& auth_key = "");
+/// The same checks on a session already connected.
+void expect_good_session(Session& s, const std::string& so_path);
 
 /// An authenticated raw connection (preamble, CHALLENGE, HELLO, WELCOME done) for tests that then speak
 /// frames by hand; invalid (with a gtest failure) when the handshake fails.
