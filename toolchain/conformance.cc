@@ -226,8 +226,8 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
 ConformanceResult run_conformance(const std::string& dir, const ConformanceOptions& o, std::ostream& out) {
   if (o.engine != "reference" && o.engine != "te" && o.engine != "compiled")
     throw Error("--engine " + o.engine + " is not available (reference, te, compiled)");
-  if (o.engine == "compiled") resolve_target(o.target);
-  if (o.compile_only && o.engine != "compiled") throw Error("--compile-only applies to --engine compiled");  // a bad target fails once, up front
+  if (o.engine == "compiled") resolve_target(o.target);  // a bad target fails once, up front
+  if (o.compile_only && o.engine != "compiled") throw Error("--compile-only applies to --engine compiled");
   auto known = read_known_failures(o.known_failures_file);
   std::optional<std::regex> filter;
   if (!o.filter.empty()) filter.emplace(o.filter);

@@ -54,20 +54,12 @@ lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const
   return program;
 }
 
-// The back half for a CUDA target, from the partition on: the default GPU schedule (one kernel per
-// stage, scheduler/lower/lower_gpu.h), the memory plan, PTX and a cubin, the CUDA package.
-std::optional<package::PackageInfo> compile_cuda(const Graph& g, const SubgraphDAG& sdag, const CompileOptions& c,
-                                                 const std::string& dir, const PipelineOptions& o) {
-  if (c.schedule.kind != ScheduleChoice::Kind::Default)
-    throw Unsupported("target " + c.target.name + ": CUDA targets compile with the default GPU schedule only so far "
-                      "(tuned and random GPU schedules are issue 21's next step)");
-  const lower::ModelProgram program = lower_for_gpu(g, sdag, c);
-  if (!after(o, "lower", [&] { return lower::print_func(program.func) + "\n" + lower::print_model_params(program); }))
-    return std::nullopt;
-
-  const package::ModelMemoryPlan memory = package::plan_model_memory(program);
-  if (!after(o, "memory", [&] { return package::print_model_memory_plan(program, memory); })) return std::nullopt;
-
+// The codegen and package stages for a CUDA target: PTX and a cubin (backends/cuda/cuda_module.h),
+// and a package whose host code launches the kernels through the driver API.
+std::optional<package::PackageInfo> cuda_codegen_and_package(const lower::ModelProgram& program,
+                                                             const package::ModelMemoryPlan& memory, const Graph& g,
+                                                             const CompileOptions& c, const std::string& dir,
+                                                             const PipelineOptions& o) {
   const cuda::CudaProgram code = cuda::generate_cuda_program(program.func, c.target.machine);
   if (!after(o, "codegen", [&] { return code.ptx; })) return std::nullopt;
 
@@ -114,6 +106,9 @@ std::vector<Task> target_tasks(const Graph& model, int vector_bits) {
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
                                                   const PipelineOptions& o) {
   package::check_package_name(c.name);
+  if (c.target.is_cuda() && c.schedule.kind != ScheduleChoice::Kind::Default)
+    throw Unsupported("target " + c.target.name + ": CUDA targets compile with the default GPU schedule only so far "
+                      "(tuned and random GPU schedules are issue 21's next step)");
 
   // GPU programs keep NCHW: blocked layouts exist for CPU vectors.
   const bool gpu_program = c.target.is_cuda() || c.schedule.kind == ScheduleChoice::Kind::GpuSerial;
@@ -122,7 +117,6 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
 
   const SubgraphDAG sdag = partition_graph(g);
   if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;
-  if (c.target.is_cuda()) return compile_cuda(g, sdag, c, dir, o);
 
   const std::vector<Task> tasks = extract_tasks(g, sdag);
   if (!after(o, "tasks", [&] { return format_task_table(sdag, tasks); })) return std::nullopt;
@@ -131,8 +125,9 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   auto schedule = std::make_shared<ModelSchedule>(choose_schedules(tasks, sdag.subgraphs.size(), c.schedule, c.target, o.dump));
   if (o.stop_after == "analysis" || o.stop_after == "sketch" || o.stop_after == "schedule") return std::nullopt;
 
-  // GpuSerial: the GPU program on this CPU, each kernel's threads one after another.
-  const lower::ModelProgram program = c.schedule.kind == ScheduleChoice::Kind::GpuSerial
+  // A CUDA target's program, or with GpuSerial the same program on this CPU, each kernel's threads one
+  // after another.
+  const lower::ModelProgram program = gpu_program
                                           ? lower_for_gpu(g, sdag, c)
                                           : lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule));
   if (!after(o, "lower", [&] { return lower::print_func(program.func) + "\n" + lower::print_model_params(program); }))
@@ -140,6 +135,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
 
   const package::ModelMemoryPlan memory = package::plan_model_memory(program);
   if (!after(o, "memory", [&] { return package::print_model_memory_plan(program, memory); })) return std::nullopt;
+  if (c.target.is_cuda()) return cuda_codegen_and_package(program, memory, g, c, dir, o);
 
   package::ModelModule module =
       package::generate_model_module(program, memory, package::model_io(g), {c.name, c.target.machine, c.target.vector_bits, c.target.huge_page_bytes});

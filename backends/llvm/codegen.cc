@@ -882,7 +882,6 @@ std::vector<GpuKernel> emit_gpu_kernels(const lower::LoweredFunc& f, const Codeg
   for (const Stmt& s : stmts) {
     if (!s || (s->kind == StmtKind::Block && s->body.empty())) continue;  // a stage with no elements
     GpuKernel k = launch_of(s, f.name + "_k" + std::to_string(kernels.size()));
-    if (k.grid < 1 || k.block < 1) continue;
     FuncEmitter fe(module, opts, f.params);
     llvm::Function* fn = fe.emit_kernel(k.name, s);
     std::string err;

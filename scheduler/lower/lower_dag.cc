@@ -14,12 +14,6 @@ namespace {
 using te::ExprOp;
 
 
-Expr flat_index(const std::vector<Expr>& idx, const Shape& shape) {
-  if (idx.empty()) return te::int_imm(0);
-  Expr flat = idx[0];
-  for (size_t k = 1; k < idx.size(); ++k) flat = flat * shape[k] + idx[k];
-  return flat;
-}
 
 int lanes_for(DType t, const ScheduleParams& p) {
   size_t bytes = std::max<size_t>(dtype_size(t), 1);
@@ -35,8 +29,8 @@ bool reads_along(const Expr& l, const te::ExprNode* axis) {
 }
 
 // Whether a stage's work pays for a parallel loop: a dispatch and the other core's reads of what this
-// one wrote cost microseconds, so a stage that takes a few microseconds alone runs serially. Reductions count multiply-adds (outputs x reduction extent),
-// elementwise stages their outputs.
+// one wrote cost microseconds, so a stage that takes a few microseconds alone runs serially.
+// Reductions count multiply-adds (outputs x reduction extent), elementwise stages their outputs.
 bool worth_parallel(const te::Stage& s, int64_t outputs, const ScheduleParams& p) {
   if (s.reduce_axes.empty()) return outputs >= p.min_parallel_elements;
   int64_t work = outputs;
@@ -76,6 +70,13 @@ Stmt lower_extern_group(const te::ComputeDAG& dag, const std::vector<size_t>& gr
 }
 
 }  // namespace
+
+Expr flat_index(const std::vector<Expr>& idx, const Shape& shape) {
+  if (idx.empty()) return te::int_imm(0);
+  Expr flat = idx[0];
+  for (size_t k = 1; k < idx.size(); ++k) flat = flat * shape[k] + idx[k];
+  return flat;
+}
 
 std::optional<size_t> operand_block_axis(const te::Stage& s) {
   const size_t rank = s.axes.size();

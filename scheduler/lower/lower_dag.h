@@ -92,6 +92,9 @@ std::vector<size_t> writer_stages(const te::ComputeDAG& dag);
 /// output row. The innermost such axis, or none.
 std::optional<size_t> operand_block_axis(const te::Stage& s);
 
+/// The row-major flat index of `idx` in a tensor of `shape`.
+Expr flat_index(const std::vector<Expr>& idx, const Shape& shape);
+
 /// One step of a reduction: acc + v, acc * v, min or max.
 Expr combine_reduction(te::Reducer r, const Expr& acc, const Expr& v);
 

@@ -7,12 +7,6 @@ namespace kiln::lower {
 
 namespace {
 
-Expr flat_index(const std::vector<Expr>& idx, const Shape& shape) {
-  Expr f = te::int_imm(0);
-  for (size_t k = 0; k < idx.size(); ++k) f = f * shape[k] + idx[k];
-  return f;
-}
-
 // `s` with the variables of `m` replaced in every expression it holds (loop variables are not in `m`).
 Stmt substitute_stmt(const Stmt& s, const std::map<const te::ExprNode*, Expr>& m) {
   if (!s) return s;
@@ -45,12 +39,13 @@ namespace {
 struct GpuTile {
   size_t row_axis = 0, col_axis = 0;
   int64_t rows = 1, cols = 1;
+  bool tiled() const { return rows * cols > 1; }
 };
 
 // Rows along the operand-block axis (a conv's output channel, lower_dag.h) or else the second-innermost
 // axis, columns along the innermost; the largest tile of up to 4 x 4 that divides both axes and still
-// leaves p.min_threads threads (a bigger tile on a small layer would idle most of the GPU: at batch 1,
-// 4 x 4 tiles made ResNet-50 2.4x slower, bench/RESULTS.md). None (1 x 1) for elementwise stages and
+// leaves p.min_threads threads (a bigger tile on a small layer would idle most of the GPU: with fixed
+// 4 x 4 tiles ResNet-50 at batch 1 took 7.9 ms against 3.3 untiled, bench/RESULTS.md). None (1 x 1) for elementwise stages and
 // short reductions, where a thread's loads are not shared anyway.
 GpuTile choose_tile(const te::Stage& s, const GpuScheduleParams& p) {
   GpuTile t;
@@ -62,7 +57,6 @@ GpuTile choose_tile(const te::Stage& s, const GpuScheduleParams& p) {
   t.row_axis = operand_block_axis(s).value_or(rank - 2);
   const int64_t outputs = num_elements(s.shape);
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4, 4}, {2, 4}, {4, 2}, {2, 2}, {1, 4}, {1, 2}, {2, 1}}) {
-    if (rows > kGpuTileEdge || cols > kGpuTileEdge) continue;
     if (s.shape[t.row_axis] % rows != 0 || s.shape[t.col_axis] % cols != 0) continue;
     if (outputs / (rows * cols) < p.min_threads) continue;
     t.rows = rows;
@@ -85,7 +79,7 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
   // The tile a thread computes: its flat index f over the tiles, each axis's tile recovered from it,
   // and the tile's rows and columns (unrolled loops r, c).
   Shape tiles = s.shape;
-  if (tile.rows * tile.cols > 1) {
+  if (tile.tiled()) {
     tiles[tile.row_axis] /= tile.rows;
     tiles[tile.col_axis] /= tile.cols;
   }
@@ -97,12 +91,12 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
     stride /= tiles[k];
     Expr a = stride == 1 ? f : te::floordiv(f, te::int_imm(stride));
     if (k > 0) a = te::floormod(a, te::int_imm(tiles[k]));
-    if (tile.rows * tile.cols > 1 && k == tile.row_axis) a = a * tile.rows + r;
-    if (tile.rows * tile.cols > 1 && k == tile.col_axis) a = a * tile.cols + c;
+    if (tile.tiled() && k == tile.row_axis) a = a * tile.rows + r;
+    if (tile.tiled() && k == tile.col_axis) a = a * tile.cols + c;
     axis_of[s.axes[k].get()] = a;
   }
   auto over_tile = [&](const Stmt& st) {
-    if (tile.rows * tile.cols == 1) return st;
+    if (!tile.tiled()) return st;
     return for_loop(r, tile.rows, ForKind::Unrolled, for_loop(c, tile.cols, ForKind::Unrolled, st));
   };
   Expr body = flatten_loads(s.body, buffers);
@@ -111,7 +105,7 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
     element = store(out, flat_index(s.axes, s.shape), body);
   } else {
     BufferRef acc = make_buffer(s.name + ".acc", s.dtype, tile.rows * tile.cols, true);
-    Expr slot = tile.rows * tile.cols == 1 ? te::int_imm(0) : r * tile.cols + c;
+    Expr slot = tile.tiled() ? r * tile.cols + c : te::int_imm(0);
     Expr a = load(acc, slot);
     Stmt step = over_tile(store(acc, slot, combine_reduction(s.reducer, a, body)));
     for (size_t k = s.reduce_axes.size(); k-- > 0;)

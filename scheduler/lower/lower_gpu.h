@@ -17,9 +17,6 @@
 
 namespace kiln::lower {
 
-/// The largest register tile edge of the default GPU schedule: 4 x 4 outputs per thread.
-inline constexpr int64_t kGpuTileEdge = 4;
-
 struct GpuScheduleParams {
   int threads_per_block = 256;  // a multiple of the warp; at most the target's threads_per_block
   /// Register tiles shrink until a stage has this many threads: 1024 per multiprocessor (half of what
@@ -34,7 +31,7 @@ struct GpuScheduleParams {
 Stmt over_gpu_threads(const Expr& var, int64_t n, const Stmt& body, const GpuScheduleParams& p);
 
 /// One stage as a kernel: one thread per element, or for a reduction (matmul, conv) one thread per
-/// register tile of up to kGpuTileEdge x kGpuTileEdge outputs along its operand-block (or second-
+/// register tile of up to 4 x 4 outputs along its operand-block (or second-
 /// innermost) axis and its innermost axis (with `epilogue`, as lower_stage_default).
 Stmt lower_stage_gpu(const te::TensorRef& stage_output, const std::map<const te::TensorNode*, BufferRef>& buffers,
                      const GpuScheduleParams& p, const Epilogue* epilogue = nullptr);
