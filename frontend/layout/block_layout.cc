@@ -17,9 +17,19 @@ const std::set<std::string>& blockable_unary() {
                                             "Elu",  "Selu",      "Celu",    "Softplus",    "Clip",      "Identity"};
   return ops;
 }
+// Div too, by a constant divisor without zeros (a blocked divisor's padded channels would be 0 / 0).
 const std::set<std::string>& blockable_binary() {
-  static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Max", "Min"};
+  static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Max", "Min", "Div"};
   return ops;
+}
+
+// Whether blocked shape `s` broadcasts to blocked shape `full` without crossing blocks: the same rank,
+// channel blocks and block, and every other axis equal or 1 (a per-channel scale: N x C/b x 1 x 1 x b).
+bool broadcasts_within_blocks(const Shape& s, const Shape& full) {
+  if (s.size() != full.size() || s[1] != full[1] || s.back() != full.back()) return false;
+  for (size_t a = 0; a < s.size(); ++a)
+    if (s[a] != full[a] && s[a] != 1) return false;
+  return true;
 }
 
 class BlockLayout {
@@ -28,10 +38,13 @@ class BlockLayout {
 
   int run() {
     for (const auto& in : g_.inputs) produced_.insert(in);
+    for (const Node& n : g_.nodes) read_.insert(n.inputs.begin(), n.inputs.end());
+    read_.insert(g_.outputs.begin(), g_.outputs.end());
     for (const auto& [name, v] : g_.values)
       if (v.constant) produced_.insert(name);
     for (Node& n : g_.nodes) {
-      if (try_conv(n) || try_elementwise(n) || try_concat(n) || try_global_average_pool(n)) continue;
+      if (try_conv(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_global_average_pool(n))
+        continue;
       for (const auto& in : n.inputs) need_nchw(in);
       for (const auto& o : n.outputs) produced_.insert(o);
       out_.push_back(std::move(n));
@@ -72,12 +85,13 @@ class BlockLayout {
     return out_.back();
   }
 
-  // The blocked form of NCHW value v, reordering it (once) when it has none yet.
-  std::string blocked_input(const std::string& v) {
+  // The blocked form of NCHW value v, reordering it (once) when it has none yet, in blocks of `b`
+  // (default: the block, or all of v's channels when it has fewer).
+  std::string blocked_input(const std::string& v, int64_t b = 0) {
     auto it = blocked_.find(v);
     if (it != blocked_.end()) return it->second;
     const Shape& s = g_.value(v).shape;
-    const int64_t b = std::min(block_, s[1]);
+    if (b == 0) b = std::min(block_, s[1]);
     const std::string out = add_blocked(v, blocked_shape(s, (s[1] + b - 1) / b, b));
     emit("ReorderToBlocked", v + ".to_blocked", {v}, {out}).attrs["block"] = AttrValue(b);
     blocked_[v] = out;
@@ -137,6 +151,11 @@ class BlockLayout {
     const int64_t group = n.attr_int("group", 1), channels = g_.value(n.inputs[0]).shape[1];
     if (group != 1) {
       if (rank != 4 || group != channels || w->shape()[0] != channels || w->shape()[1] != 1) return false;
+      // A depthwise conv does 2 x taps flops per element it reads: reordering its input into blocks
+      // costs about what the conv does, and its NCHW kernel (vectors along the row) is as fast as
+      // the blocked one with its pad (bench/RESULTS.md, issue 17 step 10). So only one whose input is
+      // blocked already moves.
+      if (!blocked_.count(n.inputs[0])) return false;
       depthwise(n, *w, bias);
       return true;
     }
@@ -179,22 +198,31 @@ class BlockLayout {
   bool try_elementwise(const Node& n) {
     const bool unary = blockable_unary().count(n.op_type) != 0, binary = blockable_binary().count(n.op_type) != 0;
     if (!n.domain.empty() || (!unary && !binary) || n.outputs.size() != 1 || n.inputs.empty()) return false;
-    // The blocked operand that sets the shape: the first input with a blocked form.
+    const Value& out = g_.value(n.outputs[0]);
+    if (!is_f32(n.outputs[0])) return false;
+    // The blocked operand that sets the shape: the first blocked input of the output's shape.
     const std::string* lead = nullptr;
     for (const auto& in : n.inputs)
-      if (!in.empty() && blocked_.count(in) && !lead) lead = &in;
+      if (!in.empty() && blocked_.count(in) && g_.value(in).shape == out.shape && !lead) lead = &in;
     if (!lead) return false;
-    const Value& out = g_.value(n.outputs[0]);
-    if (!is_f32(n.outputs[0]) || out.shape != g_.value(*lead).shape) return false;
     const Shape& lead_b = g_.value(blocked_.at(*lead)).shape;
+    const bool div = n.op_type == "Div";
     std::vector<std::string> ins;
+    std::vector<size_t> to_reorder;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const std::string& in = n.inputs[i];
       if (in.empty()) {
         ins.push_back(in);
+      } else if (div && i == 1) {
+        std::string c = nonzero_constant(in) ? blocked_constant(in, out.shape.size(), channels(*lead), lead_b.back()) : "";
+        if (c.empty()) return false;
+        ins.push_back(c);
       } else if (blocked_.count(in)) {
-        if (g_.value(blocked_.at(in)).shape != lead_b) return false;
+        if (!broadcasts_within_blocks(g_.value(blocked_.at(in)).shape, lead_b)) return false;
         ins.push_back(blocked_.at(in));
+      } else if (per_channel_activation(in, out.shape)) {
+        to_reorder.push_back(i);  // after every operand passed: a refused op must leave no reorder
+        ins.push_back(in);
       } else if (unary && i > 0) {
         if (!constant(in) || constant(in)->size() != 1) return false;  // Clip's min / max
         ins.push_back(in);
@@ -204,10 +232,57 @@ class BlockLayout {
         ins.push_back(c);
       }
     }
+    for (size_t i : to_reorder) ins[i] = blocked_input(ins[i], lead_b.back());
     const std::string ob = add_blocked(n.outputs[0], lead_b);
     Node& copy = emit(n.op_type, n.name, ins, {ob}, n.domain);
     copy.opset = n.opset;
     copy.attrs = n.attrs;
+    blocked_[n.outputs[0]] = ob;
+    return true;
+  }
+
+  // A float activation computed at run time that holds one value per channel of an output of shape
+  // `out` (N x C x 1 x ... x 1: a squeeze-and-excitation scale); reordering it into blocks is cheap.
+  bool per_channel_activation(const std::string& v, const Shape& out) const {
+    if (constant(v) || !is_f32(v)) return false;
+    const Shape& s = g_.value(v).shape;
+    if (s.size() != out.size() || s[1] != out[1] || (s[0] != out[0] && s[0] != 1)) return false;
+    for (size_t a = 2; a < s.size(); ++a)
+      if (s[a] != 1) return false;
+    return true;
+  }
+
+  bool nonzero_constant(const std::string& v) const {
+    const Tensor* t = constant(v);
+    if (!t) return false;
+    for (int64_t i = 0; i < t->size(); ++i)
+      if (t->get_double(i) == 0) return false;
+    return true;
+  }
+
+  // Dropout is the identity at inference (its OpDef refuses the random training mode): it stays
+  // blocked as an Identity when nothing reads its mask.
+  bool try_dropout(const Node& n) {
+    if (!n.domain.empty() || n.op_type != "Dropout" || !blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0])) return false;
+    if (n.outputs.size() > 1 && !n.outputs[1].empty() && read_.count(n.outputs[1])) return false;
+    const std::string ob = add_blocked(n.outputs[0], g_.value(blocked_.at(n.inputs[0])).shape);
+    emit("Identity", n.name, {blocked_.at(n.inputs[0])}, {ob}, "").opset = 13;
+    blocked_[n.outputs[0]] = ob;
+    return true;
+  }
+
+  // MaxPool (without its Indices output) and AveragePool of a blocked tensor pool each channel on its
+  // own, so they run on the blocks (kiln.MaxPoolBlocked / AveragePoolBlocked, same attributes);
+  // padded channels stay 0.
+  bool try_pool(const Node& n) {
+    if (!n.domain.empty() || (n.op_type != "MaxPool" && n.op_type != "AveragePool") || n.inputs.empty()) return false;
+    if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0])) return false;
+    if (n.outputs.size() > 1 && !n.outputs[1].empty() && read_.count(n.outputs[1])) return false;
+    const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
+    const std::string ob = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, xb[1], xb.back()));
+    Node& pool = emit(n.op_type + "Blocked", n.name, {blocked_.at(n.inputs[0])}, {ob});
+    pool.attrs = n.attrs;
+    pool.attrs.erase("storage_order");
     blocked_[n.outputs[0]] = ob;
     return true;
   }
@@ -256,6 +331,7 @@ class BlockLayout {
   const int64_t block_;
   std::vector<Node> out_;
   std::set<std::string> produced_;  // values with an NCHW producer so far (or inputs, constants)
+  std::set<std::string> read_;      // values some node or the graph's outputs read
   std::map<std::string, std::string> blocked_;  // NCHW value -> its blocked form
   int convs_ = 0;
 };

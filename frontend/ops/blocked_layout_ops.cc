@@ -7,6 +7,8 @@
 //                                spatial axes S..., as D x H x W for a 3-D conv).
 //   DepthwiseConvBlocked(x, w[, bias])  N x C/b x H x W x b, weights C/b x KH x KW x b, bias C/b x b
 //                                -> N x C/b x OH x OW x b: channel c of the output reads channel c only.
+//   MaxPoolBlocked(x), AveragePoolBlocked(x)  N x C/b x S... x b -> N x C/b x O... x b: MaxPool /
+//                                AveragePool with their own attributes, channel by channel.
 // Channel c of a blocked tensor is element c % b of block c / b, so a vector of b channels is
 // contiguous, and a convolution's weights are stored in the order its inner loop reads them.
 #include "frontend/ops/nn_common.h"
@@ -30,6 +32,34 @@ Shape to_blocked_shape(const Shape& x, int64_t block) {
   return s;
 }
 
+// x (N x C x S...) in blocks of b: N x ceil(C/b) x S... x b, channels past C zero.
+Tensor to_blocked(const Tensor& x, int64_t b) {
+  const int64_t channels = x.shape()[1];
+  const Shape out_shape = to_blocked_shape(x.shape(), b);
+  const int64_t plane = num_elements(Shape(x.shape().begin() + 2, x.shape().end()));
+  Tensor y(x.dtype(), out_shape);
+  for (int64_t n = 0; n < x.shape()[0]; ++n)
+    for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t p = 0; p < plane; ++p)
+        y.set_double(((n * out_shape[1] + ch / b) * plane + p) * b + ch % b, x.get_double((n * channels + ch) * plane + p));
+  return y;
+}
+
+// The first `channels` channels of blocked x (N x Cb x S... x b) as N x channels x S....
+Tensor from_blocked(const Tensor& x, int64_t channels) {
+  const Shape& xs = x.shape();
+  const int64_t b = xs.back();
+  const int64_t plane = num_elements(Shape(xs.begin() + 2, xs.end() - 1));
+  Shape out{xs[0], channels};
+  out.insert(out.end(), xs.begin() + 2, xs.end() - 1);
+  Tensor y(x.dtype(), out);
+  for (int64_t n = 0; n < xs[0]; ++n)
+    for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t p = 0; p < plane; ++p)
+        y.set_double((n * channels + ch) * plane + p, x.get_double(((n * xs[1] + ch / b) * plane + p) * b + ch % b));
+  return y;
+}
+
 OpDef reorder_to_blocked_op() {
   OpDef d;
   d.op_type = "ReorderToBlocked";
@@ -39,18 +69,7 @@ OpDef reorder_to_blocked_op() {
     if (c.rank(0) < 3) c.fail("X must be N x C x spatial..., got " + shape_str(c.shape(0)));
     c.set_output(0, c.dtype(0), to_blocked_shape(c.shape(0), positive_attr(c, "block")));
   };
-  d.eval = [](EvalContext& c) {
-    const Tensor& x = c.input(0);
-    const int64_t b = c.node().attr_int("block", 1), channels = x.shape()[1];
-    const Shape out_shape = to_blocked_shape(x.shape(), b);
-    const int64_t plane = num_elements(Shape(x.shape().begin() + 2, x.shape().end()));
-    Tensor y(x.dtype(), out_shape);
-    for (int64_t n = 0; n < x.shape()[0]; ++n)
-      for (int64_t ch = 0; ch < channels; ++ch)
-        for (int64_t p = 0; p < plane; ++p)
-          y.set_double(((n * out_shape[1] + ch / b) * plane + p) * b + ch % b, x.get_double((n * channels + ch) * plane + p));
-    c.set_output(0, std::move(y));
-  };
+  d.eval = [](EvalContext& c) { c.set_output(0, to_blocked(c.input(0), c.node().attr_int("block", 1))); };
   return d;
 }
 
@@ -69,26 +88,13 @@ OpDef reorder_from_blocked_op() {
     out.insert(out.end(), x.begin() + 2, x.end() - 1);
     c.set_output(0, c.dtype(0), out);
   };
-  d.eval = [](EvalContext& c) {
-    const Tensor& x = c.input(0);
-    const Shape& xs = x.shape();
-    const int64_t channels = c.node().attr_int("channels", 1), b = xs.back();
-    const int64_t plane = num_elements(Shape(xs.begin() + 2, xs.end() - 1));
-    Shape out{xs[0], channels};
-    out.insert(out.end(), xs.begin() + 2, xs.end() - 1);
-    Tensor y(x.dtype(), out);
-    for (int64_t n = 0; n < xs[0]; ++n)
-      for (int64_t ch = 0; ch < channels; ++ch)
-        for (int64_t p = 0; p < plane; ++p)
-          y.set_double((n * channels + ch) * plane + p, x.get_double(((n * xs[1] + ch / b) * plane + p) * b + ch % b));
-    c.set_output(0, std::move(y));
-  };
+  d.eval = [](EvalContext& c) { c.set_output(0, from_blocked(c.input(0), c.node().attr_int("channels", 1))); };
   return d;
 }
 
 // The window of a blocked conv over x's spatial axes (x: N x Cb x S... x b) with kernel extents `kernel`.
-Window blocked_window(const Node& node, const Shape& x, std::vector<int64_t> kernel) {
-  return forward_window(node, Shape(x.begin() + 2, x.end() - 1), std::move(kernel), false);
+Window blocked_window(const Node& node, const Shape& x, std::vector<int64_t> kernel, bool allow_ceil_mode = false) {
+  return forward_window(node, Shape(x.begin() + 2, x.end() - 1), std::move(kernel), allow_ceil_mode);
 }
 
 // The dtypes of a blocked conv's operands, and its bias (input 2), which must be `bias_shape`.
@@ -222,9 +228,42 @@ OpDef depthwise_conv_blocked_op() {
   return d;
 }
 
+// MaxPoolBlocked / AveragePoolBlocked: the ONNX pool (same attributes) over the spatial axes of a
+// blocked tensor, each channel on its own; the reference computes it in NCHW.
+OpDef blocked_pool_op(const char* op_type, Tensor (*reference)(const Node&, const Tensor&), double per_output) {
+  OpDef d;
+  d.op_type = op_type;
+  d.domain = kDomain;
+  d.infer = [](InferContext& c) {
+    c.require_input(0, "X");
+    const Shape& x = c.shape(0);
+    if (x.size() < 4 || x.size() > 6) c.fail("X must be N x C/b x S... x b with 1 to 3 spatial axes, got " + shape_str(x));
+    if (!is_float(c.dtype(0))) c.unsupported("dtype " + dtype_name(c.dtype(0)) + " is not supported");
+    const Window win = blocked_window(c.node(), x, c.node().required_ints("kernel_shape"), true);
+    Shape out{x[0], x[1]};
+    out.insert(out.end(), win.out.begin(), win.out.end());
+    out.push_back(x.back());
+    c.set_output(0, c.dtype(0), out);
+  };
+  d.eval = [reference](EvalContext& c) {
+    const Tensor& x = c.input(0);
+    c.set_output(0, to_blocked(reference(c.node(), from_blocked(x, x.shape()[1] * x.shape().back())), x.shape().back()));
+  };
+  d.flops = [per_output](const NodeShapes& s) {
+    double taps = 1;
+    for (int64_t k : s.node.attr_ints("kernel_shape")) taps *= static_cast<double>(k);
+    return static_cast<double>(num_elements(s.out[0])) * (taps + per_output);
+  };
+  return d;
+}
+
+Tensor max_pool_values(const Node& node, const Tensor& x) { return max_pool_reference(node, x); }
+
 }  // namespace
 
 void register_blocked_layout_ops(OpRegistry& r) {
+  r.add(blocked_pool_op("MaxPoolBlocked", max_pool_values, 0));
+  r.add(blocked_pool_op("AveragePoolBlocked", average_pool_reference, 1));
   r.add(depthwise_conv_blocked_op());
   r.add(reorder_to_blocked_op());
   r.add(reorder_from_blocked_op());

@@ -57,6 +57,11 @@ inline bool next_index(std::vector<int64_t>& idx, const std::vector<int64_t>& ex
 inline int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
+/// MaxPool and AveragePool of an N x C x spatial... tensor as the reference interpreter computes them
+/// (the blocked pools evaluate through these too); `indices`, when given, receives MaxPool's Indices.
+Tensor max_pool_reference(const Node& node, const Tensor& x, Tensor* indices = nullptr);
+Tensor average_pool_reference(const Node& node, const Tensor& x);
+
 void register_conv_ops(OpRegistry& r);
 void register_pool_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);

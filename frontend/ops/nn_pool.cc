@@ -85,6 +85,55 @@ double window_flops(const NodeShapes& s, double per_tap, double per_output) {
   return static_cast<double>(num_elements(s.out[0])) * (taps * per_tap + per_output);
 }
 
+}  // namespace
+
+Tensor max_pool_reference(const Node& node, const Tensor& x, Tensor* indices_out) {
+  PoolShape ps = pool_shape(node, x.shape(), true);
+  bool column_major = node.attr_int("storage_order", 0) == 1;
+  Shape spatial(x.shape().begin() + 2, x.shape().end());
+  int64_t in_plane = num_elements(spatial), out_plane = num_elements(ps.window.out);
+  std::vector<double> xv = x.to_doubles();
+  Tensor y(x.dtype(), ps.out_shape());
+  Tensor indices = indices_out ? Tensor(DType::Int64, ps.out_shape()) : Tensor();
+  for_each_window(ps, [&](int64_t p, int64_t flat, const WindowTaps& taps) {
+    // The first maximum wins; a window entirely in the padding yields 0 and index -1.
+    double best = 0;
+    int64_t best_at = -1;
+    for (int64_t off : taps.offsets) {
+      double v = xv[p * in_plane + off];
+      if (best_at < 0 || v > best) {
+        best = v;
+        best_at = off;
+      }
+    }
+    int64_t at = p * out_plane + flat;
+    y.set_double(at, best);
+    if (!indices_out) return;
+    if (best_at >= 0) best_at = p * in_plane + (column_major ? column_major_offset(best_at, spatial) : best_at);
+    indices.set_int(at, best_at);
+  });
+  if (indices_out) *indices_out = std::move(indices);
+  return y;
+}
+
+Tensor average_pool_reference(const Node& node, const Tensor& x) {
+  PoolShape ps = pool_shape(node, x.shape(), true);
+  bool count_pad = node.attr_int("count_include_pad", 0) != 0;
+  int64_t in_plane = num_elements(Shape(x.shape().begin() + 2, x.shape().end()));
+  int64_t out_plane = num_elements(ps.window.out);
+  std::vector<double> xv = x.to_doubles();
+  Tensor y(x.dtype(), ps.out_shape());
+  for_each_window(ps, [&](int64_t p, int64_t flat, const WindowTaps& taps) {
+    double sum = 0;
+    for (int64_t off : taps.offsets) sum += xv[p * in_plane + off];
+    double count = static_cast<double>(count_pad ? taps.in_padded_extent : static_cast<int64_t>(taps.offsets.size()));
+    y.set_double(p * out_plane + flat, count > 0 ? sum / count : std::numeric_limits<double>::quiet_NaN());
+  });
+  return y;
+}
+
+namespace {
+
 OpDef max_pool_op() {
   OpDef d;
   d.op_type = "MaxPool";
@@ -100,30 +149,8 @@ OpDef max_pool_op() {
     c.set_output(1, DType::Int64, ps.out_shape());
   };
   d.eval = [](EvalContext& c) {
-    const Tensor& x = c.input(0);
-    PoolShape ps = pool_shape(c.node(), x.shape(), true);
-    bool column_major = c.node().attr_int("storage_order", 0) == 1;
-    Shape spatial(x.shape().begin() + 2, x.shape().end());
-    int64_t in_plane = num_elements(spatial), out_plane = num_elements(ps.window.out);
-    std::vector<double> xv = x.to_doubles();
-    Tensor y(x.dtype(), ps.out_shape());
-    Tensor indices(DType::Int64, ps.out_shape());
-    for_each_window(ps, [&](int64_t p, int64_t flat, const WindowTaps& taps) {
-      // The first maximum wins; a window entirely in the padding yields 0 and index -1.
-      double best = 0;
-      int64_t best_at = -1;
-      for (int64_t off : taps.offsets) {
-        double v = xv[p * in_plane + off];
-        if (best_at < 0 || v > best) {
-          best = v;
-          best_at = off;
-        }
-      }
-      int64_t at = p * out_plane + flat;
-      y.set_double(at, best);
-      if (best_at >= 0) best_at = p * in_plane + (column_major ? column_major_offset(best_at, spatial) : best_at);
-      indices.set_int(at, best_at);
-    });
+    Tensor indices;
+    Tensor y = max_pool_reference(c.node(), c.input(0), &indices);
     c.set_output(0, std::move(y));
     c.set_output(1, std::move(indices));
   };
@@ -139,22 +166,7 @@ OpDef average_pool_op() {
     if (!is_float(c.dtype(0))) c.unsupported("dtype " + dtype_name(c.dtype(0)) + " is not supported");
     c.set_output(0, c.dtype(0), pool_shape(c.node(), c.shape(0), true).out_shape());
   };
-  d.eval = [](EvalContext& c) {
-    const Tensor& x = c.input(0);
-    PoolShape ps = pool_shape(c.node(), x.shape(), true);
-    bool count_pad = c.node().attr_int("count_include_pad", 0) != 0;
-    int64_t in_plane = num_elements(Shape(x.shape().begin() + 2, x.shape().end()));
-    int64_t out_plane = num_elements(ps.window.out);
-    std::vector<double> xv = x.to_doubles();
-    Tensor y(x.dtype(), ps.out_shape());
-    for_each_window(ps, [&](int64_t p, int64_t flat, const WindowTaps& taps) {
-      double sum = 0;
-      for (int64_t off : taps.offsets) sum += xv[p * in_plane + off];
-      double count = static_cast<double>(count_pad ? taps.in_padded_extent : static_cast<int64_t>(taps.offsets.size()));
-      y.set_double(p * out_plane + flat, count > 0 ? sum / count : std::numeric_limits<double>::quiet_NaN());
-    });
-    c.set_output(0, std::move(y));
-  };
+  d.eval = [](EvalContext& c) { c.set_output(0, average_pool_reference(c.node(), c.input(0))); };
   d.flops = [](const NodeShapes& s) { return window_flops(s, 1, 1); };  // adds, then one divide
   return d;
 }

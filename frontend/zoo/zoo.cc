@@ -21,6 +21,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"conv_transpose2d", build_conv_transpose2d},
       {"dcgan", build_dcgan},
       {"bert_base", build_bert_base},
+      {"blocked_edges", build_blocked_edges},
   };
   return models;
 }

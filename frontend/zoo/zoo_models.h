@@ -15,5 +15,6 @@ ModelBuilder build_depthwise(const ZooOptions& o);
 ModelBuilder build_conv_transpose2d(const ZooOptions& o);
 ModelBuilder build_dcgan(const ZooOptions& o);
 ModelBuilder build_bert_base(const ZooOptions& o);
+ModelBuilder build_blocked_edges(const ZooOptions& o);
 
 }  // namespace kiln

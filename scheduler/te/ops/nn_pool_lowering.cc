@@ -14,8 +14,17 @@ namespace {
 
 Shape spatial_of(const Shape& s) { return Shape(s.begin() + 2, s.end()); }
 
+// kiln.MaxPoolBlocked and kiln.AveragePoolBlocked pool N x C/b x S... x b: the channel within its
+// block is one more trailing axis that every tap keeps.
+bool blocked(const LowerContext& c) { return c.node().domain == "kiln"; }
+
+// The spatial extents of pool input or output shape s.
+Shape pool_spatial(const LowerContext& c, const Shape& s) {
+  return blocked(c) ? Shape(s.begin() + 2, s.end() - 1) : spatial_of(s);
+}
+
 nn::Window pool_window(const LowerContext& c) {
-  return nn::forward_window(c.node(), spatial_of(c.shape(0)), c.node().required_ints("kernel_shape"), true);
+  return nn::forward_window(c.node(), pool_spatial(c, c.shape(0)), c.node().required_ints("kernel_shape"), true);
 }
 
 // The input element one kernel tap of the window at output idx reads, and whether it lies inside the
@@ -33,6 +42,7 @@ Tap pool_tap(const nn::Window& w, const Shape& x_shape, const std::vector<Expr>&
     t.inside = and_cond(t.inside, window_inside(w, a, x_shape[2 + a], pos));
     t.index.push_back(pos);
   }
+  if (idx.size() > 2 + w.rank()) t.index.push_back(idx.back());  // a blocked pool's channel in its block
   return t;
 }
 
@@ -116,7 +126,8 @@ void lower_max_pool(LowerContext& c) {
   nn::Window w = pool_window(c);
   DType t = x->dtype;
   // Max needs no arithmetic, so it runs in the input dtype (half precision and int8 included).
-  bool has_empty = has_empty_window(w, spatial_of(x->shape));
+  const Shape in_spatial = pool_spatial(c, x->shape);
+  bool has_empty = has_empty_window(w, in_spatial);
   TensorRef maxv = reduce(has_empty ? c.name("max") : c.name(), "pool", t, c.out_shape(0), Reducer::Max, w.kernel,
                           [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
                             Tap tap = pool_tap(w, x->shape, idx, r);
@@ -125,7 +136,7 @@ void lower_max_pool(LowerContext& c) {
   TensorRef y = maxv;
   if (has_empty)  // a window with nothing to compare yields 0, not the reducer's identity
     y = compute(c.name(), "injective", t, c.out_shape(0), [&](const std::vector<Expr>& idx) {
-      return select(window_nonempty(w, spatial_of(x->shape), idx), at(maxv, idx), const_of(t, 0));
+      return select(window_nonempty(w, in_spatial, idx), at(maxv, idx), const_of(t, 0));
     });
   c.set_output(0, y);
   if (c.has_output(1)) c.set_output(1, max_pool_indices(c, w, maxv));
@@ -149,7 +160,7 @@ void lower_average_pool(LowerContext& c) {
   TensorRef sum = window_sum(c, w, acc, [](const Expr& v) { return v; });
   // The divisor: taps inside the input, or with count_include_pad also those in the explicit
   // padding (never those past it, which only ceil_mode creates). An empty window gives 0 / 0 = NaN.
-  Shape in_spatial = spatial_of(c.shape(0));
+  Shape in_spatial = pool_spatial(c, c.shape(0));
   bool count_pad = c.node().attr_int("count_include_pad", 0) != 0;
   std::vector<int64_t> lo(w.rank()), hi(w.rank());
   for (size_t a = 0; a < w.rank(); ++a) {
@@ -279,6 +290,8 @@ void register_pool_lowerings(LoweringRegistry& r) {
   r.add(global_pool_lowering("GlobalMaxPool", GlobalKind::Max));
   r.add(global_pool_lowering("GlobalLpPool", GlobalKind::Lp));
   r.add({"MaxUnpool", "", lower_max_unpool});
+  r.add({"MaxPoolBlocked", "kiln", lower_max_pool});
+  r.add({"AveragePoolBlocked", "kiln", lower_average_pool});
 }
 
 }  // namespace kiln::te::nn_lower

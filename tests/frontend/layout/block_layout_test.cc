@@ -62,23 +62,104 @@ TEST(BlockLayout, AResidualBlockIsBlockedFromItsFirstConvToTheGlobalPooling) {
   EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{2, 1, 3, 3, 3, 8}));  // packed weights
 }
 
-// An op that cannot run blocked (MaxPool here) ends the region: reorder out, pool, reorder back in.
+// An op that cannot run blocked (LRN here) ends the region: reorder out, LRN, reorder back in.
 // A blocked value read both blocked and in NCHW is reordered once.
 TEST(BlockLayout, ReordersSitOnlyAtTheEdgesOfBlockedRegions) {
   ModelBuilder b("edges", 13);
   b.input("x", DType::Float32, Shape{2, 8, 8, 8});
   conv(b, "x", "c1", 8, 16, 1);
   b.node("Relu", {"c1"}, {"r1"});
-  b.node("MaxPool", {"r1"}, {"p"}).attr("kernel_shape", std::vector<int64_t>{2, 2}).attr("strides", std::vector<int64_t>{2, 2});
+  b.node("LRN", {"r1"}, {"p"}).attr("size", int64_t{3});
   conv(b, "p", "c2", 16, 16, 3, 2);
   b.node("Sigmoid", {"r1"}, {"y2"});
   b.output("c2", DType::Float32, Shape{});
   b.output("y2", DType::Float32, Shape{});
   Graph g = prepared_graph(b);
   EXPECT_EQ(lay_out_and_compare(g, 16), 2);
-  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ReorderFromBlocked", "MaxPool",
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ReorderFromBlocked", "LRN",
                                                    "ReorderToBlocked", "ConvBlocked", "Sigmoid", "ReorderFromBlocked",
                                                    "ReorderFromBlocked"}));
+}
+
+// MaxPool and AveragePool (padded, ceil_mode, counting the padding or not) pool each channel on its
+// own, so they run on the blocks; a MaxPool whose Indices someone reads stays NCHW.
+TEST(BlockLayout, PoolsStayBlocked) {
+  ModelBuilder b("pools", 13);
+  b.input("x", DType::Float32, Shape{2, 4, 11, 11});
+  conv(b, "x", "c1", 4, 12, 1);
+  b.node("MaxPool", {"c1"}, {"p1"})
+      .attr("kernel_shape", std::vector<int64_t>{3, 3})
+      .attr("strides", std::vector<int64_t>{2, 2})
+      .attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.node("AveragePool", {"p1"}, {"p2"})
+      .attr("kernel_shape", std::vector<int64_t>{2, 3})
+      .attr("strides", std::vector<int64_t>{2, 2})
+      .attr("pads", std::vector<int64_t>{0, 1, 1, 1})
+      .attr("ceil_mode", int64_t{1})
+      .attr("count_include_pad", int64_t{1});
+  b.node("AveragePool", {"p2"}, {"p3"})
+      .attr("kernel_shape", std::vector<int64_t>{2, 2})
+      .attr("pads", std::vector<int64_t>{1, 1, 0, 0});
+  conv(b, "p3", "y", 12, 8, 3);
+  b.output("y", DType::Float32, Shape{});
+  Graph g = prepared_graph(b);
+  EXPECT_EQ(lay_out_and_compare(g, 8), 2);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "MaxPoolBlocked", "AveragePoolBlocked",
+                                                   "AveragePoolBlocked", "ConvBlocked", "ReorderFromBlocked"}));
+  EXPECT_EQ(g.value(g.nodes[2].outputs[0]).shape, (Shape{2, 2, 6, 6, 8}));
+  EXPECT_EQ(g.value(g.nodes[3].outputs[0]).shape, (Shape{2, 2, 3, 4, 8}));  // ceil_mode drops a window past the input
+
+  ModelBuilder i("indices", 13);
+  i.input("x", DType::Float32, Shape{1, 4, 6, 6});
+  conv(i, "x", "c", 4, 8, 1);
+  i.node("MaxPool", {"c"}, {"p", "where"}).attr("kernel_shape", std::vector<int64_t>{2, 2});
+  i.output("p", DType::Float32, Shape{});
+  i.output("where", DType::Int64, Shape{});
+  Graph h = prepared_graph(i);
+  EXPECT_EQ(lay_out_and_compare(h, 8), 1);
+  EXPECT_EQ(op_types(h), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "ReorderFromBlocked", "MaxPool"}));
+}
+
+// MobileNet-V3's hard-swish divides by a constant, and its squeeze-and-excitation scale is a per-channel
+// activation computed in NCHW (Gemms): both stay blocked, the scale reordered (cheap: one value per
+// channel) instead of the feature map twice. Dropout is the identity. A blocked divisor, whose padded
+// channels would divide 0 by 0, is not blocked.
+TEST(BlockLayout, PerChannelScalesDivisionByConstantsAndDropoutStayBlocked) {
+  ModelBuilder b("squeeze_excite", 13);
+  b.input("x", DType::Float32, Shape{1, 4, 6, 6});
+  conv(b, "x", "c", 4, 12, 1);
+  b.initializer("six", Tensor::scalar_double(DType::Float32, 6.0));
+  b.node("Div", {"c", "six"}, {"d"});
+  b.node("GlobalAveragePool", {"d"}, {"gap"});
+  b.node("Flatten", {"gap"}, {"flat"});
+  b.node("Sigmoid", {"flat"}, {"gate"});
+  b.initializer("shape", Tensor::from_ints(DType::Int64, {4}, std::vector<int64_t>{1, 12, 1, 1}));
+  b.node("Reshape", {"gate", "shape"}, {"scale"});
+  b.node("Mul", {"d", "scale"}, {"se"});
+  b.node("Dropout", {"se"}, {"drop"});
+  conv(b, "drop", "y", 12, 8, 3);
+  b.node("Div", {"y", "y"}, {"ratio"});
+  b.output("ratio", DType::Float32, Shape{});
+  Graph g = prepared_graph(b);
+  EXPECT_EQ(lay_out_and_compare(g, 8), 2);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Div", "ReduceMean", "ReorderFromBlocked",
+                                                   "Flatten", "Sigmoid", "Reshape", "ReorderToBlocked", "Mul", "Identity",
+                                                   "ConvBlocked", "ReorderFromBlocked", "Div"}));
+  EXPECT_EQ(g.value(g.nodes[8].outputs[0]).shape, (Shape{1, 2, 1, 1, 8}));  // the scale, blocked
+}
+
+// A depthwise conv on an NCHW input stays NCHW: blocking it would add a reorder that costs about what
+// the conv does.
+TEST(BlockLayout, ADepthwiseConvOnAnNchwInputStaysNchw) {
+  ModelBuilder b("lone_depthwise", 13);
+  b.input("x", DType::Float32, Shape{1, 16, 8, 8});
+  b.initializer("w", random_weights({16, 1, 3, 3}, 1));
+  b.node("Conv", {"x", "w"}, {"d"}).attr("group", int64_t{16}).attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.node("Relu", {"d"}, {"y"});
+  b.output("y", DType::Float32, Shape{});
+  Graph g = prepared_graph(b);
+  EXPECT_EQ(lay_out_and_compare(g, 16), 0);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv", "Relu"}));
 }
 
 // Concat of whole blocks stays blocked; one with a partial block reads NCHW.
