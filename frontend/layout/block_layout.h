@@ -9,16 +9,20 @@
 ///
 /// What moves: every 1-D, 2-D or 3-D float32 Conv with group 1 and constant weights becomes
 /// kiln.ConvBlocked (N x C/b x [D x] H x W x b), and every 2-D depthwise one (a group per channel)
-/// kiln.DepthwiseConvBlocked on its input's blocks. The
-/// ops after it stay blocked when they can compute on the blocked tensor directly: elementwise
-/// activations, Add/Sub/Mul/Max/Min of two blocked tensors or of a blocked tensor and a scalar or
-/// per-channel constant (repacked too), Concat along channels of whole blocks, GlobalAveragePool (a
-/// ReduceMean over the blocked tensor's spatial axes). Everything else reads NCHW: a
-/// kiln.ReorderFromBlocked is placed before the first such reader (and for graph outputs), and a
-/// kiln.ReorderToBlocked before a conv whose input is not blocked yet, so reorders sit only at the
-/// edges of blocked regions and a reorder back and forth never happens. Channels past a multiple of
-/// b are zero-padded, never dropped; the ops kept blocked map 0 to a finite value, and padded input
-/// channels have zero weights, so padding never reaches a real channel.
+/// whose input is blocked already kiln.DepthwiseConvBlocked on its input's blocks (one on an NCHW
+/// input stays: reordering that input costs about what the conv does). The ops after them stay
+/// blocked when they can compute on the blocked tensor directly: elementwise activations,
+/// Add/Sub/Mul/Max/Min of blocked tensors (one may broadcast per channel: N x C/b x 1 x 1 x b), of a
+/// scalar or per-channel constant (repacked), or of a per-channel activation computed in NCHW (a
+/// squeeze-and-excitation scale, reordered: one value per channel); Div by a constant without zeros;
+/// Dropout (an Identity at inference); MaxPool without Indices and AveragePool
+/// (kiln.MaxPoolBlocked / AveragePoolBlocked); Concat along channels of whole blocks;
+/// GlobalAveragePool (a ReduceMean over the blocked tensor's spatial axes). Everything else reads
+/// NCHW: a kiln.ReorderFromBlocked is placed before the first such reader (and for graph outputs),
+/// and a kiln.ReorderToBlocked before a conv whose input is not blocked yet, so reorders sit only at
+/// the edges of blocked regions and a reorder back and forth never happens. Channels past a multiple
+/// of b are zero-padded, never dropped; the ops kept blocked map 0 to a finite value, and padded
+/// input channels have zero weights, so padding never reaches a real channel.
 #pragma once
 #include "frontend/ir/graph.h"
 
