@@ -140,9 +140,13 @@ int TuneCommand::run() {
   search::Tuner tuner(std::move(tasks), options, model, builder, *runner);
 
   const int restored = restore_records(records_, target, tuner);
-  std::cout << fmt::format("kiln tune: {} task(s) on {}, runner {}, {} thread(s); {} trials{}\n", tuner.tasks().size(),
-                           target.name, runner_.runner, threads, trials_,
+  std::cout << fmt::format("kiln tune: {} task(s) on {}, runner {}, {} thread(s); {} trials, {} per round{}\n",
+                           tuner.tasks().size(), target.name, runner_.runner, threads, trials_, tuner.round_size(),
                            restored ? fmt::format(", {} restored from {}", restored, records_) : "");
+  if (!tuner.budget_covers_every_task())
+    std::cout << fmt::format("kiln tune: {} trials cannot measure each of the {} tasks once; the tasks left over keep "
+                             "the default schedule (--trials-per-task 1 or more covers every task)\n",
+                             trials_, tuner.tasks().size());
   TuneProgress progress(std::cout, isatty(STDOUT_FILENO) && !plain_, trials_);
   progress.update(tuner, nullptr);
   tuner.tune([&](const search::RoundReport& round) {

@@ -66,6 +66,11 @@ Tuner::Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model
   default_measured_.assign(tasks_.size(), false);
 }
 
+int Tuner::round_size() const {
+  const int share = options_.trials / static_cast<int>(tasks_.size());
+  return std::clamp(share, 1, std::max(options_.measures_per_round, 1));
+}
+
 double Tuner::best_cost(int task) const { return std::min(searches_[task]->best_cost(), default_cost_[task]); }
 
 void Tuner::restore(int task, const state::State& s, const measure::MeasureResult& r, bool default_schedule) {
@@ -101,7 +106,7 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
     const int t = scheduler_.next_task();
     if (t < 0) break;
     TaskSearch& search = *searches_[t];
-    const int n = std::min(options_.measures_per_round, options_.trials - trials_);
+    const int n = std::min(round_size(), options_.trials - trials_);
     RoundReport report;
     report.task = t;
     // The default schedule goes first: its time sets the cutoff for hopeless candidates at once. Rounds

@@ -37,7 +37,7 @@ struct TuneTask {
 
 struct TunerOptions {
   int trials = 1000;               ///< measured programs in all, restored ones included
-  int measures_per_round = 64;
+  int measures_per_round = 64;     ///< at most; see Tuner::round_size
   /// Measure the default schedule in every round of a task of 8 or more measures (one of them), not
   /// only in its first round.
   bool default_each_round = true;
@@ -86,6 +86,13 @@ class Tuner {
   const std::vector<CurvePoint>& curve() const { return curve_; }
   /// Programs measured (or restored) so far.
   int trials() const { return trials_; }
+  /// Programs measured per round: measures_per_round, or fewer when the budget shared by every task
+  /// is smaller (TVM's rule: min(per round, trials / tasks), at least 1), so the warm-up, one round
+  /// per task, measures every task before any task gets a second round.
+  int round_size() const;
+  /// Whether the budget measures every task at least once (a round of 1 is the default schedule
+  /// alone); tasks past it keep the default schedule untimed.
+  bool budget_covers_every_task() const { return options_.trials >= static_cast<int>(tasks_.size()); }
 
  private:
   void finish_restore();

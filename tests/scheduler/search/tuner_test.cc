@@ -111,6 +111,39 @@ TEST(Tuner, SpendsTheBudgetOnBothTasksAndNeverMeasuresTwice) {
   }
 }
 
+// A budget smaller than tasks x measures_per_round still measures every task: rounds shrink to
+// trials / tasks (at least 1), and the warm-up gives each task one (found on a 61-task model, where
+// rounds of 64 spent a budget of 16 per task on the first 15 tasks).
+TEST(Tuner, RoundsShrinkSoTheWarmUpMeasuresEveryTask) {
+  std::vector<TuneTask> tasks;
+  for (const char* key : {"a", "b", "c", "d", "e", "f"})
+    tasks.push_back({key, state::testing::matmul_dag(), 1, 2.0 * 64 * 32 * 48, "MatMul", key});
+  FakeBuilder builder;
+  FakeRunner runner;
+  auto model = search::make_random_model(1);
+  search::TunerOptions o = small_options(12);
+  o.measures_per_round = 64;
+  Tuner tuner(tasks, o, *model, builder, runner);
+  EXPECT_EQ(tuner.round_size(), 2);
+  EXPECT_TRUE(tuner.budget_covers_every_task());
+  const TuneRun run = tune(tuner);
+  EXPECT_EQ(tuner.trials(), 12);
+  ASSERT_EQ(run.task_of.size(), 12u);
+  for (int t = 0; t < 6; ++t) {
+    EXPECT_EQ(run.task_of[2 * t], t) << "warm-up round of task " << t;
+    EXPECT_EQ(tuner.scheduler().progress(t).trials, 2) << "task " << t;
+    EXPECT_TRUE(std::isfinite(tuner.best_cost(t))) << "task " << t;
+  }
+
+  // Fewer trials than tasks: rounds of 1 (the default schedule), and the tuner says the budget falls short.
+  Tuner short_budget(tasks, small_options(4), *model, builder, runner);
+  EXPECT_EQ(short_budget.round_size(), 1);
+  EXPECT_FALSE(short_budget.budget_covers_every_task());
+  const TuneRun few = tune(short_budget);
+  EXPECT_EQ(few.task_of, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(few.defaults, 4);
+}
+
 TEST(Tuner, SameSeedSameCandidatesAndAnotherSeedOthers) {
   FakeBuilder builder;
   FakeRunner runner;
