@@ -71,10 +71,37 @@ Stmt lower_extern_group(const te::ComputeDAG& dag, const std::vector<size_t>& gr
 
 }  // namespace
 
+namespace {
+
+// The divisor of floordiv(x, K) or floormod(x, K) with an immediate K > 0, else 0.
+int64_t immediate_divisor(const Expr& e, ExprOp op) {
+  if (e->op != op || e->args[1]->op != ExprOp::IntImm || e->args[1]->int_value <= 0) return 0;
+  return e->args[1]->int_value;
+}
+
+// flat * extent + idx, where flat and idx often come from unravelling one index X (a Reshape's input
+// position: flat = floordiv(X, extent * C), idx = floormod(floordiv(X, C), extent)). Their sum is then
+// floordiv(X, C), or X itself when C is 1, for every integer X: nested floor divisions by positive
+// divisors compose, and floordiv(Y, B) * B + floormod(Y, B) = Y. Folding it leaves a Reshape's load at
+// its own linear index, which vectorizes into contiguous loads instead of a gather.
+Expr horner_step(const Expr& flat, int64_t extent, const Expr& idx) {
+  const int64_t K = immediate_divisor(flat, ExprOp::FloorDiv);
+  if (K && immediate_divisor(idx, ExprOp::FloorMod) == extent) {
+    const Expr& x = flat->args[0];
+    const Expr& y = idx->args[0];
+    if (K == extent && te::same_expr(x, y)) return y;
+    const int64_t C = immediate_divisor(y, ExprOp::FloorDiv);
+    if (C && K / C == extent && K % C == 0 && te::same_expr(x, y->args[0])) return y;
+  }
+  return flat * extent + idx;
+}
+
+}  // namespace
+
 Expr flat_index(const std::vector<Expr>& idx, const Shape& shape) {
   if (idx.empty()) return te::int_imm(0);
   Expr flat = idx[0];
-  for (size_t k = 1; k < idx.size(); ++k) flat = flat * shape[k] + idx[k];
+  for (size_t k = 1; k < idx.size(); ++k) flat = horner_step(flat, shape[k], idx[k]);
   return flat;
 }
 

@@ -152,6 +152,23 @@ Expr binary(ExprOp op, const Expr& a, const Expr& b) {
   return make(op, t, {a, b});
 }
 
+bool same_expr(const Expr& a, const Expr& b) {
+  if (a == b) return true;
+  if (!a || !b || a->op != b->op || a->dtype != b->dtype || a->args.size() != b->args.size()) return false;
+  switch (a->op) {
+    case ExprOp::IntImm: return a->int_value == b->int_value;
+    case ExprOp::FloatImm: return a->float_value == b->float_value;
+    case ExprOp::Var: return false;  // different nodes
+    case ExprOp::Load:
+      if (a->tensor != b->tensor) return false;
+      break;
+    default: break;
+  }
+  for (size_t i = 0; i < a->args.size(); ++i)
+    if (!same_expr(a->args[i], b->args[i])) return false;
+  return true;
+}
+
 Expr operator+(const Expr& a, const Expr& b) { return binary(ExprOp::Add, a, b); }
 Expr operator-(const Expr& a, const Expr& b) { return binary(ExprOp::Sub, a, b); }
 Expr operator*(const Expr& a, const Expr& b) { return binary(ExprOp::Mul, a, b); }

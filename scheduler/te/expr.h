@@ -53,6 +53,10 @@ Expr unary(ExprOp op, const Expr& a);
 /// Both operands must have the same dtype (scalar immediates are not promoted implicitly).
 Expr binary(ExprOp op, const Expr& a, const Expr& b);
 
+/// Whether a and b compute the same thing node for node: the same ops, immediates, tensors and
+/// variables (a variable is its node: two variables of one name are different variables).
+bool same_expr(const Expr& a, const Expr& b);
+
 Expr operator+(const Expr& a, const Expr& b);
 Expr operator-(const Expr& a, const Expr& b);
 Expr operator*(const Expr& a, const Expr& b);

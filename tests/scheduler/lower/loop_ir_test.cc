@@ -199,6 +199,26 @@ TEST(LowerDag, TransposesRunInTilesThroughALocalBuffer) {
   EXPECT_EQ(with_select.find(".tile"), std::string::npos) << with_select;
 }
 
+// A reshape unravels its output position over the input's axes; flattening the load folds the
+// floordiv / floormod chain back into the position, so the copy is contiguous (no gather). yolox_nano's
+// [1, 85, 52, 52] -> [1, 85, 2704] took 7% of the model before (bench/RESULTS.md, issue 17 step 11).
+TEST(LowerDag, AReshapeReadsItsInputAtItsOwnFlatPosition) {
+  te::TensorRef x = te::placeholder("x", DType::Float32, {2, 5, 4, 3});
+  te::TensorRef r = te::compute("r", "injective", DType::Float32, {10, 12}, [&](const std::vector<te::Expr>& i) {
+    const te::Expr flat = i[0] * te::int_imm(12) + i[1];
+    return te::at(x, {te::floordiv(flat, te::int_imm(60)), te::floormod(te::floordiv(flat, te::int_imm(12)), te::int_imm(5)),
+                      te::floormod(te::floordiv(flat, te::int_imm(3)), te::int_imm(4)), te::floormod(flat, te::int_imm(3))});
+  });
+  const std::string lowered = lower::print_func(lower::lower_dag(te::make_dag({r}), "k", {}));
+  EXPECT_NE(lowered.find("r[((i0 * 12) + i1)] = x[((i0 * 12) + i1)]"), std::string::npos) << lowered;
+  // Divisors that do not nest (x's axes read as 4 x 5 of a 5 x 4 unravelling) stay as they are.
+  te::TensorRef q = te::compute("q", "injective", DType::Float32, {20}, [&](const std::vector<te::Expr>& i) {
+    return te::at(x, {te::int_imm(0), te::floordiv(i[0], te::int_imm(5)), te::floormod(i[0], te::int_imm(4)), te::int_imm(0)});
+  });
+  const std::string kept = lower::print_func(lower::lower_dag(te::make_dag({q}), "k", {}));
+  EXPECT_NE(kept.find("floormod"), std::string::npos) << kept;
+}
+
 // A stage combining two reductions (max - min, as DynamicQuantizeLinear's scale) can only be the
 // epilogue of the later one: in the earlier one's loop nest the other is not computed yet.
 TEST(LowerDag, AStageOfTwoReductionsIsTheEpilogueOfTheLaterOne) {
