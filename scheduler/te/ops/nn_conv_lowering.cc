@@ -37,6 +37,10 @@ bool window_leaves(const nn::Window& win, const Shape& in) {
 }
 
 std::pair<TensorRef, nn::Window> zero_padded(const LowerContext& c, const TensorRef& x, nn::Window win) {
+  return padded_with(c, x, std::move(win), const_of(x->dtype, 0));
+}
+
+std::pair<TensorRef, nn::Window> padded_with(const LowerContext& c, const TensorRef& x, nn::Window win, const Expr& fill) {
   Shape shape = x->shape;
   for (size_t a = 0; a < win.rank(); ++a) shape[2 + a] = (win.out[a] - 1) * win.strides[a] + win.span(a);
   TensorRef padded = compute(c.name("pad"), "pad", x->dtype, shape, [&](const std::vector<Expr>& idx) {
@@ -46,7 +50,7 @@ std::pair<TensorRef, nn::Window> zero_padded(const LowerContext& c, const Tensor
       xi[2 + a] = idx[2 + a] - win.pads_begin[a];
       inside = and_cond(inside, window_inside(win, a, x->shape[2 + a], xi[2 + a]));
     }
-    return guarded(inside, at(x, xi), const_of(x->dtype, 0));
+    return guarded(inside, at(x, xi), fill);
   });
   win.pads_begin.assign(win.rank(), 0);
   win.pads_end.assign(win.rank(), 0);

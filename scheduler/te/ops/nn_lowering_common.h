@@ -36,6 +36,8 @@ bool window_leaves(const nn::Window& win, const Shape& in);
 /// the last position a window reads. The returned window reads it with no padding, so no tap needs a
 /// bounds check (a stage of its own, as TVM's data_pad).
 std::pair<TensorRef, nn::Window> zero_padded(const LowerContext& c, const TensorRef& x, nn::Window win);
+/// The same with the padding stored as `fill` (a max pool's: the dtype's lowest value).
+std::pair<TensorRef, nn::Window> padded_with(const LowerContext& c, const TensorRef& x, nn::Window win, const Expr& fill);
 
 /// How many taps of the window at output position `o` along axis a read positions in [lo, hi), as
 /// an Int64 expression (an immediate when it is the same for every output position).
