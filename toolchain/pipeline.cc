@@ -14,6 +14,7 @@
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/passes/conv_transpose_to_conv.h"
 #include "frontend/passes/fold_into_conv.h"
+#include "frontend/passes/gemm_weights.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
 #include "scheduler/lower/lower_gpu.h"
@@ -93,7 +94,8 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
   remove_dead_nodes(g);  // the ConvTranspose weights
   after(o, "deconv", [&] { return print_graph(g); });
   block_layout(g, float_block_for(vector_bits));
-  remove_dead_nodes(g);  // the NCHW values no reader needs any more
+  transpose_gemm_weights(g);  // also weights in the order the kernel reads them
+  remove_dead_nodes(g);  // the NCHW values no reader needs any more, the weights replaced
   after(o, "layout", [&] { return print_graph(g); });
   return g;
 }

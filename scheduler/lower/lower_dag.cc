@@ -526,6 +526,12 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     });
     const bool columns_outside = !av && m1 >= 4 && m2 >= 2 &&
                                  row_operand_bytes * m1 + column_operand_bytes < column_operand_bytes * m2 + row_operand_bytes;
+    // A stage worth a parallel loop whose only axis with more than one iteration is the columns (a
+    // matrix-vector product: a classifier's 1 x 1000) splits its column panels between the threads;
+    // otherwise it would run on one core, reading all of the weights alone.
+    // (No parallel axis although the work is worth one means every axis but the columns has one
+    // iteration.)
+    const bool split_columns = !av && parallel_axis == rank && m1 >= 2 && worth_parallel(s, total, p);
     // The parallel loop, as above but over the loops the tiling leaves (the stage's outer axes, then
     // the outer tile loop, which runs `tile_loop` times): blocking the operand axis may leave it one or
     // two iterations, and then the next axis spreads better. `rank` for none.
@@ -545,8 +551,8 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       }
       return st;
     };
-    if (columns_outside) {
-      const size_t parallel = parallel_of(m1);
+    if (columns_outside || split_columns) {
+      const size_t parallel = split_columns ? rank - 2 : parallel_of(m1);
       Expr jo = te::var(jv->name + ".o"), io = te::var(iv->name + ".o");
       std::vector<Stmt> panel{for_loop(io, m2, ForKind::Serial, tile_at(io * T, T, jo))};
       if (e2 % T != 0) panel.push_back(tile_at(te::int_imm(m2 * T), e2 % T, jo));

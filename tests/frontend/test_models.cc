@@ -94,7 +94,9 @@ void expect_same_outputs(const std::vector<Tensor>& before, const std::vector<Te
 }
 
 int rewrite_and_compare(Graph& g, const std::function<int(Graph&)>& rewrite) {
-  std::map<std::string, Tensor> in{{"x", random_weights(g.value("x").shape, 7)}};
+  std::map<std::string, Tensor> in;
+  uint32_t seed = 7;
+  for (const std::string& name : g.inputs) in.emplace(name, random_weights(g.value(name).shape, seed++));
   const std::vector<Tensor> before = run_reference(g, in);
   const int rewritten = rewrite(g);
   remove_dead_nodes(g);

@@ -52,7 +52,7 @@ std::vector<std::string> op_types(const Graph& g);
 /// rewrite that only changes rounding must keep.
 void expect_same_outputs(const std::vector<Tensor>& before, const std::vector<Tensor>& after);
 /// Applies graph rewrite `rewrite` to `g` (then drops what it left unused) and expects the reference
-/// interpreter to give the same outputs, as above, for the graph input "x" seeded at random; returns
+/// interpreter to give the same outputs, as above, for every graph input seeded at random; returns
 /// what `rewrite` returned (how many rewrites it made).
 int rewrite_and_compare(Graph& g, const std::function<int(Graph&)>& rewrite);
 

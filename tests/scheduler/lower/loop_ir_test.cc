@@ -167,6 +167,13 @@ TEST(LowerDag, MatmulPutsThePanelsOfTheBiggerOperandOutside) {
   const std::string tall = matmul_text(1024, 64, 64);
   EXPECT_NE(tall.find("parallel for i0.o"), std::string::npos) << tall;
   EXPECT_EQ(tall.find("parallel for i1.o"), std::string::npos) << tall;
+  // A matrix-vector product (1 x 1280 x 1000, a classifier) has no row to split: the threads split
+  // its 31 column panels (the 8 columns left run after them).
+  const std::string gemv = matmul_text(1, 1280, 1000);
+  EXPECT_NE(gemv.find("parallel for i1.o in 0..31"), std::string::npos) << gemv;
+  // One too small for a parallel loop stays serial.
+  const std::string small = matmul_text(1, 16, 64);
+  EXPECT_EQ(small.find("parallel"), std::string::npos) << small;
 }
 
 // A transpose (each vector of the innermost output axis would be a gather) runs in 16 x 16 tiles
