@@ -349,6 +349,26 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   };
   const ForKind inner_kind = vectorize ? ForKind::Vectorized : ForKind::Serial;
 
+  // An elementwise stage whose innermost axes have one iteration (a blocked layout with blocks of 1,
+  // which is NCHW: a 3-channel image's) vectorizes the last axis with more, and the threads split the
+  // first outer one with 4 or more iterations (2 when none has).
+  if (s.reducer == te::Reducer::None && rank >= 2 && s.shape[rank - 1] == 1 && lanes_for(s.dtype, p) > 1) {
+    size_t v = rank - 1;
+    std::map<const te::ExprNode*, Expr> unit;
+    while (v > 0 && s.shape[v] == 1) unit[s.axes[v--].get()] = te::int_imm(0);
+    if (s.shape[v] >= 4) {
+      size_t parallel = rank;
+      if (parallel_axis != rank)
+        for (int64_t enough : {4, 2})
+          for (size_t k = 0; k < v && parallel == rank; ++k)
+            if (s.shape[k] >= enough) parallel = k;
+      Stmt st = for_loop(s.axes[v], s.shape[v], ForKind::Vectorized,
+                         store(out, te::substitute(out_index, unit), te::substitute(body, unit)));
+      for (size_t k = v; k-- > 0;) st = for_loop(s.axes[k], s.shape[k], k == parallel ? ForKind::Parallel : ForKind::Serial, st);
+      return st;
+    }
+  }
+
   if (s.reducer == te::Reducer::None && vectorize)
     if (Stmt st = transposed_tiles(s, body, out, out_index, parallel_axis, lanes_for(s.dtype, p))) return st;
   if (s.reducer == te::Reducer::None) {
@@ -456,7 +476,11 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     // stream per input-channel block; a tile ahead hides that latency (bench/RESULTS.md, issue 17
     // step 4). The rows past the last tile name the next row or past the buffer: a hint, never a fault.
     const te::IterVar* line_axis = s.reduce_axes.empty() ? nullptr : &s.reduce_axes.back();
-    if (line_axis && line_axis->extent * static_cast<int64_t>(dtype_size(s.dtype)) > 64) line_axis = nullptr;
+    // Nor when a pixel's block is under half a line (an image's blocks of 1): the next pixels share
+    // its line, so a prefetch per pixel asks for each line several times, one prefetch per
+    // multiply-add of the tile (ultraface's stem conv).
+    const int64_t line_bytes = line_axis ? line_axis->extent * static_cast<int64_t>(dtype_size(s.dtype)) : 0;
+    if (line_bytes > 64 || line_bytes < 32) line_axis = nullptr;
     auto next_tile_prefetches = [&](const Expr& i0, int64_t rows, const Expr& jo) {
       std::vector<Stmt> out;
       if (!line_axis) return out;

@@ -37,7 +37,8 @@ void conv(ModelBuilder& b, const std::string& x, const std::string& y, int64_t i
 }
 
 // A residual block: everything from the first conv to the global pooling stays blocked, with one
-// reorder in and one out. 3 input channels read as one block of 3; 12 channels fill 1.5 blocks of 8.
+// reorder in and one out. 3 input channels of a padded conv read as 3 blocks of 1 (the NCHW order);
+// 12 channels fill 1.5 blocks of 8.
 TEST(BlockLayout, AResidualBlockIsBlockedFromItsFirstConvToTheGlobalPooling) {
   ModelBuilder b("residual", 13);
   b.input("x", DType::Float32, Shape{1, 3, 9, 9});
@@ -57,9 +58,9 @@ TEST(BlockLayout, AResidualBlockIsBlockedFromItsFirstConvToTheGlobalPooling) {
   EXPECT_EQ(lay_out_and_compare(g, 8), 2);
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ConvBlocked", "Mul", "Add",
                                                    "Clip", "ReduceMean", "ReorderFromBlocked", "Flatten"}));
-  EXPECT_EQ(g.value(g.nodes[0].outputs[0]).shape, (Shape{1, 1, 9, 9, 3}));
+  EXPECT_EQ(g.value(g.nodes[0].outputs[0]).shape, (Shape{1, 3, 9, 9, 1}));
   EXPECT_EQ(g.value(g.nodes[1].outputs[0]).shape, (Shape{1, 2, 9, 9, 8}));
-  EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{2, 1, 3, 3, 3, 8}));  // packed weights
+  EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{2, 3, 3, 3, 1, 8}));  // packed weights
 }
 
 // An op that cannot run blocked (LRN here) ends the region: reorder out, LRN, reorder back in.
@@ -162,6 +163,21 @@ TEST(BlockLayout, ADepthwiseConvOnAnNchwInputStaysNchw) {
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv", "Relu"}));
 }
 
+// An image (fewer than 4 channels) read by an unpadded conv stays one block of all its channels, so
+// the reduction's innermost loop covers a pixel's channels; a padded one reads blocks of 1.
+TEST(BlockLayout, AnImageIsOneBlockUnlessTheConvPads) {
+  for (const int64_t pad : {0, 1}) {
+    ModelBuilder b("image", 13);
+    b.input("x", DType::Float32, Shape{1, 3, 8, 8});
+    b.initializer("w", random_weights({8, 3, 3, 3}, 1));
+    b.node("Conv", {"x", "w"}, {"y"}).attr("pads", std::vector<int64_t>{pad, pad, pad, pad});
+    b.output("y", DType::Float32, Shape{});
+    Graph g = prepared_graph(b);
+    EXPECT_EQ(lay_out_and_compare(g, 8), 1);
+    EXPECT_EQ(g.value(g.nodes[0].outputs[0]).shape, pad ? (Shape{1, 3, 8, 8, 1}) : (Shape{1, 1, 8, 8, 3})) << pad;
+  }
+}
+
 // Concat of whole blocks stays blocked; one with a partial block reads NCHW.
 TEST(BlockLayout, ConcatStaysBlockedOnlyOverWholeBlocks) {
   for (int64_t second : {8, 4}) {
@@ -232,7 +248,7 @@ TEST(BlockLayout, ThreeAndOneDimensionalConvsAreBlocked) {
   EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ConvBlocked", "Mul",
                                                    "ConvBlocked", "Add", "ReduceMean", "ReorderFromBlocked", "Flatten"}));
   EXPECT_EQ(g.value(g.nodes[1].outputs[0]).shape, (Shape{1, 2, 4, 5, 5, 8}));
-  EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{2, 1, 3, 5, 5, 3, 8}));
+  EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{2, 3, 3, 5, 5, 1, 8}));  // the padded stem's 3 blocks of 1
   EXPECT_EQ(g.value(g.nodes[4].inputs[1]).shape, (Shape{1, 2, 1, 1, 1, 8}));  // the scale, per channel
   EXPECT_EQ(g.value(g.nodes[7].outputs[0]).shape, (Shape{1, 2, 1, 1, 1, 8}));
 

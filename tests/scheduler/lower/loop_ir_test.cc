@@ -226,6 +226,18 @@ TEST(LowerDag, AReshapeReadsItsInputAtItsOwnFlatPosition) {
   EXPECT_NE(kept.find("floormod"), std::string::npos) << kept;
 }
 
+// An elementwise stage whose innermost axis has one iteration (blocks of 1) vectorizes the last axis
+// with more, and the threads split an outer axis of 4 or more iterations, not the 3 channels.
+TEST(LowerDag, TrailingUnitAxesLeaveTheVectorToTheRow) {
+  te::TensorRef x = te::placeholder("x", DType::Float32, {1, 3, 256, 320, 1});
+  te::TensorRef y = te::compute("y", "injective", DType::Float32, {1, 3, 256, 320, 1},
+                                [&](const std::vector<te::Expr>& i) { return te::at(x, i) * te::const_of(DType::Float32, 2); });
+  const std::string lowered = lower::print_func(lower::lower_dag(te::make_dag({y}), "k", {}));
+  EXPECT_NE(lowered.find("vectorized for i3 in 0..320"), std::string::npos) << lowered;
+  EXPECT_NE(lowered.find("parallel for i2 in 0..256"), std::string::npos) << lowered;
+  EXPECT_EQ(lowered.find("for i4"), std::string::npos) << lowered;
+}
+
 // A stage combining two reductions (max - min, as DynamicQuantizeLinear's scale) can only be the
 // epilogue of the later one: in the earlier one's loop nest the other is not computed yet.
 TEST(LowerDag, AStageOfTwoReductionsIsTheEpilogueOfTheLaterOne) {
