@@ -238,6 +238,28 @@ TEST(LowerDag, TrailingUnitAxesLeaveTheVectorToTheRow) {
   EXPECT_EQ(lowered.find("for i4"), std::string::npos) << lowered;
 }
 
+// A Concat's select chain on an outer axis becomes one loop nest per input, each a plain copy; a
+// select on the vectorized axis, or one whose ranges are not increasing, stays a select.
+TEST(LowerDag, AConcatIsOneCopyPerInput) {
+  te::TensorRef a = te::placeholder("a", DType::Float32, {3, 40}), b = te::placeholder("b", DType::Float32, {2, 40}),
+                c = te::placeholder("c", DType::Float32, {4, 40});
+  auto i64 = [](int64_t v) { return te::int_imm(v); };
+  te::TensorRef y = te::compute("y", "injective", DType::Float32, {9, 40}, [&](const std::vector<te::Expr>& i) {
+    return te::select(i[0] < i64(3), te::at(a, {i[0], i[1]}),
+                      te::select(i[0] < i64(5), te::at(b, {i[0] - i64(3), i[1]}), te::at(c, {i[0] - i64(5), i[1]})));
+  });
+  const std::string lowered = lower::print_func(lower::lower_dag(te::make_dag({y}), "k", {}));
+  EXPECT_EQ(lowered.find("select"), std::string::npos) << lowered;
+  EXPECT_NE(lowered.find("for i0 in 0..3"), std::string::npos) << lowered;
+  EXPECT_NE(lowered.find("for i0 in 0..2"), std::string::npos) << lowered;
+  EXPECT_NE(lowered.find("for i0 in 0..4"), std::string::npos) << lowered;
+  te::TensorRef z = te::compute("z", "injective", DType::Float32, {3, 40}, [&](const std::vector<te::Expr>& i) {
+    return te::select(i[1] < i64(20), te::at(a, {i[0], i[1]}), te::const_of(DType::Float32, 0));
+  });
+  const std::string kept = lower::print_func(lower::lower_dag(te::make_dag({z}), "k", {}));
+  EXPECT_NE(kept.find("select"), std::string::npos) << kept;
+}
+
 // A stage combining two reductions (max - min, as DynamicQuantizeLinear's scale) can only be the
 // epilogue of the later one: in the earlier one's loop nest the other is not computed yet.
 TEST(LowerDag, AStageOfTwoReductionsIsTheEpilogueOfTheLaterOne) {
