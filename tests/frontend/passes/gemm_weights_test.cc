@@ -33,5 +33,18 @@ TEST(TransposeGemmWeights, AConstantTransposedBIsStoredTransposed) {
   EXPECT_EQ(g.nodes[1].attr_int("transB", 0), 1);
 }
 
+// Two Gemms sharing one constant B (tied weights) share its one transposed copy.
+TEST(TransposeGemmWeights, ASharedBIsTransposedOnce) {
+  ModelBuilder b("tied", 13);
+  b.input("x", DType::Float32, Shape{2, 5});
+  b.initializer("w", random_weights({5, 5}, 1));
+  b.node("Gemm", {"x", "w"}, {"y"}).attr("transB", int64_t{1});
+  b.node("Gemm", {"y", "w"}, {"z"}).attr("transB", int64_t{1});
+  b.output("z", DType::Float32, Shape{});
+  Graph g = prepared_graph(b);
+  EXPECT_EQ(testing::rewrite_and_compare(g, transpose_gemm_weights), 2);
+  EXPECT_EQ(g.nodes[0].inputs[1], g.nodes[1].inputs[1]);
+}
+
 }  // namespace
 }  // namespace kiln
