@@ -10,8 +10,14 @@ targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(x86_64-avx512 x86_64-avx2 aarch64-cortex-a72)
 for t in "${targets[@]}"; do
   line=$("$kiln" conformance "$shared/onnx-node" --engine compiled --target "$t" \
-         --known-failures "$root/tests/conformance/known_failures.txt" | tail -n 1)
+         --known-failures "$root/tests/conformance/known_failures.txt" | tail -n 1) || true
   echo "$t onnx-node: $line"
-  line=$("$kiln" conformance "$shared/models" --engine compiled --target "$t" --rtol 1e-3 --atol 1e-4 | tail -n 1)
+  # The fp16 model's reference was computed in float16 (models/README.md): its own tolerance. A failing
+  # suite prints its counts and the script goes on to the next.
+  line=$("$kiln" conformance "$shared/models" --engine compiled --target "$t" --rtol 1e-3 --atol 1e-4 \
+         --filter '^(?!.*fp16)' | tail -n 1) || true
   echo "$t models (rtol 1e-3, atol 1e-4): $line"
+  line=$("$kiln" conformance "$shared/models" --engine compiled --target "$t" --rtol 5e-2 --atol 2e-3 \
+         --filter 'fp16' | tail -n 1) || true
+  echo "$t fp16 models (rtol 5e-2, atol 2e-3): $line"
 done
