@@ -142,13 +142,14 @@ class BlockLayout {
 
   // The block a conv reads its input in when that input has fewer than 4 channels (an image): 1, the
   // NCHW order itself, when the conv pads, since in blocks of 3 the reorder and the zero padding are
-  // loops of 3 that no vector covers (ultraface's 3 x 240 x 320 input: 1.14x); otherwise all of them
+  // loops of 3 that no vector covers (ultraface's 3 x 240 x 320 input: 1.15x); otherwise all of them
   // at once, so the reduction's innermost loop covers a pixel's channels (squeezenet's unpadded 7 x 7
   // stem: 2% faster than blocks of 1). 0 when the input has more channels: the usual block.
   int64_t image_block(const Node& n) const {
     const int64_t channels = g_.value(n.inputs[0]).shape[1];
     if (channels >= 4) return 0;
-    bool pads = n.attr_string("auto_pad", "NOTSET") == "SAME_UPPER" || n.attr_string("auto_pad", "NOTSET") == "SAME_LOWER";
+    const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+    bool pads = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
     for (int64_t p : n.attr_ints("pads", {})) pads |= p != 0;
     return pads ? 1 : channels;
   }
@@ -165,9 +166,9 @@ class BlockLayout {
     if (group != 1) {
       if (rank != 4 || group != channels || w->shape()[0] != channels || w->shape()[1] != 1) return false;
       // A depthwise conv does 2 x taps flops per element it reads: reordering its input into blocks
-      // costs about what the conv does, and its NCHW kernel (vectors along the row) is as fast as
-      // the blocked one with its pad (bench/RESULTS.md, issue 17 step 10). So only one whose input is
-      // blocked already moves.
+      // (and back) costs more than the conv does. The 128 x 56 x 56 layer took 0.218 ms blocked with
+      // its reorders and 0.087 ms in NCHW, vectors along the row (bench/RESULTS.md, issue 17 step
+      // 10). So only one whose input is blocked already moves.
       if (!blocked_.count(n.inputs[0])) return false;
       depthwise(n, *w, bias);
       return true;
@@ -273,11 +274,17 @@ class BlockLayout {
     return true;
   }
 
+  // Whether something reads n's second output (Dropout's mask, MaxPool's Indices), which the blocked
+  // form does not compute.
+  bool second_output_read(const Node& n) const {
+    return n.outputs.size() > 1 && !n.outputs[1].empty() && read_.count(n.outputs[1]);
+  }
+
   // Dropout is the identity at inference (its OpDef refuses the random training mode): it stays
   // blocked as an Identity when nothing reads its mask.
   bool try_dropout(const Node& n) {
     if (!n.domain.empty() || n.op_type != "Dropout" || !blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0])) return false;
-    if (n.outputs.size() > 1 && !n.outputs[1].empty() && read_.count(n.outputs[1])) return false;
+    if (second_output_read(n)) return false;
     const std::string ob = add_blocked(n.outputs[0], g_.value(blocked_.at(n.inputs[0])).shape);
     emit("Identity", n.name, {blocked_.at(n.inputs[0])}, {ob}, "").opset = 13;
     blocked_[n.outputs[0]] = ob;
@@ -289,8 +296,7 @@ class BlockLayout {
   // padded channels stay 0.
   bool try_pool(const Node& n) {
     if (!n.domain.empty() || (n.op_type != "MaxPool" && n.op_type != "AveragePool") || n.inputs.empty()) return false;
-    if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0])) return false;
-    if (n.outputs.size() > 1 && !n.outputs[1].empty() && read_.count(n.outputs[1])) return false;
+    if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0]) || second_output_read(n)) return false;
     const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
     const std::string ob = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, xb[1], xb.back()));
     Node& pool = emit(n.op_type + "Blocked", n.name, {blocked_.at(n.inputs[0])}, {ob});

@@ -39,6 +39,16 @@ bool worth_parallel(const te::Stage& s, int64_t outputs, const ScheduleParams& p
   return work >= p.min_parallel_work;
 }
 
+// The loop the threads split among the first `count` loops of a nest (`iterations(k)` each): the
+// first with 4 or more iterations, so two threads get near-equal shares, else the first with 2;
+// `none` when no loop has 2.
+size_t spread_axis(size_t count, const std::function<int64_t(size_t)>& iterations, size_t none) {
+  for (int64_t enough : {4, 2})
+    for (size_t k = 0; k < count; ++k)
+      if (iterations(k) >= enough) return k;
+  return none;
+}
+
 // Extern stages of one node: the same op writing the same outputs from the same inputs. Stages hold
 // copies of the node, so identity is by content; output names are unique in a graph.
 bool same_extern_node(const te::Stage& a, const te::Stage& b) {
@@ -400,11 +410,8 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     std::map<const te::ExprNode*, Expr> unit;
     while (v > 0 && s.shape[v] == 1) unit[s.axes[v--].get()] = te::int_imm(0);
     if (s.shape[v] >= 4) {
-      size_t parallel = rank;
-      if (parallel_axis != rank)
-        for (int64_t enough : {4, 2})
-          for (size_t k = 0; k < v && parallel == rank; ++k)
-            if (s.shape[k] >= enough) parallel = k;
+      const size_t parallel =
+          parallel_axis == rank ? rank : spread_axis(v, [&](size_t k) { return s.shape[k]; }, rank);
       Stmt st = for_loop(s.axes[v], s.shape[v], ForKind::Vectorized,
                          store(out, te::substitute(out_index, unit), te::substitute(body, unit)));
       for (size_t k = v; k-- > 0;) st = for_loop(s.axes[k], s.shape[k], k == parallel ? ForKind::Parallel : ForKind::Serial, st);
@@ -606,11 +613,9 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     // two iterations, and then the next axis spreads better. `rank` for none.
     auto parallel_of = [&](int64_t tile_loop) -> size_t {
       if (parallel_axis == rank) return rank;
-      auto iterations = [&](size_t k) { return k == rank - 2 ? tile_loop : av && s.axes[k].get() == av ? s.shape[k] / M : s.shape[k]; };
-      for (int64_t enough : {4, 2})
-        for (size_t k = 0; k + 1 < rank; ++k)
-          if (iterations(k) >= enough) return k;
-      return rank;
+      return spread_axis(
+          rank - 1, [&](size_t k) { return k == rank - 2 ? tile_loop : av && s.axes[k].get() == av ? s.shape[k] / M : s.shape[k]; },
+          rank);
     };
     // `st` inside the stage's outer axes (the blocked operand axis counting its blocks).
     auto outer_loops = [&](Stmt st, size_t parallel) {

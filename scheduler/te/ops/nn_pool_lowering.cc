@@ -2,9 +2,9 @@
 // Global* forms, and MaxUnpool.
 //
 // A pool is a reduction over the kernel taps. A window that leaves the input reads a padded copy of
-// it (a stage of its own, as Conv does), the padding holding the reducer's identity: a select per tap
-// made yolox_nano's SPP max pools (13 x 13 windows, 6 of padding) ~10x slower than the copy and
-// pool together. Window sizes (AveragePool's divisor) are index arithmetic on the output position
+// it (a stage of its own, as Conv does), the padding holding the reducer's identity: with a select
+// per tap, yolox_nano's 13 x 13 SPP max pool (6 of padding) took 332 us, and with the copy it left
+// the model's 8 largest loops (all over 45 us; bench/RESULTS.md, issue 17 step 12). Window sizes (AveragePool's divisor) are index arithmetic on the output position
 // (on the window as given, padding included), folded to a constant when every window has the same
 // size. MaxPool's Indices keep the per-tap bounds check (their positions are the input's).
 #include <cmath>
