@@ -6,6 +6,7 @@
 
 #include "frontend/ir/error.h"
 #include "scheduler/lower/extern_calls.h"
+#include "scheduler/lower/padded_planes.h"
 #include "scheduler/te/substitute.h"
 
 namespace kiln::lower {
@@ -47,6 +48,28 @@ size_t spread_axis(size_t count, const std::function<int64_t(size_t)>& iteration
     for (size_t k = 0; k < count; ++k)
       if (iterations(k) >= enough) return k;
   return none;
+}
+
+// Where the innermost reduction axes that are a window's taps begin: each reads along the stage's row
+// or column axis in the same index (x[i + r]) or has one iteration, and together they have at most 25
+// iterations (a 5 x 5 window), so unrolling them keeps the code small.
+size_t window_taps_from(const te::Stage& s) {
+  const size_t rank = s.axes.size();
+  size_t from = s.reduce_axes.size();
+  if (rank < 2) return from;
+  int64_t taps = 1;
+  while (from > 0) {
+    const te::IterVar& r = s.reduce_axes[from - 1];
+    bool paired = r.extent == 1;
+    te::visit_loads(s.body, [&](const Expr& l) {
+      for (const Expr& i : l->args)
+        paired |= te::mentions(i, r.var.get()) && (te::mentions(i, s.axes[rank - 1].get()) || te::mentions(i, s.axes[rank - 2].get()));
+    });
+    if (!paired || taps * r.extent > 25) break;
+    taps *= r.extent;
+    --from;
+  }
+  return from;
 }
 
 // Extern stages of one node: the same op writing the same outputs from the same inputs. Stages hold
@@ -430,10 +453,12 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   }
 
   Expr init = flatten_loads(s.init, buffers);
-  // The reduction loops around `inner`, with `before_innermost` ahead of the innermost loop.
+  // The reduction loops around `inner`, with `before_innermost` ahead of the innermost loop; those
+  // from `unrolled_from` on unrolled.
+  size_t unrolled_from = s.reduce_axes.size();
   auto reduction_loops = [&](Stmt inner, std::vector<Stmt> before_innermost = {}) {
     for (size_t k = s.reduce_axes.size(); k-- > 0;) {
-      inner = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, ForKind::Serial, inner);
+      inner = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, k >= unrolled_from ? ForKind::Unrolled : ForKind::Serial, inner);
       if (k + 1 == s.reduce_axes.size() && !before_innermost.empty()) {
         before_innermost.push_back(inner);
         inner = block(std::move(before_innermost));
@@ -450,8 +475,18 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   const int lanes = lanes_for(s.dtype, p);
   if (rank >= 2 && lanes > 1 && s.dtype != DType::Bool && s.shape[rank - 1] >= lanes) {
     const int64_t e1 = s.shape[rank - 1], e2 = s.shape[rank - 2];
-    const int64_t J = e1 >= 2 * lanes ? 2 * lanes : lanes;
-    const int64_t vectors = J / lanes;
+    bool reused_across_rows = false;
+    te::visit_loads(s.body, [&](const Expr& l) {
+      reused_across_rows |= reads_along(l, s.axes[rank - 1].get()) && !reads_along(l, s.axes[rank - 2].get());
+    });
+    // When every row reads its own vectors (a depthwise conv, a pool), a row of up to 4 vectors is one
+    // tile, its tail a narrower vector: tiles of 2 vectors left a 56-wide row's last 24 columns
+    // untiled, one row at a time through a chain of dependent FMAs. Such a stage's innermost reduction
+    // loops that pair with the rows or columns (a window's taps) run unrolled, so the loads that rows
+    // share (row i, tap k+1 is row i+1, tap k) are loaded once (bench/RESULTS.md, issue 17 step 16).
+    const int64_t J = !reused_across_rows && e1 <= 4 * lanes ? e1 : e1 >= 2 * lanes ? 2 * lanes : lanes;
+    const int64_t vectors = (J + lanes - 1) / lanes;
+    if (!reused_across_rows) unrolled_from = window_taps_from(s);
     const int64_t budget = p.vector_registers * 3 / 4;
     const std::optional<size_t> operand_axis = operand_block_axis(s);
     // The operand's bytes per block of its axis (a conv's weights for one output-channel block): the
@@ -473,10 +508,6 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     // More rows pay only when some input's vector (read along the columns, not the rows) is reused
     // by every row, as a GEMM's right-hand operand is; otherwise (a depthwise conv: every row reads
     // its own vectors) four rows are enough to hide the FMA latency and spill nothing.
-    bool reused_across_rows = false;
-    te::visit_loads(s.body, [&](const Expr& l) {
-      reused_across_rows |= reads_along(l, s.axes[rank - 1].get()) && !reads_along(l, s.axes[rank - 2].get());
-    });
     const int64_t most_rows = std::max<int64_t>(1, reused_across_rows ? budget / (M * vectors) : 4);
     const int64_t row_tiles = (e2 + most_rows - 1) / most_rows;
     const int64_t T = (e2 + row_tiles - 1) / row_tiles;
@@ -673,7 +704,7 @@ Stmt lower_extern_stage(const te::ComputeDAG& dag, size_t stage, const std::vect
   return lower_extern_group(dag, group, buffers, scratch);
 }
 
-std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const EpiloguePlan& epilogues,
+std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const EpiloguePlan& epilogues, const PaddedPlanePlan& planes,
                                        const std::map<const te::TensorNode*, BufferRef>& buffers, const ScheduleParams& p,
                                        std::vector<ScratchBuffer>& scratch) {
   const std::vector<size_t> writer = writer_stages(dag);
@@ -682,8 +713,11 @@ std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const Epilogue
     const te::TensorRef& t = dag.tensors[i];
     if (!t->stage->is_extern()) {
       auto e = epilogues.by_stage.find(i);
-      if (e != epilogues.by_stage.end()) stages.push_back(lower_stage_default(t, buffers, p, &e->second));
-      else if (!epilogues.chain_members.count(t.get())) stages.push_back(lower_stage_default(t, buffers, p));
+      const Epilogue* epilogue = e == epilogues.by_stage.end() ? nullptr : &e->second;
+      if (auto plane = planes.by_reader.find(i); plane != planes.by_reader.end())
+        stages.push_back(lower_with_padded_plane(dag, i, plane->second, buffers, p, epilogue));
+      else if (epilogue || !(epilogues.chain_members.count(t.get()) || planes.planes.count(t.get())))
+        stages.push_back(lower_stage_default(t, buffers, p, epilogue));
       continue;
     }
     if (Stmt call = lower_extern_stage(dag, i, writer, buffers, scratch)) stages.push_back(std::move(call));
@@ -700,12 +734,14 @@ LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const 
     buffers[t.get()] = b;
     f.params.push_back(b);
   }
+  const PaddedPlanePlan planes = plan_padded_planes(dag, p);
   for (const te::TensorRef& t : dag.tensors) {
+    if (planes.planes.count(t.get())) continue;
     BufferRef b = make_buffer(t->name, t->dtype, num_elements(t->shape));
     buffers[t.get()] = b;
     f.params.push_back(b);
   }
-  f.body = block(lower_stages_default(dag, plan_epilogues(dag), buffers, p, f.scratch));
+  f.body = block(lower_stages_default(dag, plan_epilogues(dag), planes, buffers, p, f.scratch));
   for (const ScratchBuffer& sb : f.scratch) f.params.push_back(sb.buffer);
   return f;
 }

@@ -22,7 +22,13 @@ struct ScheduleParams {
   /// issue 17 step 8: MobileNet-V3 at 2 threads).
   int64_t min_parallel_elements = int64_t{1} << 16;
   int64_t min_parallel_work = int64_t{1} << 19;
+  /// The largest plane of a padded input that a depthwise conv or a pool pads inside its own loop nest,
+  /// into a local (stack) buffer (padded_planes.h): half of a 32 KiB L1, so the plane and the rows it
+  /// feeds stay there, and a bound on what each thread's stack holds.
+  int64_t local_plane_bytes = int64_t{16} << 10;
 };
+
+struct PaddedPlanePlan;  // padded_planes.h
 
 /// The parameters of a target with `vector_bits`-wide vectors (x86 has 16 of 256 bits, 32 of 512).
 ScheduleParams schedule_params_for(int vector_bits);
@@ -69,7 +75,9 @@ LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const 
 /// `buffers` must hold every placeholder and every stage output it does not compute inside. Extern calls' scratch buffers are created
 /// here and appended to `scratch`. The body of lower_dag and of a subgraph's default schedule
 /// (lower_model.h), so both lower stages the same way.
-std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const EpiloguePlan& epilogues,
+/// `planes` is plan_padded_planes(dag, params): the pad stages it lists are padded inside their readers'
+/// loop nests and need no buffer.
+std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const EpiloguePlan& epilogues, const PaddedPlanePlan& planes,
                                        const std::map<const te::TensorNode*, BufferRef>& buffers, const ScheduleParams& params,
                                        std::vector<ScratchBuffer>& scratch);
 

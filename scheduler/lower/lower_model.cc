@@ -7,6 +7,7 @@
 #include <set>
 
 #include "frontend/ir/error.h"
+#include "scheduler/lower/padded_planes.h"
 
 namespace kiln::lower {
 namespace {
@@ -298,10 +299,11 @@ class ModelLowering {
 
 std::map<const te::TensorNode*, BufferRef> with_stage_buffers(const LoweredSubgraph& sg, const EpiloguePlan& epilogues,
                                                               const std::map<const te::TensorNode*, BufferRef>& buffers,
-                                                              std::vector<BufferRef>& temporaries) {
+                                                              std::vector<BufferRef>& temporaries,
+                                                              const std::set<const te::TensorNode*>& local) {
   std::map<const te::TensorNode*, BufferRef> all = buffers;
   for (const te::TensorRef& t : sg.dag.tensors) {
-    if (all.count(t.get()) || epilogues.computed_inside.count(t.get())) continue;  // computed inside another
+    if (all.count(t.get()) || epilogues.computed_inside.count(t.get()) || local.count(t.get())) continue;  // computed inside another
     BufferRef b = make_buffer(t->name, t->dtype, num_elements(t->shape));
     all[t.get()] = b;
     temporaries.push_back(b);
@@ -313,9 +315,10 @@ Stmt lower_subgraph_default(const LoweredSubgraph& sg, int /*subgraph_id*/,
                             const std::map<const te::TensorNode*, BufferRef>& buffers,
                             std::vector<BufferRef>& temporaries, const ScheduleParams& params) {
   const EpiloguePlan epilogues = plan_epilogues(sg.dag);
-  const std::map<const te::TensorNode*, BufferRef> all = with_stage_buffers(sg, epilogues, buffers, temporaries);
+  const PaddedPlanePlan planes = plan_padded_planes(sg.dag, params);
+  const std::map<const te::TensorNode*, BufferRef> all = with_stage_buffers(sg, epilogues, buffers, temporaries, planes.planes);
   std::vector<ScratchBuffer> scratch;
-  std::vector<Stmt> stages = lower_stages_default(sg.dag, epilogues, all, params, scratch);
+  std::vector<Stmt> stages = lower_stages_default(sg.dag, epilogues, planes, all, params, scratch);
   for (const ScratchBuffer& s : scratch) temporaries.push_back(s.buffer);
   return block(std::move(stages));
 }

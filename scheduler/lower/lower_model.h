@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,12 @@ Stmt lower_subgraph_default(const LoweredSubgraph& sg, int subgraph_id,
                             std::vector<BufferRef>& temporaries, const ScheduleParams& params);
 
 /// `buffers` plus a new buffer, appended to `temporaries`, for every stage of the subgraph that has
-/// none yet and is not computed inside another (`epilogues`): what a subgraph scheduler stores into.
+/// none yet and is not computed inside another (`epilogues`, or `local`: padded planes): what a
+/// subgraph scheduler stores into.
 std::map<const te::TensorNode*, BufferRef> with_stage_buffers(const LoweredSubgraph& sg, const EpiloguePlan& epilogues,
                                                               const std::map<const te::TensorNode*, BufferRef>& buffers,
-                                                              std::vector<BufferRef>& temporaries);
+                                                              std::vector<BufferRef>& temporaries,
+                                                              const std::set<const te::TensorNode*>& local = {});
 
 /// lower_subgraph_default with `params` bound: the scheduler a package uses when none is given.
 SubgraphScheduler default_subgraph_scheduler(const ScheduleParams& params);
