@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -54,7 +55,8 @@ int restore_records(const std::string& path, const Target& target, search::Tuner
   int restored = 0, unreplayable = 0;
   for (const measure::Record& r : measure::load_records(path)) {
     auto it = task_of.find(r.task_key);
-    if (it == task_of.end() || r.target != target.name) continue;
+    // A finalists' re-measurement times programs restored from their own records: no new trials.
+    if (it == task_of.end() || r.target != target.name || r.final_batch != 0) continue;
     try {
       const auto& dag = tuner.tasks()[it->second].dag;
       tuner.restore(it->second, r.default_schedule ? state::State(dag) : measure::replay_record(r, dag), r.result,
@@ -91,6 +93,10 @@ TuneCommand::TuneCommand(CLI::App& app) {
                                           "or the target's cores (rpc)")
       ->capture_default_str();
   cmd_->add_option("--measures-per-round", per_round_, "Programs measured per round")->capture_default_str();
+  cmd_->add_option("--finalists", finalists_,
+                   "After tuning, time each task's N fastest programs again beside its default schedule, side by "
+                   "side; compile --records then picks among these times (0: do not)")
+      ->capture_default_str();
   cmd_->add_option("--population", population_, "Evolutionary search population")->capture_default_str();
   cmd_->add_option("--strategy", strategy_, "Task scheduler: gradient or round-robin")->capture_default_str();
   cmd_->add_option("--build-timeout", build_timeout_s_, "Build time limit per program, seconds")->capture_default_str();
@@ -107,6 +113,7 @@ int TuneCommand::run() {
   if (!*cmd_) return -1;
   if (trials_ <= 0 || trials_per_task_ < 0) throw Error("tune: --trials and --trials-per-task must be positive");
   if (per_round_ <= 0) throw Error("tune: --measures-per-round must be positive");
+  if (finalists_ < 0) throw Error("tune: --finalists must be 0 or more");
   search::TaskSchedulerOptions::Strategy strategy;
   if (strategy_ == "gradient") strategy = search::TaskSchedulerOptions::Strategy::Gradient;
   else if (strategy_ == "round-robin") strategy = search::TaskSchedulerOptions::Strategy::RoundRobin;
@@ -149,19 +156,28 @@ int TuneCommand::run() {
                              trials_, tuner.tasks().size());
   TuneProgress progress(std::cout, isatty(STDOUT_FILENO) && !plain_, trials_);
   progress.update(tuner, nullptr);
-  tuner.tune([&](const search::RoundReport& round) {
+  int64_t final_batch = 0;  // nonzero while the finalists are re-measured
+  const auto record = [&](const search::RoundReport& round) {
     std::vector<std::string> lines;
     for (size_t i = 0; i < round.inputs.size(); ++i)
       lines.push_back(measure::record_line(round.inputs[i].task_key, target, round.inputs[i].state, round.results[i],
-                                           round.inputs[i].default_schedule));
+                                           round.inputs[i].default_schedule, final_batch, round.reference_drift));
     measure::append_record_lines(records_, lines);
     progress.update(tuner, &round);
-  });
+  };
+  tuner.tune(record);
+  final_batch = static_cast<int64_t>(std::time(nullptr));
+  tuner.remeasure_finalists(finalists_, record);
   progress.finish(tuner);
+  if (tuner.noisy_rounds() > 0)
+    std::cout << fmt::format("kiln tune: warning: in {} round(s) the reference program ran over {:.2f}x its best time: "
+                             "the machine was loaded or throttled, and those rounds' times are not comparable{}\n",
+                             tuner.noisy_rounds(), options.noise_threshold,
+                             finalists_ > 0 ? "; the finalists were re-measured side by side" : "");
 
   const std::string curve = curve_.empty() ? records_ + ".curve.svg" : curve_;
   write_tuning_curve(curve, tuner.curve(), fmt::format("kiln tune on {}: {} task(s)", target.name, tuner.tasks().size()));
-  const double objective = tuner.scheduler().objective();
+  const double objective = tuner.objective();
   std::cout << fmt::format("kiln tune: {} trials, estimated latency {} ms; records {}; curve {}\n", tuner.trials(),
                            std::isfinite(objective) ? fmt::format("{:.4f}", objective * 1e3) : "-", records_, curve);
   return 0;

@@ -43,13 +43,15 @@ std::string TuneProgress::table(const search::Tuner& tuner) {
 }
 
 std::string TuneProgress::summary(const search::Tuner& tuner, int trials_goal, int trials_at_start, double elapsed_s) {
-  const double objective = tuner.scheduler().objective();
+  const double objective = tuner.objective();
   const int done = tuner.trials() - trials_at_start;
   const int left = std::max(trials_goal - tuner.trials(), 0);
   const double eta = done > 0 ? elapsed_s / done * left : NAN;
-  return fmt::format("estimated latency {} ms | trials {}/{} | {:.2f} measured/s | elapsed {} | ETA {}\n",
+  const std::string noisy =
+      tuner.noisy_rounds() > 0 ? fmt::format(" | {} noisy round(s): the machine was loaded", tuner.noisy_rounds()) : "";
+  return fmt::format("estimated latency {} ms | trials {}/{} | {:.2f} measured/s | elapsed {} | ETA {}{}\n",
                      ms_text(objective), tuner.trials(), trials_goal, done > 0 ? done / elapsed_s : 0.0,
-                     clock_text(elapsed_s), clock_text(eta));
+                     clock_text(elapsed_s), clock_text(eta), noisy);
 }
 
 void TuneProgress::update(const search::Tuner& tuner, const search::RoundReport* round) {
@@ -76,8 +78,11 @@ void TuneProgress::update(const search::Tuner& tuner, const search::RoundReport*
   }
   if (first_error.size() > 160) first_error = first_error.substr(0, 157) + "...";
   const double best = tuner.best_cost(round->task);
-  out_ << fmt::format("task {} ({}): {} measured, {} failed{}, best {} ms ({} GFLOPS) | {}", round->task, t.label,
-                      round->results.size(), failed, first_error, ms_text(best), gflops_text(t.flops, best), line)
+  const std::string noisy =
+      round->noisy ? fmt::format(", noisy (its reference ran {:.2f}x its best time)", round->reference_drift) : "";
+  out_ << fmt::format("task {} ({}): {} {}, {} failed{}{}, best {} ms ({} GFLOPS) | {}", round->task, t.label,
+                      round->results.size(), round->finalists ? "finalists re-measured" : "measured", failed,
+                      first_error, noisy, ms_text(best), gflops_text(t.flops, best), line)
        << std::flush;
 }
 

@@ -25,13 +25,16 @@ const nlohmann::json& at(const nlohmann::json& j, size_t i, const char* what) {
 }
 
 nlohmann::json record_json(const std::string& task_key, const std::string& target, const std::vector<int64_t>& hardware,
-                           const nlohmann::json& steps, const MeasureResult& result, bool default_schedule) {
+                           const nlohmann::json& steps, const MeasureResult& result, bool default_schedule,
+                           int64_t final_batch, double reference_drift) {
   nlohmann::json j;
   j["i"] = nlohmann::json::array({nlohmann::json::array({task_key, target, hardware}),
                                   nlohmann::json::array({nlohmann::json::array(), steps})});
   j["r"] = nlohmann::json::array({result.costs, static_cast<int>(result.error), result.all_cost_s, result.timestamp});
   j["v"] = "v0.6";
   if (default_schedule) j["kiln_default"] = true;
+  if (final_batch != 0) j["kiln_final"] = final_batch;
+  if (reference_drift > 0) j["kiln_reference_drift"] = reference_drift;
   return j;
 }
 
@@ -44,14 +47,18 @@ std::vector<int64_t> record_hardware(const Target& target) {
 }
 
 std::string record_line(const std::string& task_key, const Target& target, const state::State& state,
-                        const MeasureResult& result, bool default_schedule) {
+                        const MeasureResult& result, bool default_schedule, int64_t final_batch, double reference_drift) {
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : state.steps()) steps.push_back(s->to_json());
-  return record_json(task_key, target.name, record_hardware(target), steps, result, default_schedule).dump();
+  return record_json(task_key, target.name, record_hardware(target), steps, result, default_schedule, final_batch,
+                     reference_drift)
+      .dump();
 }
 
 std::string record_line(const Record& r) {
-  return record_json(r.task_key, r.target, r.hardware, r.steps, r.result, r.default_schedule).dump();
+  return record_json(r.task_key, r.target, r.hardware, r.steps, r.result, r.default_schedule, r.final_batch,
+                     r.reference_drift)
+      .dump();
 }
 
 namespace {
@@ -164,6 +171,11 @@ Record parse_record(const std::string& line) {
     r.result.all_cost_s = at(res, 2, "r[2] (all cost)").get<double>();
     r.result.timestamp = at(res, 3, "r[3] (timestamp)").get<double>();
     r.default_schedule = j.contains("kiln_default") && j["kiln_default"].is_boolean() && j["kiln_default"].get<bool>();
+    if (j.contains("kiln_final") && j["kiln_final"].is_number_integer()) r.final_batch = j["kiln_final"].get<int64_t>();
+    if (j.contains("kiln_reference_drift") && j["kiln_reference_drift"].is_number()) {
+      r.reference_drift = j["kiln_reference_drift"].get<double>();
+      if (!std::isfinite(r.reference_drift) || r.reference_drift < 0) r.reference_drift = 0;
+    }
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("record: malformed field (") + e.what() + ")");
@@ -207,8 +219,15 @@ std::map<RecordKey, std::vector<Record>> ranked_records(const std::vector<Record
   std::map<RecordKey, std::vector<Record>> ranked;
   for (const Record& r : records)
     if (is_valid_record(r)) ranked[RecordKey{r.task_key, r.target}].push_back(r);
-  for (auto& [key, list] : ranked)
-    std::stable_sort(list.begin(), list.end(), [](const Record& a, const Record& b) { return mean_cost(a) < mean_cost(b); });
+  for (auto& [key, list] : ranked) {
+    int64_t latest = 0;
+    for (const Record& r : list) latest = std::max(latest, r.final_batch);
+    std::stable_sort(list.begin(), list.end(), [&](const Record& a, const Record& b) {
+      const bool fa = latest != 0 && a.final_batch == latest, fb = latest != 0 && b.final_batch == latest;
+      if (fa != fb) return fa;
+      return mean_cost(a) < mean_cost(b);
+    });
+  }
   return ranked;
 }
 

@@ -27,6 +27,15 @@ struct Record {
   /// The time of kiln's default schedule (no steps; key "kiln_default" in the line, which TVM's
   /// readers ignore): compile --records uses a tuned record only when it beats this.
   bool default_schedule = false;
+  /// Nonzero: the record re-measures a finalist of its task after tuning (key "kiln_final"), and this
+  /// number names that re-measurement (its start, Unix seconds). The records of a task's latest
+  /// re-measurement rank before all others: they were timed side by side, in turns, at one moment,
+  /// where the search's times come from whatever load the machine had in their round.
+  int64_t final_batch = 0;
+  /// How much slower than its best time the task's reference program (its default schedule) ran in the
+  /// round that measured this record (key "kiln_reference_drift"); 0 when that round did not time it.
+  /// Over 1.1: the round ran on a loaded or throttled machine (docs/tuning.md).
+  double reference_drift = 0;
 };
 
 /// The hardware numbers of a record, in TVM's order (cores, vector bytes, cache line bytes, then the
@@ -35,7 +44,8 @@ std::vector<int64_t> record_hardware(const Target& target);
 
 /// One record as a JSON line (no newline).
 std::string record_line(const std::string& task_key, const Target& target, const state::State& state,
-                        const MeasureResult& result, bool default_schedule = false);
+                        const MeasureResult& result, bool default_schedule = false, int64_t final_batch = 0,
+                        double reference_drift = 0);
 
 /// A decoded record as a JSON line again (no newline), with its steps and hardware as they were read:
 /// `kiln records distill` rewrites records without a DAG to replay them on.
@@ -86,7 +96,8 @@ using RecordKey = std::pair<std::string, std::string>;
 std::map<RecordKey, Record> best_records(const std::vector<Record>& records);
 
 /// Every valid record per (task key, target), fastest first (ties: earlier first): what a compile falls
-/// back through when the best record does not replay on this kiln's DAG.
+/// back through when the best record does not replay on this kiln's DAG. When the key has records of a
+/// finalists' re-measurement (final_batch), those of the latest one come first, fastest first.
 std::map<RecordKey, std::vector<Record>> ranked_records(const std::vector<Record>& records);
 
 /// Rebuilds a record's state by replaying its steps on `dag`'s initial state. Throws ScheduleError or

@@ -252,6 +252,20 @@ std::optional<State> TaskSearch::best_state() const {
   return std::nullopt;
 }
 
+std::vector<State> TaskSearch::best_states(size_t k) const {
+  std::vector<const Measured*> valid;
+  for (const Measured& m : measured_)
+    if (std::isfinite(m.cost_s)) valid.push_back(&m);
+  std::stable_sort(valid.begin(), valid.end(), [](const Measured* a, const Measured* b) { return a->cost_s < b->cost_s; });
+  std::vector<State> out;
+  std::set<std::string> nests;
+  for (const Measured* m : valid) {
+    if (out.size() >= k) break;
+    if (nests.insert(state::print_state(m->state)).second) out.push_back(m->state);
+  }
+  return out;
+}
+
 void TaskSearch::add_measured(const State& s, double cost_s) {
   seen_.insert(state::print_state(s));
   measured_.push_back({s, cost_s});

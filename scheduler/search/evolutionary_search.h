@@ -62,6 +62,8 @@ class TaskSearch {
   /// Seconds of the fastest valid measured program; infinity when none.
   double best_cost() const { return best_cost_; }
   std::optional<state::State> best_state() const;
+  /// The `k` fastest valid measured programs, fastest first, one per loop nest.
+  std::vector<state::State> best_states(size_t k) const;
   /// True after a round found nothing new to propose.
   bool exhausted() const { return exhausted_; }
 

@@ -64,6 +64,7 @@ Tuner::Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model
   restored_trials_.assign(tasks_.size(), 0);
   default_cost_.assign(tasks_.size(), std::numeric_limits<double>::infinity());
   default_measured_.assign(tasks_.size(), false);
+  final_cost_.assign(tasks_.size(), std::numeric_limits<double>::quiet_NaN());
 }
 
 int Tuner::round_size() const {
@@ -71,7 +72,20 @@ int Tuner::round_size() const {
   return std::clamp(share, 1, std::max(options_.measures_per_round, 1));
 }
 
-double Tuner::best_cost(int task) const { return std::min(searches_[task]->best_cost(), default_cost_[task]); }
+double Tuner::best_cost(int task) const {
+  if (!std::isnan(final_cost_[task])) return final_cost_[task];
+  return std::min(searches_[task]->best_cost(), default_cost_[task]);
+}
+
+double Tuner::objective() const {
+  double sum = 0;
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    const double best = best_cost(static_cast<int>(t));
+    if (std::isfinite(best)) sum += tasks_[t].weight * best;
+    else if (!scheduler_.progress(static_cast<int>(t)).dead) return std::numeric_limits<double>::infinity();
+  }
+  return sum;
+}
 
 void Tuner::restore(int task, const state::State& s, const measure::MeasureResult& r, bool default_schedule) {
   const double cost = mean_cost(r);
@@ -127,6 +141,11 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
     for (size_t i = 0; i < report.inputs.size(); ++i) {
       const double cost = mean_cost(report.results[i]);
       if (report.inputs[i].default_schedule) {
+        if (std::isfinite(cost) && std::isfinite(default_cost_[t])) {
+          report.reference_drift = cost / default_cost_[t];
+          report.noisy = report.reference_drift > options_.noise_threshold;
+          noisy_rounds_ += report.noisy;
+        }
         default_cost_[t] = std::min(default_cost_[t], cost);
         default_measured_[t] = true;
         continue;
@@ -140,6 +159,48 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
     curve_.push_back({trials_, scheduler_.objective(), std::chrono::duration<double>(Clock::now() - start).count()});
     on_round(report);  // before retraining: the records hold the batch as soon as possible
     model_.update(samples);
+  }
+}
+
+void Tuner::remeasure_finalists(int per_task, const std::function<void(const RoundReport&)>& on_batch) {
+  if (per_task <= 0) return;
+  for (size_t t = 0; t < tasks_.size(); ++t) {
+    const std::vector<state::State> best = searches_[t]->best_states(static_cast<size_t>(per_task));
+    if (best.empty()) continue;  // no searched program ran: the default schedule stands unchallenged
+    RoundReport report;
+    report.task = static_cast<int>(t);
+    report.finalists = true;
+    report.inputs.push_back({tasks_[t].key, tasks_[t].dag, state::State(tasks_[t].dag), 0, true});
+    for (const state::State& s : best) report.inputs.push_back({tasks_[t].key, tasks_[t].dag, s});
+    const std::vector<measure::BuildResult> builds = builder_.build(report.inputs);
+    // Two passes over the whole batch: every candidate is timed twice, in turns with the others. How far
+    // the reference (the default schedule, first) moved between them says how steady the machine was.
+    std::vector<measure::MeasureResult> first = runner_.run(report.inputs, builds);
+    const std::vector<measure::MeasureResult> second = runner_.run(report.inputs, builds);
+    if (first.size() != report.inputs.size() || second.size() != report.inputs.size())
+      throw InternalError("tune: the runner returned a result count other than the batch's");
+    const double pass1 = mean_cost(first[0]), pass2 = mean_cost(second[0]);
+    if (std::isfinite(pass1) && std::isfinite(pass2)) {
+      report.reference_drift = std::max(pass1, pass2) / std::min(pass1, pass2);
+      report.noisy = report.reference_drift > options_.noise_threshold;
+      noisy_rounds_ += report.noisy;
+    }
+    double fastest = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < first.size(); ++i) {
+      measure::MeasureResult& r = first[i];
+      if (r.error != measure::MeasureError::None) continue;  // failed in the first pass: that result stands
+      if (second[i].error != measure::MeasureError::None) {
+        r = second[i];
+        continue;
+      }
+      r.costs.insert(r.costs.end(), second[i].costs.begin(), second[i].costs.end());
+      r.all_cost_s += second[i].all_cost_s;
+      r.timestamp = second[i].timestamp;
+      fastest = std::min(fastest, mean_cost(r));
+    }
+    report.results = std::move(first);
+    final_cost_[t] = fastest;
+    on_batch(report);
   }
 }
 

@@ -41,6 +41,9 @@ struct TunerOptions {
   /// Measure the default schedule in every round of a task of 8 or more measures (one of them), not
   /// only in its first round.
   bool default_each_round = true;
+  /// A round whose re-measured default schedule (the task's reference program) runs this much slower
+  /// than its best time so far is noisy: the machine was loaded or throttled while the round ran.
+  double noise_threshold = 1.10;
   uint64_t seed = 0;
   sketch::SearchParams params;
   SearchOptions search;
@@ -52,6 +55,11 @@ struct RoundReport {
   int task = 0;
   std::vector<measure::MeasureInput> inputs;
   std::vector<measure::MeasureResult> results;
+  /// The reference's time this round over its best before it (a round of remeasure_finalists: its
+  /// slower pass over its faster); 0 when the round did not time the reference against an earlier time.
+  double reference_drift = 0;
+  bool noisy = false;      ///< reference_drift over TunerOptions::noise_threshold
+  bool finalists = false;  ///< a batch of remeasure_finalists
 };
 
 /// One point of the tuning curve: after `trials` measurements the objective (Σ weight × best latency,
@@ -76,13 +84,27 @@ class Tuner {
   /// stops early. `on_round` runs after each measured batch, before the next round starts.
   void tune(const std::function<void(const RoundReport&)>& on_round);
 
+  /// Times each task's `per_task` fastest programs again beside its default schedule, in two passes
+  /// over one batch per task, so that they are compared at one moment rather than in rounds that ran
+  /// under different loads (a tune beside the test suite once picked programs slower than untuned).
+  /// Each candidate's result holds both passes' times; best_cost then follows these times. `on_batch`
+  /// gets each task's batch (its records rank first: records.h, final_batch). Not trials: the budget
+  /// is not charged.
+  void remeasure_finalists(int per_task, const std::function<void(const RoundReport&)>& on_batch);
+  /// Rounds so far whose reference ran over noise_threshold times its best (finalist batches included).
+  int noisy_rounds() const { return noisy_rounds_; }
+
   const std::vector<TuneTask>& tasks() const { return tasks_; }
   const TaskSearch& search(int task) const { return *searches_[task]; }
   /// Seconds of the task's default schedule (infinity until measured, or when it failed).
   double default_cost(int task) const { return default_cost_[task]; }
-  /// The faster of the default schedule and the best searched program.
+  /// The faster of the default schedule and the best searched program; after remeasure_finalists, the
+  /// fastest of the task's re-measured finalists.
   double best_cost(int task) const;
   const TaskScheduler& scheduler() const { return scheduler_; }
+  /// The estimated end-to-end latency: Σ weight × best_cost over the tasks (the scheduler's objective,
+  /// but after remeasure_finalists from the re-measured times); infinity while a live task has none.
+  double objective() const;
   const std::vector<CurvePoint>& curve() const { return curve_; }
   /// Programs measured (or restored) so far.
   int trials() const { return trials_; }
@@ -111,7 +133,9 @@ class Tuner {
   std::vector<double> default_cost_;
   std::vector<bool> default_measured_;
   std::vector<CurvePoint> curve_;
+  std::vector<double> final_cost_;  // per task: fastest re-measured finalist, NaN before remeasure_finalists
   int trials_ = 0;
+  int noisy_rounds_ = 0;
 };
 
 /// Seconds of a result: the mean of its repeats; infinity for an error or no repeats.

@@ -50,6 +50,7 @@ std::string write_model(const TempDir& dir) {
 struct RecordsFile {
   std::vector<std::string> programs;  // step lists as JSON text, in file order, the default schedule's not
   size_t defaults = 0;                // measurements of the default schedule (one per round of a task)
+  size_t finals = 0;                  // the finalists' re-measurement after tuning (kiln_final)
   int valid = 0;
   int malformed = 0;
 };
@@ -61,7 +62,8 @@ RecordsFile read_records(const std::string& path) {
     if (line.empty()) continue;
     try {
       const measure::Record r = measure::parse_record(line);
-      if (r.default_schedule) ++f.defaults;
+      if (r.final_batch != 0) ++f.finals;  // re-measurements of programs already counted
+      else if (r.default_schedule) ++f.defaults;
       else f.programs.push_back(r.task_key + r.steps.dump());
       f.valid += measure::is_valid_record(r);
     } catch (const Error&) {
@@ -89,13 +91,19 @@ TEST(TuneCli, TunesAppendsRecordsDrawsTheCurveResumesAndFeedsCompile) {
   EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), f.programs.size()) << "a program measured twice";
   EXPECT_NE(testing::read_file(records + ".curve.svg").find("<polyline"), std::string::npos);
   EXPECT_NE(o.out.find("estimated latency"), std::string::npos) << o.out;
+  // Then each task's 3 fastest programs and its default schedule, timed again side by side.
+  EXPECT_GE(f.finals, 2u) << o.out;
+  EXPECT_NE(o.out.find("finalists re-measured"), std::string::npos) << o.out;
 
-  // The same command again: everything restored, nothing left to measure.
-  o = run(tune_args(model, records, 12), dir);
+  // The same command again: everything restored (re-measurements are no trials), nothing left to
+  // measure; with --finalists 0 nothing is timed again either.
+  o = run(tune_args(model, records, 12) + " --finalists 0", dir);
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("12 restored"), std::string::npos) << o.out;
+  const size_t finals = f.finals;
   f = read_records(records);
   EXPECT_EQ(f.programs.size() + f.defaults, 12u);
+  EXPECT_EQ(f.finals, finals);
 
   // A larger budget continues with new programs only.
   o = run(tune_args(model, records, 20), dir);

@@ -161,5 +161,35 @@ TEST(BestRecords, DefaultScheduleRecordsRoundTripAndCanBeTheBest) {
   EXPECT_TRUE(best.begin()->second.default_schedule);
 }
 
+// A finalists' re-measurement ranks first: its records were timed side by side at one moment, where a
+// search record may owe its time to a quiet moment of a loaded machine. Of several re-measurements the
+// latest counts; the rest stay as fallbacks, fastest first. The marks survive a write and a read.
+TEST(BestRecords, TheLatestFinalistsReMeasurementRanksFirst) {
+  Record lucky = make_record("a", "t", {1e-3});  // searched while the machine was briefly quiet
+  Record old_final = make_record("a", "t", {1.5e-3, 1.5e-3});
+  old_final.final_batch = 100;
+  Record final_slow = make_record("a", "t", {4e-3, 4e-3});
+  final_slow.final_batch = 200;
+  Record final_fast = make_record("a", "t", {3e-3, 3e-3});
+  final_fast.final_batch = 200;
+  final_fast.reference_drift = 1.25;
+  const Record back = parse_record(record_line(final_fast));
+  EXPECT_EQ(back.final_batch, 200);
+  EXPECT_DOUBLE_EQ(back.reference_drift, 1.25);
+  EXPECT_EQ(parse_record(record_line(lucky)).final_batch, 0);
+  EXPECT_EQ(record_line(lucky).find("kiln_"), std::string::npos) << "unmarked records carry no kiln keys";
+
+  const auto ranked = ranked_records({lucky, old_final, final_slow, final_fast});
+  ASSERT_EQ(ranked.size(), 1u);
+  const std::vector<Record>& list = ranked.begin()->second;
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_DOUBLE_EQ(mean_cost(list[0]), 3e-3);
+  EXPECT_DOUBLE_EQ(mean_cost(list[1]), 4e-3);
+  EXPECT_DOUBLE_EQ(mean_cost(list[2]), 1e-3);
+  EXPECT_DOUBLE_EQ(mean_cost(list[3]), 1.5e-3);
+  EXPECT_EQ(best_records({lucky, final_fast}).begin()->second.final_batch, 200);
+  EXPECT_EQ(best_records({lucky, old_final}).begin()->second.final_batch, 100);
+}
+
 }  // namespace
 }  // namespace kiln::measure

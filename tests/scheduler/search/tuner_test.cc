@@ -238,5 +238,78 @@ TEST(Tuner, RunnerFailuresAreMeasurementsWithoutATime) {
   EXPECT_FALSE(std::isfinite(tuner.search(0).best_cost()));
 }
 
+// FakeRunner's times scaled by `load`: a machine that other work slows down.
+class LoadedRunner : public FakeRunner {
+ public:
+  double load = 1;
+  int batches = 0;
+  std::vector<measure::MeasureResult> run(const std::vector<measure::MeasureInput>& inputs,
+                                          const std::vector<measure::BuildResult>& builds) override {
+    ++batches;
+    std::vector<measure::MeasureResult> out = FakeRunner::run(inputs, builds);
+    for (measure::MeasureResult& r : out)
+      for (double& c : r.costs) c *= load;
+    return out;
+  }
+};
+
+// A round whose reference (the task's default schedule, timed again each round of 8) runs over 1.1x
+// its best time is reported noisy; rounds on a steady machine are not.
+TEST(Tuner, RoundsOnALoadedMachineAreReportedNoisy) {
+  FakeBuilder builder;
+  LoadedRunner runner;
+  auto model = search::make_random_model(1);
+  Tuner tuner({two_tasks()[0]}, small_options(48), *model, builder, runner);
+  int rounds = 0, noisy = 0;
+  tuner.tune([&](const RoundReport& r) {
+    ++rounds;
+    noisy += r.noisy;
+    if (rounds == 1) {
+      EXPECT_EQ(r.reference_drift, 0) << "the first round has no earlier time to compare with";
+    } else {
+      EXPECT_GT(r.reference_drift, 0);
+    }
+    EXPECT_EQ(r.noisy, rounds >= 3) << "round " << rounds << ": drift " << r.reference_drift;
+    if (rounds == 2) runner.load = 1.5;  // from the third round on
+  });
+  EXPECT_EQ(rounds, 6);
+  EXPECT_EQ(noisy, 4);
+  EXPECT_EQ(tuner.noisy_rounds(), 4);
+}
+
+// After tuning, each task's fastest programs and its default schedule are timed again in two passes
+// of one batch; the best cost then comes from those times, and the budget is not charged.
+TEST(Tuner, FinalistsAreReMeasuredSideBySide) {
+  FakeBuilder builder;
+  LoadedRunner runner;
+  auto model = search::make_random_model(1);
+  Tuner tuner(two_tasks(), small_options(32), *model, builder, runner);
+  tune(tuner);
+  const int trials = tuner.trials();
+  runner.load = 3;  // every finalist three times slower than when it was searched
+  runner.batches = 0;
+  std::vector<RoundReport> batches;
+  tuner.remeasure_finalists(2, [&](const RoundReport& r) { batches.push_back(r); });
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(runner.batches, 4) << "two passes per task";
+  EXPECT_EQ(tuner.trials(), trials);
+  for (const RoundReport& b : batches) {
+    EXPECT_TRUE(b.finalists);
+    ASSERT_EQ(b.inputs.size(), 3u);  // the default and two programs
+    EXPECT_TRUE(b.inputs[0].default_schedule);
+    EXPECT_NE(state::print_state(b.inputs[1].state), state::print_state(b.inputs[2].state));
+    EXPECT_NEAR(b.reference_drift, 1.0, 1e-12) << "both passes ran at the same load";
+    double fastest = INFINITY;
+    for (const measure::MeasureResult& r : b.results) {
+      if (r.error != measure::MeasureError::None) continue;
+      EXPECT_EQ(r.costs.size(), 2u) << "one time per pass";
+      fastest = std::min(fastest, search::mean_cost(r));
+    }
+    EXPECT_EQ(tuner.best_cost(b.task), fastest);
+    EXPECT_GT(tuner.best_cost(b.task), 2 * tuner.search(b.task).best_cost()) << "the re-measured times, not the search's";
+  }
+  EXPECT_TRUE(std::isfinite(tuner.objective()));
+}
+
 }  // namespace
 }  // namespace kiln
