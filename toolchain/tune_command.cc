@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "backends/measure/program_builder.h"
 #include "backends/measure/records.h"
+#include "backends/measure/sample_database.h"
 #include "frontend/ir/error.h"
 #include "frontend/partition/partition.h"
 #include "scheduler/search/tuner.h"
@@ -93,6 +95,11 @@ TuneCommand::TuneCommand(CLI::App& app) {
                                           "or the target's cores (rpc)")
       ->capture_default_str();
   cmd_->add_option("--measures-per-round", per_round_, "Programs measured per round")->capture_default_str();
+  cmd_->add_option("--database", database_,
+                   "Directory (searched recursively) or file of .features files that earlier tunes wrote beside "
+                   "their records: the cost model trains on their programs before the first round");
+  cmd_->add_option("--database-samples", database_samples_, "At most this many database samples, spread over its tasks")
+      ->capture_default_str();
   cmd_->add_option("--finalists", finalists_,
                    "After tuning, time each task's N fastest programs again beside its default schedule, side by "
                    "side; compile --records then picks among these times (0: do not)")
@@ -114,6 +121,7 @@ int TuneCommand::run() {
   if (trials_ <= 0 || trials_per_task_ < 0) throw Error("tune: --trials and --trials-per-task must be positive");
   if (per_round_ <= 0) throw Error("tune: --measures-per-round must be positive");
   if (finalists_ < 0) throw Error("tune: --finalists must be 0 or more");
+  if (database_samples_ <= 0) throw Error("tune: --database-samples must be positive");
   search::TaskSchedulerOptions::Strategy strategy;
   if (strategy_ == "gradient") strategy = search::TaskSchedulerOptions::Strategy::Gradient;
   else if (strategy_ == "round-robin") strategy = search::TaskSchedulerOptions::Strategy::RoundRobin;
@@ -150,6 +158,16 @@ int TuneCommand::run() {
   std::cout << fmt::format("kiln tune: {} task(s) on {}, runner {}, {} thread(s); {} trials, {} per round{}\n",
                            tuner.tasks().size(), target.name, runner_.runner, threads, trials_, tuner.round_size(),
                            restored ? fmt::format(", {} restored from {}", restored, records_) : "");
+  if (!database_.empty()) {
+    std::set<std::string> own;
+    for (const search::TuneTask& t : tuner.tasks()) own.insert(t.key);
+    measure::SampleDatabase db =
+        measure::load_sample_database(database_, target.name, own, static_cast<size_t>(database_samples_));
+    std::cout << fmt::format("kiln tune: database {}: {} sample(s) of {} other task(s) from {} file(s) train the cost "
+                             "model before the first round\n",
+                             database_, db.samples.size(), db.tasks, db.files);
+    tuner.pretrain(std::move(db.samples));
+  }
   if (!tuner.budget_covers_every_task())
     std::cout << fmt::format("kiln tune: {} trials cannot measure each of the {} tasks once; the tasks left over keep "
                              "the default schedule (--trials-per-task 1 or more covers every task)\n",
@@ -158,11 +176,18 @@ int TuneCommand::run() {
   progress.update(tuner, nullptr);
   int64_t final_batch = 0;  // nonzero while the finalists are re-measured
   const auto record = [&](const search::RoundReport& round) {
-    std::vector<std::string> lines;
-    for (size_t i = 0; i < round.inputs.size(); ++i)
+    std::vector<std::string> lines, samples;
+    for (size_t i = 0; i < round.inputs.size(); ++i) {
       lines.push_back(measure::record_line(round.inputs[i].task_key, target, round.inputs[i].state, round.results[i],
                                            round.inputs[i].default_schedule, final_batch, round.reference_drift));
+      if (i < round.features.size() && !round.features[i].empty())
+        samples.push_back(measure::sample_line(round.inputs[i].task_key, target.name, round.features[i],
+                                               search::mean_cost(round.results[i])));
+    }
     measure::append_record_lines(records_, lines);
+    // For record databases (--database): after the records, so a kill between the two loses samples
+    // only, never a record.
+    if (!samples.empty()) measure::append_record_lines(measure::features_path(records_), samples);
     progress.update(tuner, &round);
   };
   tuner.tune(record);

@@ -27,6 +27,9 @@ namespace kiln::search {
 
 /// Values per store row.
 inline constexpr int kFeaturesPerStore = 164;
+/// The meaning of the values: stored with the samples of a record database (backends/measure/
+/// sample_database.h), which ignores samples of another version. Bump it when a value changes meaning.
+inline constexpr int kFeatureVersion = 1;
 
 /// One row per Store of a program, in program order.
 using ProgramFeatures = std::vector<std::vector<float>>;

@@ -100,8 +100,13 @@ void Tuner::restore(int task, const state::State& s, const measure::MeasureResul
   ++trials_;
 }
 
+void Tuner::pretrain(std::vector<MeasuredSample> samples) {
+  for (MeasuredSample& s : samples) pretrain_.push_back(std::move(s));
+}
+
 void Tuner::finish_restore() {
-  std::vector<MeasuredSample> all;
+  std::vector<MeasuredSample> all = std::move(pretrain_);
+  pretrain_.clear();
   for (size_t t = 0; t < tasks_.size(); ++t) {
     if (restored_trials_[t] == 0) continue;
     scheduler_.report(static_cast<int>(t), restored_trials_[t], best_cost(static_cast<int>(t)), false);
@@ -153,6 +158,9 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
       search.add_measured(report.inputs[i].state, cost);
       samples.push_back({tasks_[t].key, features_or_none(report.inputs[i].state), cost});
     }
+    report.features.resize(report.inputs.size());
+    for (size_t i = 0, k = 0; i < report.inputs.size(); ++i)
+      if (!report.inputs[i].default_schedule) report.features[i] = samples[k++].features;
     const int measured = static_cast<int>(report.inputs.size());
     trials_ += measured;
     scheduler_.report(t, measured, best_cost(t), search.exhausted());

@@ -60,6 +60,9 @@ struct RoundReport {
   double reference_drift = 0;
   bool noisy = false;      ///< reference_drift over TunerOptions::noise_threshold
   bool finalists = false;  ///< a batch of remeasure_finalists
+  /// Per input, the feature rows the cost model learned from (none for the default schedule, a
+  /// finalists' batch, or a program that does not lower): what a record database keeps.
+  std::vector<ProgramFeatures> features;
 };
 
 /// One point of the tuning curve: after `trials` measurements the objective (Σ weight × best latency,
@@ -79,6 +82,11 @@ class Tuner {
   /// Adds a program measured earlier (read back from records) to task `task`; `default_schedule`: the
   /// record is the default schedule's time (`s` is then ignored). Call before tune().
   void restore(int task, const state::State& s, const measure::MeasureResult& r, bool default_schedule = false);
+
+  /// Samples of other tasks (a record database: backends/measure/sample_database.h) that the cost
+  /// model trains on before the first round and keeps for every later one, so a new model's first
+  /// rounds are already guided. Not trials. Call before tune().
+  void pretrain(std::vector<MeasuredSample> samples);
 
   /// Tunes until `trials` programs are measured (restored ones count), every task is dead, or tuning
   /// stops early. `on_round` runs after each measured batch, before the next round starts.
@@ -129,6 +137,7 @@ class Tuner {
   std::vector<std::unique_ptr<TaskSearch>> searches_;
   TaskScheduler scheduler_;
   std::vector<std::vector<MeasuredSample>> restored_;  // per task, until tune() starts
+  std::vector<MeasuredSample> pretrain_;               // until tune() starts
   std::vector<int> restored_trials_;
   std::vector<double> default_cost_;
   std::vector<bool> default_measured_;

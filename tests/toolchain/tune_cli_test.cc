@@ -33,18 +33,19 @@ Output run(const std::string& args, const testing::TempDir& dir) {
   return testing::run_kiln_output("" + args, dir, 600);
 }
 
-// MatMul 32x24 x 24x40 + Relu: one small task, quick to build and run.
-std::string write_model(const TempDir& dir) {
+// MatMul rows x 24 x 24x40 + Relu: one small task, quick to build and run (another task for other rows).
+std::string write_model(const TempDir& dir, int64_t rows = 32) {
   ModelBuilder b("mm", 17);
-  b.input("a", DType::Float32, Shape{32, 24});
+  b.input("a", DType::Float32, Shape{rows, 24});
   Tensor w(DType::Float32, Shape{24, 40});
   for (int64_t i = 0; i < 24 * 40; ++i) w.set_double(i, static_cast<double>(i % 7) / 7 - 0.5);
   b.initializer("w", w);
   b.node("MatMul", {"a", "w"}, {"c"});
   b.node("Relu", {"c"}, {"y"});
-  b.output("y", DType::Float32, Shape{32, 40});
-  b.save(dir.path("mm.onnx"));
-  return dir.path("mm.onnx");
+  b.output("y", DType::Float32, Shape{rows, 40});
+  const std::string path = dir.path("mm" + std::to_string(rows) + ".onnx");
+  b.save(path);
+  return path;
 }
 
 struct RecordsFile {
@@ -115,6 +116,30 @@ TEST(TuneCli, TunesAppendsRecordsDrawsTheCurveResumesAndFeedsCompile) {
   o = run("compile " + model + " --target host --records " + records + " -o " + dir.path("pkg"), dir);
   EXPECT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(o.err.find("no tuning record for task"), std::string::npos) << o.err;
+}
+
+// Each measured program's feature rows go beside the records (R.json.features); another model's tune
+// with --database trains on them before its first round, and leaves out the tasks it tunes itself.
+TEST(TuneCli, ADatabaseOfAnotherModelsFeaturesTrainsTheModelFirst) {
+  TempDir dir;
+  fs::create_directories(dir.path("db"));
+  const std::string first = write_model(dir, 32), second = write_model(dir, 48);
+  ASSERT_EQ(run(tune_args(first, dir.path("db/first.json"), 12) + " --finalists 0", dir).exit_code, 0);
+  std::ifstream features(dir.path("db/first.json.features"));
+  int lines = 0;
+  for (std::string line; std::getline(features, line);) lines += !line.empty();
+  EXPECT_GT(lines, 0);
+  EXPECT_LE(lines, 11) << "one sample per measured program that lowers, none for the default schedule";
+
+  Output o = run(tune_args(second, dir.path("second.json"), 8) + " --finalists 0 --database " + dir.path("db"), dir);
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find(std::to_string(lines) + " sample(s) of 1 other task(s) from 1 file(s)"), std::string::npos) << o.out;
+  o = run(tune_args(first, dir.path("again.json"), 4) + " --finalists 0 --database " + dir.path("db"), dir);
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("0 sample(s) of 0 other task(s)"), std::string::npos) << "its own task is left out:\n" << o.out;
+  o = run(tune_args(first, dir.path("x.json"), 4) + " --database " + dir.path("nowhere"), dir);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.err.find("nowhere"), std::string::npos) << o.err;
 }
 
 // "The same seed on the same records proposes the same programs": b starts from a's first round

@@ -311,5 +311,47 @@ TEST(Tuner, FinalistsAreReMeasuredSideBySide) {
   EXPECT_TRUE(std::isfinite(tuner.objective()));
 }
 
+// Database samples reach the cost model before the search asks it anything, and stay in every later
+// training set; they are no trials, and each measured program's features come back in its round.
+TEST(Tuner, PretrainedSamplesTrainTheModelBeforeTheFirstRound) {
+  class Recording : public search::CostModel {
+   public:
+    std::vector<size_t> samples_at_update;
+    size_t samples = 0, samples_at_first_predict = SIZE_MAX;
+    void update(const std::vector<search::MeasuredSample>& s) override {
+      samples += s.size();
+      samples_at_update.push_back(samples);
+    }
+    std::vector<double> predict(const std::vector<search::ProgramFeatures>& p) override {
+      if (samples_at_first_predict == SIZE_MAX) samples_at_first_predict = samples;
+      return std::vector<double>(p.size(), 0.0);
+    }
+    size_t num_samples() const override { return samples; }
+    bool wants_features() const override { return true; }
+  } model;
+  FakeBuilder builder;
+  FakeRunner runner;
+  Tuner tuner({two_tasks()[0]}, small_options(16), model, builder, runner);
+  std::vector<search::MeasuredSample> db(100, {"elsewhere", {std::vector<float>(search::kFeaturesPerStore, 1.0f)}, 1e-3});
+  tuner.pretrain(db);
+  int with_features = 0, programs = 0;
+  tuner.tune([&](const RoundReport& r) {
+    ASSERT_EQ(r.features.size(), r.inputs.size());
+    for (size_t i = 0; i < r.inputs.size(); ++i) {
+      if (r.inputs[i].default_schedule) {
+        EXPECT_TRUE(r.features[i].empty());
+        continue;
+      }
+      ++programs;
+      with_features += !r.features[i].empty();
+    }
+  });
+  EXPECT_EQ(model.samples_at_first_predict, 100u);
+  ASSERT_GE(model.samples_at_update.size(), 2u);
+  EXPECT_EQ(model.samples_at_update.front(), 100u);
+  EXPECT_EQ(tuner.trials(), 16);
+  EXPECT_EQ(programs, with_features) << "every program of these DAGs lowers";
+}
+
 }  // namespace
 }  // namespace kiln
