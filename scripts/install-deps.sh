@@ -11,6 +11,7 @@ packages=(
   qemu-user g++-aarch64-linux-gnu  # AArch64 packages: cross-linked runners under QEMU
   clang-19 libclang-rt-19-dev   # libFuzzer target for the importer
   libxgboost-dev                # the tuner's cost model (scheduler/search)
+  libz3-dev                     # proofs that lowered programs stay inside their buffers (scheduler/lower)
   libopenblas-dev               # bench/: sgemm baseline
   python3                       # scripts/test-summary.py, bench/ scripts
 )

@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
       po.bindings = check_bindings.parse();
       check_opts.optimize = !check_unoptimized;
       kiln::Graph g = kiln::load_model(model_path, po);
-      int programs = 0, passed = 0, tasks = 0;
+      int programs = 0, passed = 0, refused = 0, tasks = 0;
       kiln::check_model_schedules(g, check_opts, [&](const kiln::TaskScheduleCheck& t) {
         ++tasks;
         if (!t.skipped.empty()) {
@@ -229,13 +229,17 @@ int main(int argc, char** argv) {
         }
         programs += t.programs;
         passed += t.passed;
+        refused += t.refused;
         std::cout << "task " << t.key << " " << t.anchor << ": " << t.sketches << " sketches, " << t.passed << "/"
-                  << t.programs << " programs correct\n";
+                  << t.programs - t.refused << " programs correct"
+                  << (t.refused ? ", " + std::to_string(t.refused) + " refused by the bounds check" : "") << "\n";
         for (const auto& f : t.failures) std::cout << "  FAIL " << f << "\n";
+        for (const auto& f : t.refusals) std::cout << "  REFUSED " << f << "\n";
         std::cout.flush();
       });
-      std::cout << tasks << " tasks, " << passed << "/" << programs << " programs correct\n";
-      return passed == programs ? 0 : 1;
+      std::cout << tasks << " tasks, " << passed << "/" << programs - refused << " programs correct"
+                << (refused ? ", " + std::to_string(refused) + " refused by the bounds check" : "") << "\n";
+      return passed == programs - refused ? 0 : 1;
     }
     if (*zoo) {
       kiln::build_zoo_model(zoo_name, zoo_opts).save(zoo_out);

@@ -11,6 +11,7 @@
 #include "backends/llvm/jit.h"
 #include "backends/measure/records.h"
 #include "frontend/partition/partition.h"
+#include "scheduler/lower/bounds_check.h"
 #include "scheduler/lower/lower_state.h"
 #include "scheduler/sketch/random_program.h"
 #include "scheduler/sketch/sketch_rule.h"
@@ -43,6 +44,7 @@ bool close(double got, double want, double rtol, double atol) {
 std::string run_and_compare(const state::State& s, const std::vector<Tensor>& inputs, const std::vector<Tensor>& want,
                             const ScheduleCheckOptions& o) {
   lower::LoweredFunc f = lower::lower_state_func(s, "program");
+  lower::check_bounds(f);  // a program that may leave a buffer is refused, not run
   const te::ComputeDAG& dag = s.dag();
   std::vector<std::vector<std::byte>> memory;
   std::vector<void*> ptrs;
@@ -91,6 +93,7 @@ struct Program {
   std::string label;
   state::State state;
   std::string error;
+  std::string refused;  // why the bounds check refused it
 };
 
 using ProgramSource = std::function<std::vector<Program>(const std::shared_ptr<const te::ComputeDAG>& dag,
@@ -127,6 +130,8 @@ TaskScheduleCheck check_programs(const Task& task, const ScheduleCheckOptions& o
       if (!programs[i].state.valid()) continue;
       try {
         programs[i].error = run_and_compare(programs[i].state, inputs, want, o);
+      } catch (const lower::BoundsError& e) {
+        programs[i].refused = e.what();
       } catch (const Error& e) {
         programs[i].error = e.what();
       }
@@ -140,7 +145,11 @@ TaskScheduleCheck check_programs(const Task& task, const ScheduleCheckOptions& o
   for (size_t i = 0; i < programs.size(); ++i) {
     const Program& p = programs[i];
     ++r.programs;
-    if (p.error.empty()) ++r.passed;
+    if (!p.refused.empty()) {
+      ++r.refused;
+      r.refusals.push_back(fmt::format("{}: {} | steps {}", p.label.empty() ? fmt::format("program {}", i) : p.label,
+                                       p.refused, steps_json(p.state)));
+    } else if (p.error.empty()) ++r.passed;
     else
       r.failures.push_back(fmt::format("{}: {} | steps {}", p.label.empty() ? fmt::format("program {}", i) : p.label,
                                        p.error, p.state.valid() ? steps_json(p.state) : "-"));

@@ -31,6 +31,10 @@ struct ScheduleCheckOptions {
 struct TaskScheduleCheck {
   std::string key, anchor;
   int sketches = 0, programs = 0, passed = 0;
+  /// Programs the bounds check refused (scheduler/lower/bounds_check.h): never run, and never compiled
+  /// into a package or measured either; counted apart from failures.
+  int refused = 0;
+  std::vector<std::string> refusals;  // one line each, as failures
   std::string skipped;                // why the task was not checked (a runtime-kernel op)
   std::vector<std::string> failures;  // one line each: program number, error, and its steps as JSON
 };

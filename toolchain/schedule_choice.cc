@@ -7,6 +7,7 @@
 
 #include "backends/measure/records.h"
 #include "frontend/ir/error.h"
+#include "scheduler/lower/bounds_check.h"
 #include "scheduler/lower/lower_state.h"
 #include "scheduler/sketch/random_program.h"
 #include "scheduler/state/step.h"
@@ -127,7 +128,15 @@ lower::SubgraphScheduler subgraph_scheduler(std::shared_ptr<ModelSchedule> s) {
              std::vector<lower::BufferRef>& temps) -> lower::Stmt {
     const std::string& key = s->task_of_subgraph.at(static_cast<size_t>(id));
     std::optional<state::State>& chosen = s->program_of_task[key];
-    if (!chosen) return lower::lower_subgraph_default(sg, id, buffers, temps, s->default_params);
+    // Every nest is proven to stay inside its buffers (scheduler/lower/bounds_check.h) before it is
+    // compiled: a default schedule that fails is kiln's bug; a chosen program that fails is refused.
+    auto default_nest = [&] {
+      lower::Stmt st = lower::lower_subgraph_default(sg, id, buffers, temps, s->default_params);
+      if (auto v = lower::first_out_of_bounds(st))
+        throw InternalError(fmt::format("subgraph {}: the default schedule's {}", id, lower::describe(*v)));
+      return st;
+    };
+    if (!chosen) return default_nest();
     const bool recorded = s->choice.kind == ScheduleChoice::Kind::Records;
     auto dag = std::make_shared<const te::ComputeDAG>(sg.dag);
     state::State program;
@@ -136,22 +145,26 @@ lower::SubgraphScheduler subgraph_scheduler(std::shared_ptr<ModelSchedule> s) {
     } catch (const state::ScheduleError& e) {
       if (recorded) {  // a record is not redrawn: this occurrence runs the default
         note_no_replay(*s, key, e.what());
-        return lower::lower_subgraph_default(sg, id, buffers, temps, s->default_params);
+        return default_nest();
       }
       sketch::Rng rng(s->choice.seed ^ static_cast<uint64_t>(id));  // stages ordered differently: draw for this occurrence
       program = sketch::sample_program(sketch::generate_sketches(state::State(dag), s->params), s->params, rng);
     }
-    if (!recorded) return lower::lower_state(program, buffers, temps);
-    // A record may come from another kiln version or a hand edit: one that replays but does not lower
-    // falls back like one that does not replay, dropping whatever temporaries the attempt added.
+    // A record may come from another kiln version or a hand edit: one that replays but does not lower,
+    // or whose nest may leave a buffer, falls back like one that does not replay, dropping whatever
+    // temporaries the attempt added. So does a random program that may leave a buffer.
     const size_t temps_before = temps.size();
     try {
-      return lower::lower_state(program, buffers, temps);
+      lower::Stmt st = lower::lower_state(program, buffers, temps);
+      if (auto v = lower::first_out_of_bounds(st)) throw lower::BoundsError(lower::describe(*v));
+      return st;
     } catch (const Error& e) {
+      if (!recorded && !dynamic_cast<const lower::BoundsError*>(&e)) throw;
       temps.erase(temps.begin() + static_cast<std::ptrdiff_t>(temps_before), temps.end());
-      note_no_replay(*s, key, std::string("lowering: ") + e.what());
+      if (recorded) note_no_replay(*s, key, std::string("lowering: ") + e.what());
+      else note(*s, key, fmt::format("kiln: note: the random program for task {} is refused ({}): default schedule", key, e.what()));
       chosen.reset();
-      return lower::lower_subgraph_default(sg, id, buffers, temps, s->default_params);
+      return default_nest();
     }
   };
 }

@@ -27,6 +27,7 @@
 #include "backends/llvm/emit_object.h"
 #include "frontend/ir/error.h"
 #include "scheduler/lower/lower_dag.h"
+#include "scheduler/lower/bounds_check.h"
 #include "scheduler/lower/lower_state.h"
 
 extern char** environ;
@@ -203,6 +204,12 @@ BuildResult build_candidate(const MeasureInput& input, const Target& target, con
     r.buffers = buffer_specs(func, input.state.dag());
   } catch (const std::exception& e) {
     return fail(MeasureError::Instantiation, std::string("lower: ") + e.what());
+  }
+  // A program that may leave a buffer (or overflow the stack) is refused, never run.
+  try {
+    lower::check_bounds(func);
+  } catch (const lower::BoundsError& e) {
+    return fail(MeasureError::Instantiation, std::string("bounds: ") + e.what());
   }
   // Code generation and the object file.
   const fs::path obj = stem + ".o", so = stem + ".so";

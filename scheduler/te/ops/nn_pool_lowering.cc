@@ -102,7 +102,11 @@ TensorRef max_pool_indices(const LowerContext& c, const nn::Window& w, const Ten
                              Tap t = pool_tap(w, x->shape, idx, r);
                              Expr offset = int_imm(0);
                              for (size_t a = 0; a < w.rank(); ++a) offset = offset + t.index[2 + a] * row_strides[a];
-                             Expr is_max = and_cond(t.inside, eq(at(x, t.index), at(maxv, idx)));
+                             // The tap is read under a select on `inside`, so a padding tap's position
+                             // (outside x) is never read: in a condition it would be (both operands of
+                             // && are evaluated), and codegen clamps only loads under a select.
+                             Expr tap = t.inside ? select(t.inside, at(x, t.index), const_of(x->dtype, 0)) : at(x, t.index);
+                             Expr is_max = and_cond(t.inside, eq(tap, at(maxv, idx)));
                              return select(is_max, offset, int_imm(none));
                            });
   bool column_major = c.node().attr_int("storage_order", 0) == 1;

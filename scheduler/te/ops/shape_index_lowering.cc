@@ -205,13 +205,15 @@ OpLowering compress_lowering() {
                                           std::make_shared<const Tensor>(Tensor::from_ints(DType::Int64, {n}, kept)));
             bool flat = !c.node().has_attr("axis");
             int64_t axis = flat ? 0 : axis_attr(c, "axis", 0, c.rank(0));
+            // The table's entries are in range; the clamp says so where the bounds check of the loop
+            // nest can see it (scheduler/lower/bounds_check.h), which does not read weights.
+            auto entry = [&](const Expr& i, int64_t extent) {
+              return max(min(at(table, {i}), int_imm(std::max<int64_t>(extent - 1, 0))), int_imm(0));
+            };
             c.set_output(0, compute(c.name(), "injective", x->dtype, c.out_shape(0), [&](const std::vector<Expr>& idx) {
-                           if (flat) {
-                             Expr pos = min(at(table, {idx[0]}), int_imm(std::max<int64_t>(num_elements(x->shape) - 1, 0)));
-                             return at(x, unflatten(pos, x->shape));
-                           }
+                           if (flat) return at(x, unflatten(entry(idx[0], num_elements(x->shape)), x->shape));
                            std::vector<Expr> src = idx;
-                           src[axis] = min(at(table, {idx[axis]}), int_imm(std::max<int64_t>(x->shape[axis] - 1, 0)));
+                           src[axis] = entry(idx[axis], x->shape[axis]);
                            return at(x, src);
                          }));
           }};
