@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -100,6 +101,11 @@ TuneCommand::TuneCommand(CLI::App& app) {
                    "their records: the cost model trains on their programs before the first round");
   cmd_->add_option("--database-samples", database_samples_, "At most this many database samples, spread over its tasks")
       ->capture_default_str();
+  cmd_->add_option("--peak-gflops", peak_gflops_,
+                   "The device's FMA peak in GFLOPS for the threads the programs use (bench/native/fma_peak.c "
+                   "measures one core): with it the table shows each task's distance to its roofline, and a task "
+                   "within 90% of it stops");
+  cmd_->add_option("--bandwidth-gbs", bandwidth_gbs_, "The device's memory bandwidth in GB/s, for the same roofline");
   cmd_->add_option("--finalists", finalists_,
                    "After tuning, time each task's N fastest programs again beside its default schedule, side by "
                    "side; compile --records then picks among these times (0: do not)")
@@ -122,6 +128,8 @@ int TuneCommand::run() {
   if (per_round_ <= 0) throw Error("tune: --measures-per-round must be positive");
   if (finalists_ < 0) throw Error("tune: --finalists must be 0 or more");
   if (database_samples_ <= 0) throw Error("tune: --database-samples must be positive");
+  if (!(peak_gflops_ >= 0) || !(bandwidth_gbs_ >= 0) || !std::isfinite(peak_gflops_) || !std::isfinite(bandwidth_gbs_))
+    throw Error("tune: --peak-gflops and --bandwidth-gbs must be positive numbers");
   search::TaskSchedulerOptions::Strategy strategy;
   if (strategy_ == "gradient") strategy = search::TaskSchedulerOptions::Strategy::Gradient;
   else if (strategy_ == "round-robin") strategy = search::TaskSchedulerOptions::Strategy::RoundRobin;
@@ -142,6 +150,8 @@ int TuneCommand::run() {
   options.search.population = population_;
   options.scheduler.strategy = strategy;
   options.scheduler.early_stopping = early_stopping_;
+  options.peak_flops = peak_gflops_ * 1e9;
+  options.bandwidth = bandwidth_gbs_ * 1e9;
 
   measure::BuilderOptions bo;
   bo.timeout_s = build_timeout_s_;

@@ -29,15 +29,18 @@ TuneProgress::TuneProgress(std::ostream& out, bool redraw, int trials_goal)
     : out_(out), redraw_(redraw), goal_(trials_goal) {}
 
 std::string TuneProgress::table(const search::Tuner& tuner) {
-  std::string s = fmt::format("{:>3}  {:<40} {:>6} {:>7} {:>11} {:>9}  {}\n", "#", "task", "weight", "trials",
-                              "best ms", "GFLOPS", "");
+  std::string s = fmt::format("{:>3}  {:<40} {:>6} {:>7} {:>11} {:>9} {:>6}  {}\n", "#", "task", "weight", "trials",
+                              "best ms", "GFLOPS", "roof", "");
   for (size_t i = 0; i < tuner.tasks().size(); ++i) {
     const search::TuneTask& t = tuner.tasks()[i];
     const search::TaskProgress& p = tuner.scheduler().progress(static_cast<int>(i));
     const double best = tuner.best_cost(static_cast<int>(i));
+    const double roof = tuner.roofline_s(static_cast<int>(i));
+    // How near the task is to its roofline: 100% would be the device's peak or bandwidth.
+    const std::string near = roof > 0 && std::isfinite(best) && best > 0 ? fmt::format("{:.0f}%", 100 * roof / best) : "-";
     std::string label = t.label.size() > 40 ? t.label.substr(0, 37) + "..." : t.label;
-    s += fmt::format("{:>3}  {:<40} {:>6g} {:>7} {:>11} {:>9}  {}\n", i, label, t.weight, p.trials, ms_text(best),
-                     gflops_text(t.flops, best), p.dead ? "done: " + p.why_dead : "");
+    s += fmt::format("{:>3}  {:<40} {:>6g} {:>7} {:>11} {:>9} {:>6}  {}\n", i, label, t.weight, p.trials, ms_text(best),
+                     gflops_text(t.flops, best), near, p.dead ? "done: " + p.why_dead : "");
   }
   return s;
 }

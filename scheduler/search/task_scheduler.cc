@@ -1,6 +1,8 @@
 // The gradient and round-robin task schedulers of task_scheduler.h.
 #include "scheduler/search/task_scheduler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -184,6 +186,10 @@ void TaskScheduler::report(int task, int trials, double best_cost, bool exhauste
     } else if (options_.early_stopping >= 0 && p.trials - p.best_trial >= options_.early_stopping) {
       p.dead = true;
       p.why_dead = "no progress";
+    } else if (const double roof = tasks_[task].roofline_s;
+               roof > 0 && std::isfinite(p.best_cost) && roof >= options_.roofline_fraction * p.best_cost) {
+      p.dead = true;
+      p.why_dead = fmt::format("near its roofline ({:.0f}%)", 100 * roof / p.best_cost);
     }
   }
   maybe_leave_group(task);

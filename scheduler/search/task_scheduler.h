@@ -41,6 +41,9 @@ struct SchedulerTask {
   double weight = 1;   ///< occurrences in the model(s): how often its latency counts
   double flops = 0;    ///< per occurrence
   std::string kind;    ///< the anchor op kind ("Conv", "MatMul"): similarity groups
+  /// The task's roofline: the least time the device can take for it (its FLOPs at the peak, or its
+  /// inputs' and outputs' bytes at the memory bandwidth, whichever is longer); 0 when unknown.
+  double roofline_s = 0;
 };
 
 /// The strategy and Ansor's constants (DESIGN.md §4); the defaults are the ones the tuner uses.
@@ -51,6 +54,9 @@ struct TaskSchedulerOptions {
   double beta = 2;
   int backward_window = 3;
   int early_stopping = -1;  ///< trials without improvement before a task (or the whole tuning) stops; <0 never
+  /// A task whose best reaches this fraction of its roofline (roofline_s / best) stops: what is left to
+  /// gain there is smaller than elsewhere ("near its roofline").
+  double roofline_fraction = 0.9;
 };
 
 /// One task's progress, in trials and seconds. The scheduler keeps it; callers read it for display
@@ -63,7 +69,7 @@ struct TaskProgress {
   std::vector<double> best_history;   ///< best_cost after each round
   std::vector<int> trials_history;    ///< trials after each round (the backward slope's denominator)
   bool dead = false;
-  std::string why_dead;               ///< "no valid program", "exhausted", "no progress"
+  std::string why_dead;               ///< "no valid program", "exhausted", "no progress", "near its roofline (92%)"
 };
 
 /// Decides which task is tuned next and keeps each task's progress. It does no measuring itself: the
@@ -84,8 +90,8 @@ class TaskScheduler {
   /// The outcome of a round of `task`: `trials` programs measured, the task's best cost so far
   /// (infinity when none valid) and whether its search is exhausted. Resume replays records through
   /// this as one round per task. A task's first round without a valid program kills it ("no valid
-  /// program"), as do exhaustion ("exhausted") and `early_stopping` of its own trials without a better
-  /// cost ("no progress"). Throws kiln::Error for an unknown task, negative trials, a NaN cost or a
+  /// program"), as do exhaustion ("exhausted"), `early_stopping` of its own trials without a better
+  /// cost ("no progress") and a best within roofline_fraction of its roofline ("near its roofline"). Throws kiln::Error for an unknown task, negative trials, a NaN cost or a
   /// cost above the task's earlier best (the caller's bookkeeping is wrong).
   void report(int task, int trials, double best_cost, bool exhausted);
 

@@ -22,9 +22,24 @@ uint64_t task_seed(uint64_t seed, const std::string& key) {
   return h ^ (seed * 0x9E3779B97F4A7C15ull);
 }
 
-std::vector<SchedulerTask> scheduler_tasks(const std::vector<TuneTask>& tasks) {
+// Bytes a task must move at least: its placeholders (inputs and weights) read once, its outputs
+// written once.
+double min_bytes(const te::ComputeDAG& dag) {
+  double bytes = 0;
+  for (const te::TensorRef& t : dag.placeholders) bytes += static_cast<double>(num_elements(t->shape) * dtype_size(t->dtype));
+  for (const te::TensorRef& t : dag.outputs) bytes += static_cast<double>(num_elements(t->shape) * dtype_size(t->dtype));
+  return bytes;
+}
+
+double roofline_of(const TuneTask& t, const TunerOptions& o) {
+  const double compute = o.peak_flops > 0 ? t.flops / o.peak_flops : 0;
+  const double memory = o.bandwidth > 0 && t.dag ? min_bytes(*t.dag) / o.bandwidth : 0;
+  return std::max(compute, memory);
+}
+
+std::vector<SchedulerTask> scheduler_tasks(const std::vector<TuneTask>& tasks, const TunerOptions& o) {
   std::vector<SchedulerTask> out;
-  for (const TuneTask& t : tasks) out.push_back({t.key, t.weight, t.flops, t.kind});
+  for (const TuneTask& t : tasks) out.push_back({t.key, t.weight, t.flops, t.kind, roofline_of(t, o)});
   return out;
 }
 
@@ -55,7 +70,7 @@ Tuner::Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model
       model_(model),
       builder_(builder),
       runner_(runner),
-      scheduler_(scheduler_tasks(tasks_), options_.scheduler) {
+      scheduler_(scheduler_tasks(tasks_, options_), options_.scheduler) {
   if (tasks_.empty()) throw Error("tune: no tasks");
   for (const TuneTask& t : tasks_)
     searches_.push_back(std::make_unique<TaskSearch>(t.key, t.dag, options_.params, options_.search,
@@ -65,6 +80,7 @@ Tuner::Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model
   default_cost_.assign(tasks_.size(), std::numeric_limits<double>::infinity());
   default_measured_.assign(tasks_.size(), false);
   final_cost_.assign(tasks_.size(), std::numeric_limits<double>::quiet_NaN());
+  for (const TuneTask& t : tasks_) roofline_.push_back(roofline_of(t, options_));
 }
 
 int Tuner::round_size() const {

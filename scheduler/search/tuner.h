@@ -44,6 +44,12 @@ struct TunerOptions {
   /// A round whose re-measured default schedule (the task's reference program) runs this much slower
   /// than its best time so far is noisy: the machine was loaded or throttled while the round ran.
   double noise_threshold = 1.10;
+  /// The device's FMA peak (FLOP/s, all the threads the programs use) and memory bandwidth (bytes/s),
+  /// when known (`kiln tune --peak-gflops --bandwidth-gbs`): each task's roofline follows from them
+  /// (roofline_s), the progress shows how near each task is, and a task within the scheduler's
+  /// roofline_fraction of it stops. 0: unknown.
+  double peak_flops = 0;
+  double bandwidth = 0;
   uint64_t seed = 0;
   sketch::SearchParams params;
   SearchOptions search;
@@ -110,6 +116,10 @@ class Tuner {
   /// fastest of the task's re-measured finalists.
   double best_cost(int task) const;
   const TaskScheduler& scheduler() const { return scheduler_; }
+  /// The least time task `task` can take on the device (TunerOptions::peak_flops, bandwidth): its
+  /// FLOPs at the peak or the bytes of its inputs, weights and outputs at the bandwidth, whichever is
+  /// longer; 0 when neither is known.
+  double roofline_s(int task) const { return roofline_[task]; }
   /// The estimated end-to-end latency: Σ weight × best_cost over the tasks (the scheduler's objective,
   /// but after remeasure_finalists from the re-measured times); infinity while a live task has none.
   double objective() const;
@@ -142,6 +152,7 @@ class Tuner {
   std::vector<double> default_cost_;
   std::vector<bool> default_measured_;
   std::vector<CurvePoint> curve_;
+  std::vector<double> roofline_;    // per task, roofline_s
   std::vector<double> final_cost_;  // per task: fastest re-measured finalist, NaN before remeasure_finalists
   int trials_ = 0;
   int noisy_rounds_ = 0;

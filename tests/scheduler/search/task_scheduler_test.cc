@@ -193,6 +193,23 @@ TEST(TaskScheduler, ExhaustedTaskIsDead) {
   EXPECT_EQ(scheduler.total_trials(), 12 * kRoundSize);  // the rest went to task 1
 }
 
+// A task whose best comes within 90% of its roofline stops, saying how near it got; one without a
+// roofline, or still far from it, goes on.
+TEST(TaskScheduler, TaskNearItsRooflineStops) {
+  SchedulerTask near = task("near", 1, 1e6, "Conv"), far = task("far", 1, 1e6, "MatMul");
+  near.roofline_s = 0.95e-3;  // the curve reaches 1.0 ms: 95% of the roofline
+  far.roofline_s = 0.5e-3;
+  std::vector<SimTask> sims = {{near, decaying(2e-3, 1e-3, 1)}, {far, decaying(2e-3, 1e-3, 1)},
+                               {task("unknown", 1, 1e6, "Add"), decaying(2e-3, 1e-3, 1)}};
+  TaskScheduler scheduler(scheduler_tasks(sims), with(Strategy::RoundRobin));
+  simulate(scheduler, sims, 30 * kRoundSize);
+  EXPECT_TRUE(scheduler.progress(0).dead);
+  EXPECT_EQ(scheduler.progress(0).why_dead.rfind("near its roofline (9", 0), 0u) << scheduler.progress(0).why_dead;
+  EXPECT_FALSE(scheduler.progress(1).dead);
+  EXPECT_FALSE(scheduler.progress(2).dead);
+  EXPECT_LT(scheduler.progress(0).trials, scheduler.progress(1).trials);
+}
+
 TEST(TaskScheduler, EveryTaskDeadStopsTuning) {
   std::vector<SimTask> sims = {{task("a", 1, 1e6, "Conv"), flat(1e-3), 1}, {task("b", 1, 1e6, "Add"), flat(kInf)}};
   for (Strategy strategy : {Strategy::Gradient, Strategy::RoundRobin}) {

@@ -311,6 +311,30 @@ TEST(Tuner, FinalistsAreReMeasuredSideBySide) {
   EXPECT_TRUE(std::isfinite(tuner.objective()));
 }
 
+// A task's roofline is its FLOPs at the peak or its bytes (placeholders and outputs) at the
+// bandwidth, whichever is longer; unknown without either.
+TEST(Tuner, RooflineIsTheSlowerOfComputeAndMemory) {
+  FakeBuilder builder;
+  FakeRunner runner;
+  auto model = search::make_random_model(1);
+  search::TunerOptions o = small_options(8);
+  Tuner unknown(two_tasks(), o, *model, builder, runner);
+  EXPECT_EQ(unknown.roofline_s(0), 0);
+  o.peak_flops = 1e9;
+  o.bandwidth = 1e12;  // memory is never the limit here
+  Tuner compute(two_tasks(), o, *model, builder, runner);
+  EXPECT_DOUBLE_EQ(compute.roofline_s(0), 2.0 * 64 * 32 * 48 / 1e9);
+  o.peak_flops = 1e18;
+  o.bandwidth = 1e6;
+  Tuner memory(two_tasks(), o, *model, builder, runner);
+  double bytes = 0;
+  const std::vector<TuneTask> tasks = two_tasks();
+  const te::ComputeDAG& dag = *tasks[0].dag;
+  for (const te::TensorRef& t : dag.placeholders) bytes += static_cast<double>(num_elements(t->shape)) * 4;
+  for (const te::TensorRef& t : dag.outputs) bytes += static_cast<double>(num_elements(t->shape)) * 4;
+  EXPECT_DOUBLE_EQ(memory.roofline_s(0), bytes / 1e6);
+}
+
 // Database samples reach the cost model before the search asks it anything, and stay in every later
 // training set; they are no trials, and each measured program's features come back in its round.
 TEST(Tuner, PretrainedSamplesTrainTheModelBeforeTheFirstRound) {
