@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <random>
 
@@ -128,11 +129,12 @@ lower::SubgraphScheduler subgraph_scheduler(std::shared_ptr<ModelSchedule> s) {
              std::vector<lower::BufferRef>& temps) -> lower::Stmt {
     const std::string& key = s->task_of_subgraph.at(static_cast<size_t>(id));
     std::optional<state::State>& chosen = s->program_of_task[key];
+    const int lanes = std::max(s->default_params.vector_bits / 8, 1);  // a vector's int8 lanes: the most copies
     // Every nest is proven to stay inside its buffers (scheduler/lower/bounds_check.h) before it is
     // compiled: a default schedule that fails is kiln's bug; a chosen program that fails is refused.
     auto default_nest = [&] {
       lower::Stmt st = lower::lower_subgraph_default(sg, id, buffers, temps, s->default_params);
-      if (auto v = lower::first_out_of_bounds(st))
+      if (auto v = lower::first_out_of_bounds(st, lower::kMaxStackBytes, lanes))
         throw InternalError(fmt::format("subgraph {}: the default schedule's {}", id, lower::describe(*v)));
       return st;
     };
@@ -156,7 +158,7 @@ lower::SubgraphScheduler subgraph_scheduler(std::shared_ptr<ModelSchedule> s) {
     const size_t temps_before = temps.size();
     try {
       lower::Stmt st = lower::lower_state(program, buffers, temps);
-      if (auto v = lower::first_out_of_bounds(st)) throw lower::BoundsError(lower::describe(*v));
+      if (auto v = lower::first_out_of_bounds(st, lower::kMaxStackBytes, lanes)) throw lower::BoundsError(lower::describe(*v));
       return st;
     } catch (const Error& e) {
       if (!recorded && !dynamic_cast<const lower::BoundsError*>(&e)) throw;

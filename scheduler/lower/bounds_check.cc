@@ -315,8 +315,8 @@ std::string describe(const BoundsViolation& v) {
   return fmt::format("a {} of {} (size {}) at {} may leave it: {}", v.access, v.buffer, v.size, v.index, v.why);
 }
 
-void check_bounds(const LoweredFunc& f) {
-  if (auto v = first_out_of_bounds(f.body)) throw BoundsError(f.name + ": " + describe(*v));
+void check_bounds(const LoweredFunc& f, int lanes) {
+  if (auto v = first_out_of_bounds(f.body, kMaxStackBytes, lanes)) throw BoundsError(f.name + ": " + describe(*v));
 }
 
 }  // namespace kiln::lower

@@ -57,6 +57,7 @@ class BoundsError : public Error {
 };
 
 /// Throws BoundsError naming the function, the buffer and the index of the first access not proven.
-void check_bounds(const LoweredFunc& f);
+/// `lanes` as in first_out_of_bounds: a target's vector bytes (its widest lane count, int8's).
+void check_bounds(const LoweredFunc& f, int lanes = 64);
 
 }  // namespace kiln::lower
