@@ -21,10 +21,12 @@ using state::Stage;
 using state::StageKind;
 
 // Where a stage's values live: a buffer, the region start it holds (null: 0) and strides per dimension.
+// `whole`: the buffer holds the whole tensor, row-major (a global buffer).
 struct Access {
   BufferRef buffer;
   std::vector<Expr> start;
   std::vector<int64_t> strides;
+  bool whole = false;
 };
 
 
@@ -94,7 +96,7 @@ class StateLowering {
 
  private:
   static Access global_access(const BufferRef& b, const Shape& shape) {
-    Access a{b, std::vector<Expr>(shape.size()), std::vector<int64_t>(shape.size(), 1)};
+    Access a{b, std::vector<Expr>(shape.size()), std::vector<int64_t>(shape.size(), 1), true};
     for (size_t d = shape.size(); d-- > 1;) a.strides[d - 1] = a.strides[d] * shape[d];
     return a;
   }
@@ -135,6 +137,9 @@ class StateLowering {
       auto it = access_.find(l->tensor.get());
       if (it == access_.end()) throw Error("loop IR: no buffer for tensor '" + l->tensor->name + "'");
       const Access& a = it->second;
+      // A whole tensor's row-major index, as the default schedule's (lower_dag.h flat_index): it folds
+      // a Reshape's unravelled position back into one, so the copy is contiguous, not a gather.
+      if (a.whole && l->args.size() == l->tensor->shape.size()) return load(a.buffer, flat_index(l->args, l->tensor->shape));
       Expr idx;
       for (size_t d = 0; d < l->args.size(); ++d) {
         Expr x = a.start[d] ? l->args[d] - a.start[d] : l->args[d];

@@ -29,7 +29,7 @@ namespace kiln::search {
 inline constexpr int kFeaturesPerStore = 164;
 /// The meaning of the values: stored with the samples of a record database (backends/measure/
 /// sample_database.h), which ignores samples of another version. Bump it when a value changes meaning.
-inline constexpr int kFeatureVersion = 1;
+inline constexpr int kFeatureVersion = 2;  // 2: whole-tensor loads of searched programs in row-major Horner form
 
 /// One row per Store of a program, in program order.
 using ProgramFeatures = std::vector<std::vector<float>>;

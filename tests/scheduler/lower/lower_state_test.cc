@@ -34,6 +34,25 @@ std::shared_ptr<const te::ComputeDAG> matmul_relu(int64_t m, int64_t n, int64_t 
   return std::make_shared<te::ComputeDAG>(te::make_dag({d}));
 }
 
+// As the default schedule (LowerDag.AReshapeReadsItsInputAtItsOwnFlatPosition): a searched program's
+// load of a whole tensor folds a Reshape's unravelled position, also after its loops are split.
+TEST(LowerState, AReshapeReadsItsInputAtItsOwnFlatPosition) {
+  te::TensorRef x = te::placeholder("x", DType::Float32, {2, 5, 4, 3});
+  te::TensorRef r = te::compute("r", "injective", DType::Float32, {10, 12}, [&](const std::vector<te::Expr>& i) {
+    const te::Expr flat = i[0] * te::int_imm(12) + i[1];
+    return te::at(x, {te::floordiv(flat, te::int_imm(60)), te::floormod(te::floordiv(flat, te::int_imm(12)), te::int_imm(5)),
+                      te::floormod(te::floordiv(flat, te::int_imm(3)), te::int_imm(4)), te::floormod(flat, te::int_imm(3))});
+  });
+  auto dag = std::make_shared<const te::ComputeDAG>(te::make_dag({r}));
+  state::State s(dag);
+  const std::string initial = lower::print_func(lower::lower_state_func(s, "k"));
+  EXPECT_EQ(initial.find("floor"), std::string::npos) << initial;
+  s.apply(std::make_shared<state::SplitStep>(1, 1, 12, std::vector<std::optional<int64_t>>{4}, true));
+  const std::string split = lower::print_func(lower::lower_state_func(s, "k"));
+  EXPECT_EQ(split.find("floor"), std::string::npos) << split;
+  EXPECT_LT(testing::max_error(s), 1e-6);
+}
+
 TEST(LowerState, InitialStateComputesTheDag) {
   State s(matmul_relu(13, 17, 11));
   EXPECT_LT(max_error(s), 1e-4);
