@@ -10,6 +10,7 @@
 #include "scheduler/lower/loop_ir.h"
 #include "scheduler/te/lower_graph.h"
 #include "tests/frontend/partition/partition_models.h"
+#include "tests/scheduler/lower/reshape_dag.h"
 #include "tests/frontend/test_models.h"
 
 namespace kiln {
@@ -210,12 +211,7 @@ TEST(LowerDag, TransposesRunInTilesThroughALocalBuffer) {
 // floordiv / floormod chain back into the position, so the copy is contiguous (no gather). yolox_nano's
 // [1, 85, 52, 52] -> [1, 85, 2704] took 7% of the model before (bench/RESULTS.md, issue 17 step 11).
 TEST(LowerDag, AReshapeReadsItsInputAtItsOwnFlatPosition) {
-  te::TensorRef x = te::placeholder("x", DType::Float32, {2, 5, 4, 3});
-  te::TensorRef r = te::compute("r", "injective", DType::Float32, {10, 12}, [&](const std::vector<te::Expr>& i) {
-    const te::Expr flat = i[0] * te::int_imm(12) + i[1];
-    return te::at(x, {te::floordiv(flat, te::int_imm(60)), te::floormod(te::floordiv(flat, te::int_imm(12)), te::int_imm(5)),
-                      te::floormod(te::floordiv(flat, te::int_imm(3)), te::int_imm(4)), te::floormod(flat, te::int_imm(3))});
-  });
+  te::TensorRef r = testing::unravelled_reshape();
   const std::string lowered = lower::print_func(lower::lower_dag(te::make_dag({r}), "k", {}));
   EXPECT_NE(lowered.find("r[((i0 * 12) + i1)] = x[((i0 * 12) + i1)]"), std::string::npos) << lowered;
   // Divisors that do not nest (a 5 x 4 tensor read as an unravelling over 4 x 5) stay as they are.

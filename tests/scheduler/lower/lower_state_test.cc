@@ -14,6 +14,7 @@
 #include "scheduler/state/steps/split_step.h"
 #include "scheduler/te/te_eval.h"
 #include "tests/scheduler/lower/lowered_error.h"
+#include "tests/scheduler/lower/reshape_dag.h"
 
 namespace kiln {
 namespace {
@@ -37,12 +38,7 @@ std::shared_ptr<const te::ComputeDAG> matmul_relu(int64_t m, int64_t n, int64_t 
 // As the default schedule (LowerDag.AReshapeReadsItsInputAtItsOwnFlatPosition): a searched program's
 // load of a whole tensor folds a Reshape's unravelled position, also after its loops are split.
 TEST(LowerState, AReshapeReadsItsInputAtItsOwnFlatPosition) {
-  te::TensorRef x = te::placeholder("x", DType::Float32, {2, 5, 4, 3});
-  te::TensorRef r = te::compute("r", "injective", DType::Float32, {10, 12}, [&](const std::vector<te::Expr>& i) {
-    const te::Expr flat = i[0] * te::int_imm(12) + i[1];
-    return te::at(x, {te::floordiv(flat, te::int_imm(60)), te::floormod(te::floordiv(flat, te::int_imm(12)), te::int_imm(5)),
-                      te::floormod(te::floordiv(flat, te::int_imm(3)), te::int_imm(4)), te::floormod(flat, te::int_imm(3))});
-  });
+  te::TensorRef r = testing::unravelled_reshape();
   auto dag = std::make_shared<const te::ComputeDAG>(te::make_dag({r}));
   state::State s(dag);
   const std::string initial = lower::print_func(lower::lower_state_func(s, "k"));
