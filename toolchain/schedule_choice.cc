@@ -129,7 +129,7 @@ lower::SubgraphScheduler subgraph_scheduler(std::shared_ptr<ModelSchedule> s) {
              std::vector<lower::BufferRef>& temps) -> lower::Stmt {
     const std::string& key = s->task_of_subgraph.at(static_cast<size_t>(id));
     std::optional<state::State>& chosen = s->program_of_task[key];
-    const int lanes = std::max(s->default_params.vector_bits / 8, 1);  // a vector's int8 lanes: the most copies
+    const int lanes = lower::lanes_of(s->default_params.vector_bits);
     // Every nest is proven to stay inside its buffers (scheduler/lower/bounds_check.h) before it is
     // compiled: a default schedule that fails is kiln's bug; a chosen program that fails is refused.
     auto default_nest = [&] {

@@ -207,7 +207,7 @@ BuildResult build_candidate(const MeasureInput& input, const Target& target, con
   }
   // A program that may leave a buffer (or overflow the stack) is refused, never run.
   try {
-    lower::check_bounds(func, std::max(target.vector_bits / 8, 1));
+    lower::check_bounds(func, lower::lanes_of(target.vector_bits));
   } catch (const lower::BoundsError& e) {
     return fail(MeasureError::Instantiation, std::string("bounds: ") + e.what());
   }

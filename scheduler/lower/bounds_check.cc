@@ -16,20 +16,20 @@ namespace {
 using te::ExprOp;
 
 // Z3 terms of loop-IR expressions: loop variables are the constants declared for them, anything the
-// translation cannot express exactly (a loaded value, an unknown variable) is a fresh unconstrained
-// integer, so a proof never rests on a guess about it.
+// translation cannot express exactly (a loaded value, an unknown variable) is an unconstrained unknown,
+// so a proof never rests on a guess about it.
 class Z3Terms {
  public:
   z3::context ctx;
   std::map<const te::ExprNode*, z3::expr> vars;
 
-  z3::expr fresh() { return ctx.int_const(fmt::format("free{}", free_++).c_str()); }
   // One unknown per distinct expression: two reads of sequence_lens[i0] in one index are one value, so
   // `i < n ? n - 1 - i : i` stays provable although n itself is unknown.
   z3::expr unknown(const te::Expr& e, bool boolean = false) {
     for (const auto& [x, term] : unknowns_)
       if (te::same_expr(x, e)) return term;
-    z3::expr t = boolean ? ctx.bool_const(fmt::format("free{}", free_++).c_str()) : fresh();
+    const std::string name = fmt::format("free{}", unknowns_.size());
+    z3::expr t = boolean ? ctx.bool_const(name.c_str()) : ctx.int_const(name.c_str());
     unknowns_.emplace_back(e, t);
     return t;
   }
@@ -123,7 +123,6 @@ class Z3Terms {
   }
 
  private:
-  int free_ = 0;
   std::vector<std::pair<te::Expr, z3::expr>> unknowns_;
 };
 

@@ -13,8 +13,9 @@
 ///
 /// The stack is a buffer too. Codegen allocates every local buffer (register tiles, cache stages,
 /// padded planes) in its function's frame, so a schedule with a big cache stage overflowed the 8 MiB
-/// stack of a thread: resnet3d18's random and searched programs that died with SIGSEGV asked for 7 to
-/// 22 MiB. The locals of the function and of the parallel tasks it calls must fit kMaxStackBytes.
+/// stack of a thread: resnet3d18's random programs (kiln compile --schedule random, seeds 0-9) asked for
+/// up to 22 MB, and the one of seed 3 died with SIGSEGV (it runs with an unlimited stack). The locals of
+/// the function and of the parallel tasks it calls must fit kMaxStackBytes.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -39,6 +40,10 @@ struct BoundsViolation {
 /// needs (register tiles, 16 KiB padded planes) and far below a thread's usual 8 MiB; firmware with a
 /// smaller stack sees the figure in the error.
 inline constexpr int64_t kMaxStackBytes = int64_t{1} << 20;
+
+/// The copies of a local allocated inside a vectorized loop on a target with `vector_bits`-wide vectors:
+/// one per lane of its narrowest type (int8), the most any loop of it has.
+inline int lanes_of(int vector_bits) { return vector_bits >= 16 ? vector_bits / 8 : 1; }
 
 /// The first access of `body` (in statement order) not proven inside its buffer, or nullopt when every
 /// access is proven. A body whose local buffers need more than `max_stack` bytes of stack is a violation

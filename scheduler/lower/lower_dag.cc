@@ -716,7 +716,7 @@ std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const Epilogue
       const Epilogue* epilogue = e == epilogues.by_stage.end() ? nullptr : &e->second;
       if (auto plane = planes.by_reader.find(i); plane != planes.by_reader.end())
         stages.push_back(lower_with_padded_plane(dag, i, plane->second, buffers, p, epilogue));
-      else if (epilogue || !(epilogues.chain_members.count(t.get()) || planes.planes.count(t.get())))
+      else if (!epilogues.chain_members.count(t.get()) && !planes.planes.count(t.get()))
         stages.push_back(lower_stage_default(t, buffers, p, epilogue));
       continue;
     }

@@ -67,7 +67,8 @@ std::optional<Box> input_box(const te::Stage& p, size_t from) {
     for (size_t k = from; k < p.axes.size(); ++k) {
       const te::ExprNode* axis = p.axes[k].get();
       if (te::linear_coeff(c->args[0].get(), axis) != std::optional<int64_t>(1)) continue;
-      auto at_zero = state::index_interval(c->args[0], {{axis, 1}});  // the constant c, when the rest is
+      // With the axis at 0 (a range of one value) the bound's left side is its constant c.
+      auto at_zero = state::index_interval(c->args[0], {{axis, 1}});
       if (!at_zero || !at_zero->base.empty() || at_zero->lo != at_zero->hi) return false;
       const int64_t K = rhs->int_value - at_zero->lo;  // the bound on the axis itself
       int64_t& lo = box.lo[k - from];
@@ -138,21 +139,20 @@ Stmt with_plane_at(const Stmt& s, const te::ExprNode* var, const BufferRef& loca
   return copy;
 }
 
-// `s` with every load rewritten by `f` (te::rewrite_loads) and every prefetch of `from` turned into
-// one of `to` at its index less `offset`.
-Stmt rewrite_stmt_loads(const Stmt& s, const std::function<Expr(const Expr&)>& f, const BufferRef& from,
-                        const BufferRef& to, const Expr& offset) {
+// `s` reading `to` at index - `offset` wherever it reads (or prefetches) `from` at index.
+Stmt redirect_reads(const Stmt& s, const BufferRef& from, const BufferRef& to, const Expr& offset) {
   if (!s) return s;
   auto copy = std::make_shared<StmtNode>(*s);
+  const auto moved = [&](const Expr& l) -> Expr { return l->tensor.get() == from->node.get() ? load(to, l->args[0] - offset) : nullptr; };
   for (Expr* e : {&copy->index, &copy->value, &copy->cond})
-    if (*e) *e = te::rewrite_loads(*e, f);
+    if (*e) *e = te::rewrite_loads(*e, moved);
   if (s->kind == StmtKind::Prefetch && s->buffer == from) {
     copy->buffer = to;
     copy->index = copy->index - offset;
   }
   if (s->buffer == from && s->kind != StmtKind::Prefetch)
     throw InternalError("loop IR: '" + from->name + "' is written where it is padded plane by plane");
-  for (Stmt& b : copy->body) b = rewrite_stmt_loads(b, f, from, to, offset);
+  for (Stmt& b : copy->body) b = redirect_reads(b, from, to, offset);
   return copy;
 }
 
@@ -229,10 +229,7 @@ Stmt lower_with_padded_plane(const te::ComputeDAG& dag, size_t reader, const Pad
   std::vector<Expr> first(r.axes.begin(), r.axes.begin() + static_cast<std::ptrdiff_t>(d));
   first.resize(pad->shape.size(), te::int_imm(0));
   const Expr base = flat_index(first, pad->shape);
-  const auto in_plane = [&](const Expr& l) -> Expr {
-    return l->tensor.get() == whole->node.get() ? load(local, l->args[0] - base) : nullptr;
-  };
-  Stmt nest = rewrite_stmt_loads(lower_stage_default(out, with_whole, params, epilogue), in_plane, whole, local, base);
+  Stmt nest = redirect_reads(lower_stage_default(out, with_whole, params, epilogue), whole, local, base);
 
   // The plane: the pad stage at the reader's position along the first d axes.
   std::map<const te::ExprNode*, Expr> at_reader;

@@ -218,12 +218,16 @@ void TaskScheduler::maybe_leave_group(int task) {
 }
 
 double TaskScheduler::objective() const {
+  return objective([&](int task) { return progress_[static_cast<size_t>(task)].best_cost; });
+}
+
+double TaskScheduler::objective(const std::function<double(int)>& best_of) const {
   double sum = 0;
   for (size_t i = 0; i < tasks_.size(); ++i) {
-    const TaskProgress& p = progress_[i];
-    if (std::isfinite(p.best_cost)) {
-      sum += tasks_[i].weight * p.best_cost;
-    } else if (!p.dead) {
+    const double best = best_of(static_cast<int>(i));
+    if (std::isfinite(best)) {
+      sum += tasks_[i].weight * best;
+    } else if (!progress_[i].dead) {
       return kInf;
     }
   }

@@ -28,6 +28,7 @@
 /// no FLOPs have no group. As in Ansor, a task that has had more than 5 rounds beyond every other
 /// member of its group and still runs below V_max / β leaves the group: it is not similar after all.
 #pragma once
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -100,6 +101,9 @@ class TaskScheduler {
   /// infinity would hide every later improvement (and disable global early stopping). Their latency
   /// is then the default schedule's, which the caller reports apart.
   double objective() const;
+  /// The same sum with each task's best cost taken from `best_of(task)` (the tuner's re-measured
+  /// finalists), the dead tasks as above.
+  double objective(const std::function<double(int)>& best_of) const;
 
   /// Task `task`'s gradient as defined above (negative: tuning it lowers the objective); 0 for a
   /// dead task or one not yet warmed up. Exposed for the progress display and for tests.

@@ -94,13 +94,7 @@ double Tuner::best_cost(int task) const {
 }
 
 double Tuner::objective() const {
-  double sum = 0;
-  for (size_t t = 0; t < tasks_.size(); ++t) {
-    const double best = best_cost(static_cast<int>(t));
-    if (std::isfinite(best)) sum += tasks_[t].weight * best;
-    else if (!scheduler_.progress(static_cast<int>(t)).dead) return std::numeric_limits<double>::infinity();
-  }
-  return sum;
+  return scheduler_.objective([&](int task) { return best_cost(task); });
 }
 
 void Tuner::restore(int task, const state::State& s, const measure::MeasureResult& r, bool default_schedule) {
