@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "scheduler/state/index_interval.h"
+#include "scheduler/te/affine.h"
 #include "scheduler/te/compute.h"
 
 namespace kiln::lower {
@@ -126,50 +127,11 @@ class Z3Terms {
   std::vector<std::pair<te::Expr, z3::expr>> unknowns_;
 };
 
-// An index as sum(coefficient x atom) + constant, where an atom is a loop variable or a part that is not
-// affine (a floordiv, a min). Interval arithmetic on the expression as written loses that `i` in
-// `(a + i) * 58 - i * 58` is one value; on this form the terms cancel first. Atoms that are the same
-// expression are one atom.
-struct Affine {
-  std::vector<std::pair<Expr, int64_t>> terms;
-  int64_t constant = 0;
-
-  void add(const Expr& atom, int64_t coeff) {
-    for (auto& [a, c] : terms)
-      if (te::same_expr(a, atom)) {
-        c += coeff;
-        return;
-      }
-    terms.emplace_back(atom, coeff);
-  }
-};
-
-void affine(const Expr& e, int64_t scale, Affine& out) {
-  const auto constant = [](const Expr& x) { return x->op == ExprOp::IntImm; };
-  switch (e->op) {
-    case ExprOp::IntImm: out.constant += scale * e->int_value; return;
-    case ExprOp::Add: affine(e->args[0], scale, out), affine(e->args[1], scale, out); return;
-    case ExprOp::Sub: affine(e->args[0], scale, out), affine(e->args[1], -scale, out); return;
-    case ExprOp::Neg: affine(e->args[0], -scale, out); return;
-    case ExprOp::Mul:
-      if (constant(e->args[1])) return affine(e->args[0], scale * e->args[1]->int_value, out);
-      if (constant(e->args[0])) return affine(e->args[1], scale * e->args[0]->int_value, out);
-      break;
-    case ExprOp::FloorDiv:
-    case ExprOp::Div:
-      if (constant(e->args[1]) && e->args[1]->int_value == 1) return affine(e->args[0], scale, out);
-      break;
-    default: break;
-  }
-  out.add(e, scale);
-}
-
 // The interval of `index` over the loops in `ranges`, on its affine form; nullopt when some atom has
 // no bounds the interval analysis knows.
 std::optional<std::pair<int64_t, int64_t>> affine_interval(const Expr& index, const state::RangeMap& ranges) {
   if (!is_integer(index->dtype) || index->dtype == DType::Bool) return std::nullopt;
-  Affine a;
-  affine(index, 1, a);
+  const te::Affine a = te::affine_form(index);
   int64_t lo = a.constant, hi = a.constant;
   for (const auto& [atom, c] : a.terms) {
     if (c == 0) continue;

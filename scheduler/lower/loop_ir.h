@@ -15,14 +15,27 @@ using te::Expr;
 /// A flat array of elements. Global buffers are the model's inputs, outputs, weights and workspace
 /// tensors; Local ones are allocated by an Allocate statement (accumulators, register tiles).
 /// Loads name a buffer through a te::TensorNode of shape {size}, so one expression language serves.
+struct ConstantLayout;
 struct Buffer {
   std::string name;
   DType dtype;
   int64_t size;
   bool local = false;
   std::shared_ptr<const te::TensorNode> node;  // what Loads refer to
+  /// Set when the buffer is a constant of the program stored in another layout (constant_layout.h):
+  /// its values follow from the source's when the program is compiled.
+  std::shared_ptr<const ConstantLayout> relayout;
 };
 using BufferRef = std::shared_ptr<const Buffer>;
+
+/// A constant rewritten into the order its reader's loops walk it. Element i of the rewritten buffer,
+/// with i row-major over `extents` (digits d_j, one per loop), holds source[offset + sum_j
+/// source_strides[j] * d_j], or 0 where that index falls outside the source (tiles that overshoot).
+struct ConstantLayout {
+  BufferRef source;
+  std::vector<int64_t> extents, source_strides;
+  int64_t offset = 0;
+};
 BufferRef make_buffer(const std::string& name, DType dtype, int64_t size, bool local = false);
 /// buffer[index]
 Expr load(const BufferRef& b, const Expr& index);

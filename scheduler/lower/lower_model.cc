@@ -7,6 +7,7 @@
 #include <set>
 
 #include "frontend/ir/error.h"
+#include "scheduler/lower/constant_layout.h"
 #include "scheduler/lower/padded_planes.h"
 
 namespace kiln::lower {
@@ -83,6 +84,26 @@ void touched_buffers(const Stmt& s, std::set<const te::TensorNode*>& nodes, std:
   for (const Stmt& b : s->body) touched_buffers(b, nodes, seen);
 }
 
+// Drops the weights that tuned programs read only in a rewritten layout (constant_layout.h), a weight
+// of its own, and no statement of `body` reads as they are.
+void drop_replaced_weights(ModelProgram& p, const std::vector<Stmt>& body) {
+  std::set<const te::TensorNode*> nodes, replaced;
+  std::set<const te::ExprNode*> seen;
+  for (const Stmt& s : body) touched_buffers(s, nodes, seen);
+  for (const BufferRef& b : p.func.params)
+    if (b->relayout) replaced.insert(b->relayout->source->node.get());
+  size_t kept = 0;
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    const te::TensorNode* node = p.func.params[i]->node.get();
+    if (p.params[i].kind == ModelParam::Kind::Weight && replaced.count(node) && !nodes.count(node)) continue;
+    p.params[kept] = std::move(p.params[i]);
+    p.func.params[kept] = std::move(p.func.params[i]);
+    ++kept;
+  }
+  p.params.resize(kept);
+  p.func.params.resize(kept);
+}
+
 // Sets every parameter's first_step/last_step from the statements of `body` that touch it.
 // `subgraph_start[k]` is the position of subgraph k's first statement.
 void set_steps(ModelProgram& p, const std::vector<Stmt>& body, const std::vector<int>& subgraph_start) {
@@ -144,6 +165,7 @@ class ModelLowering {
     }
     for (const auto& [i, source] : copies_)
       if (output_buffers_[i]->size > 0) body.push_back(copy_loop(output_buffers_[i], value_buffer_.at(source)));
+    drop_replaced_weights(prog_, body);
     set_steps(prog_, body, subgraph_start);
     prog_.func.body = block(std::move(body));
     return std::move(prog_);
@@ -272,11 +294,21 @@ class ModelLowering {
       if (!t || t->local || !model_buffers.insert(t.get()).second)
         throw InternalError(fmt::format("lower_model: subgraph {}: temporary '{}' is null, local or already a model buffer", sg.id,
                                 t ? t->name : "?"));
-      ModelParam p = param_of(ModelParam::Kind::Workspace);
+      ModelParam p = param_of(t->relayout ? ModelParam::Kind::Weight : ModelParam::Kind::Workspace);
       p.bytes = t->size * static_cast<int64_t>(dtype_size(t->dtype));
       p.live_from = p.live_to = static_cast<int>(k);
+      if (t->relayout) p.weight = std::make_shared<const Tensor>(relayout_constant(weight_of(*t->relayout, sg.id), *t->relayout));
       params_.add(t, std::move(p));
     }
+  }
+
+  // The weight a rewritten constant is made from.
+  const Tensor& weight_of(const ConstantLayout& l, int subgraph) const {
+    for (size_t i = 0; i < prog_.func.params.size(); ++i)
+      if (prog_.func.params[i] == l.source && prog_.params[i].kind == ModelParam::Kind::Weight && prog_.params[i].weight)
+        return *prog_.params[i].weight;
+    throw InternalError(fmt::format("lower_model: subgraph {}: '{}' is rewritten into another layout but is no weight", subgraph,
+                                    l.source->name));
   }
 
   const Graph& g_;

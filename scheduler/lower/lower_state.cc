@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "scheduler/lower/constant_layout.h"
 #include "scheduler/lower/extern_calls.h"
 #include "scheduler/lower/legalize_loops.h"
 #include "scheduler/lower/lower_dag.h"
@@ -91,7 +92,11 @@ class StateLowering {
       if (st.kind != StageKind::Compute || st.compute_at != ComputeAtKind::Root) continue;
       out.push_back(stage_nest(static_cast<int>(i)));
     }
-    return legalize_loop_kinds(block(std::move(out)));
+    std::vector<BufferRef> rewritten;  // constants stored in the layout their readers walk
+    for (const Stage& st : stages)
+      if (st.kind == StageKind::Placeholder && st.layout_rewrite && given_.count(st.tensor.get()))
+        rewritten.push_back(given_.at(st.tensor.get()));
+    return rewrite_constant_layouts(legalize_loop_kinds(block(std::move(out))), rewritten, temps_);
   }
 
  private:
@@ -321,7 +326,7 @@ Stmt lower_state(const state::State& s, const std::map<const te::TensorNode*, Bu
   return StateLowering(s, buffers, temporaries).run();
 }
 
-LoweredFunc lower_state_func(const state::State& s, const std::string& name) {
+LoweredFunc lower_state_func(const state::State& s, const std::string& name, bool fill_rewritten_constants) {
   LoweredFunc f;
   f.name = name;
   std::map<const te::TensorNode*, BufferRef> buffers;
@@ -336,6 +341,17 @@ LoweredFunc lower_state_func(const state::State& s, const std::string& name) {
   std::vector<BufferRef> temps;
   f.body = lower_state(s, buffers, temps);
   for (const BufferRef& b : temps) f.params.push_back(b);
+  if (!fill_rewritten_constants) return f;
+  // Rewritten constants are filled from the weights on the first call, which a runner leaves untimed:
+  // a flag buffer, zero when the function is first called, says whether that happened.
+  std::vector<Stmt> fill;
+  for (const BufferRef& b : temps)
+    if (b->relayout) fill.push_back(relayout_nest(b));
+  if (fill.empty()) return f;
+  BufferRef filled = make_buffer(name + ".constants_filled", DType::Int32, 1);
+  fill.push_back(store(filled, te::int_imm(0), te::int_imm(1, DType::Int32)));
+  f.body = block({if_then_else(te::eq(load(filled, te::int_imm(0)), te::int_imm(0, DType::Int32)), block(std::move(fill))), f.body});
+  f.params.push_back(filled);
   return f;
 }
 

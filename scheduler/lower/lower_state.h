@@ -20,7 +20,10 @@ Stmt lower_state(const state::State& s, const std::map<const te::TensorNode*, Bu
                  std::vector<BufferRef>& temporaries);
 
 /// The state as a standalone function: parameters are the DAG's placeholders, its outputs, then the
-/// temporaries (tests and measurement use this).
-LoweredFunc lower_state_func(const state::State& s, const std::string& name);
+/// temporaries (tests and measurement use this). Constants whose layout the state rewrites
+/// (constant_layout.h) are temporaries too; with `fill_rewritten_constants` the function fills them
+/// from the placeholders on its first call, which a flag buffer (the last parameter, zero before that
+/// call) records, so a runner's untimed first call pays for it. Feature extraction leaves that out.
+LoweredFunc lower_state_func(const state::State& s, const std::string& name, bool fill_rewritten_constants = true);
 
 }  // namespace kiln::lower

@@ -599,7 +599,7 @@ ProgramFeatures extract_features(const lower::LoweredFunc& f, int cache_line_byt
 }
 
 ProgramFeatures state_features(const state::State& s, int cache_line_bytes) {
-  const lower::LoweredFunc f = lower::lower_state_func(s, "features");
+  const lower::LoweredFunc f = lower::lower_state_func(s, "features", false);
   const UnrollSteps unroll = unroll_steps_of(s);
   return StoreFeatureWalker(cache_line_bytes, &unroll).run(f.body);
 }

@@ -7,6 +7,7 @@
 #include "scheduler/state/steps/cache_steps.h"
 #include "scheduler/state/steps/compute_location_steps.h"
 #include "scheduler/state/steps/fuse_step.h"
+#include "scheduler/state/steps/layout_rewrite_step.h"
 #include "scheduler/state/steps/rfactor_step.h"
 #include "scheduler/state/steps/split_step.h"
 #include "scheduler/state/steps/attachments.h"
@@ -170,6 +171,24 @@ const std::vector<std::unique_ptr<SketchRule>>& cpu_sketch_rules() {
   return rules;
 }
 
+namespace {
+
+// `s` with the layout of every weight a reduction reads rewritten into the order its loops walk it
+// (steps/layout_rewrite_step.h): always, as in Ansor; the default schedule is the baseline without it.
+State with_weight_layouts(State s) {
+  std::set<const te::TensorNode*> weights;
+  for (const Stage& st : s.stages())
+    if (st.kind == StageKind::Compute && !st.op->reduce_axes.empty())
+      for (const te::TensorRef& in : st.op->inputs())
+        if (in->constant) weights.insert(in.get());
+  for (int i = 0; i < static_cast<int>(s.stages().size()); ++i)
+    if (s.stage(i).kind == StageKind::Placeholder && weights.count(s.stage(i).tensor.get()))
+      s.apply(std::make_shared<LayoutRewriteStep>(i));
+  return s;
+}
+
+}  // namespace
+
 std::vector<State> generate_sketches(const State& initial, const SearchParams& p) {
   std::vector<State> out;
   std::set<std::string> seen;
@@ -178,7 +197,8 @@ std::vector<State> generate_sketches(const State& initial, const SearchParams& p
     auto [s, stage] = work.back();
     work.pop_back();
     if (stage < 0) {
-      if (seen.insert(print_state(s)).second) out.push_back(s);
+      State sketch = with_weight_layouts(std::move(s));
+      if (seen.insert(print_state(sketch)).second) out.push_back(std::move(sketch));
       continue;
     }
     StateDag d = make_state_dag(s);

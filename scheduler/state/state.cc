@@ -234,7 +234,8 @@ std::string print_state(const State& s) {
   Printer p{s, stages, {}};
   std::string placeholders;
   for (const Stage& st : stages)
-    if (st.kind == StageKind::Placeholder) placeholders += (placeholders.empty() ? "" : ", ") + st.name();
+    if (st.kind == StageKind::Placeholder)
+      placeholders += (placeholders.empty() ? "" : ", ") + st.name() + (st.layout_rewrite ? " (layout rewritten)" : "");
   if (!placeholders.empty()) p.out += "Placeholder: " + placeholders + "\n";
   for (size_t i = 0; i < stages.size(); ++i) {
     const Stage& st = stages[i];

@@ -82,6 +82,8 @@ struct Stage {
   std::vector<StorageAlign> storage_align;
   /// Extents of the roots before bound inference (the op's own domain).
   std::vector<int64_t> root_domain;
+  /// A constant placeholder stored in the layout of the loops that read it (steps/layout_rewrite_step.h).
+  bool layout_rewrite = false;
 
   const std::string& name() const { return tensor->name; }
   const IterNode& node_of(int iter) const { return nodes[static_cast<size_t>(iters[static_cast<size_t>(iter)].node)]; }

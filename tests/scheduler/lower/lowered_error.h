@@ -29,7 +29,7 @@ inline double max_error(const state::State& s, uint32_t seed = 1) {
     const te::TensorRef& p = dag.placeholders[i];
     Tensor t(p->dtype, p->shape);
     for (int64_t e = 0; e < num_elements(p->shape); ++e) {
-      float v = dist(rng);
+      float v = p->constant ? static_cast<float>(p->constant->get_double(e)) : dist(rng);  // a weight keeps its values
       storage[i][static_cast<size_t>(e)] = v;
       t.set_double(e, v);
     }

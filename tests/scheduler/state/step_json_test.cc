@@ -6,6 +6,7 @@
 #include <set>
 
 #include "scheduler/state/state.h"
+#include "scheduler/state/steps/layout_rewrite_step.h"
 #include "tests/scheduler/state/state_test_util.h"
 
 namespace kiln::state {
@@ -15,7 +16,7 @@ using namespace testing;  // NOLINT: the DAG builders and step shorthands
 
 StepRef round_trip(const StepRef& step) { return step_from_json(nlohmann::json::parse(step->to_json().dump())); }
 
-// One of each of the 14 steps, with the record text docs/records.md describes for it.
+// One of each of the 15 steps (Ansor's 14 and kiln's layout rewrite), with the record text docs/records.md describes for it.
 std::vector<std::pair<StepRef, std::string>> one_of_each() {
   return {
       {annotate(2, 1, IteratorAnnotation::Vectorize), R"(["AN",2,1,2])"},
@@ -35,6 +36,7 @@ std::vector<std::pair<StepRef, std::string>> one_of_each() {
       {cache_read(1, "shared", {2, 4}), R"(["CHR",1,"shared",[2,4]])"},
       {cache_write(2, "local"), R"(["CHW",2,"local"])"},
       {rfactor(1, 2, 1), R"(["RF",1,2,1])"},
+      {std::make_shared<LayoutRewriteStep>(1), R"(["LR",1])"},
   };
 }
 
@@ -48,7 +50,7 @@ TEST(StepJson, EveryStepRoundTripsThroughText) {
     EXPECT_EQ(back->stage_id, step->stage_id);
     prefixes.insert(step->prefix());
   }
-  EXPECT_EQ(prefixes.size(), 14u);
+  EXPECT_EQ(prefixes.size(), 15u);
 }
 
 // A schedule that uses all 14 steps on relu(matmul) and a row sum, written as one JSON array the way a
