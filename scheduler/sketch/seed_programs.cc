@@ -37,6 +37,12 @@ struct TileChoice {
   // by a middle level of about 128 rows. Its rows, a whole row of the tensor apart, would otherwise
   // fall into the same few cache sets.
   int64_t pack_reduce = 0;
+  // > 0: a second loop with unrolled rows, `outer_rows` of the loop `outer_from_end` from the vector
+  // loop: a two-dimensional register tile, as a blocked convolution's output channel blocks x its
+  // columns (each input value loaded once for several channel blocks, each weight vector once for
+  // several columns).
+  int64_t outer_rows = 0;
+  size_t outer_from_end = 0;
 };
 
 int64_t largest_divisor_at_most(int64_t n, int64_t at_most) {
@@ -74,8 +80,9 @@ std::vector<std::optional<int64_t>> lengths(std::initializer_list<int64_t> l) { 
 
 // Stage `tiled` (multi-level tiled, nothing attached yet) with its right-hand operand copied per
 // block: the input it reads whose last index follows the vector loop's axis and no index the row
-// axis's, cache-read and computed at the last loop of the outer reduction level. nullopt when no
-// input reads that way.
+// axis's, cache-read and computed at the last loop of the outer reduction level; a weight whose
+// layout is rewritten (steps/layout_rewrite_step.h) is not copied. nullopt when no input reads
+// that way.
 std::optional<State> with_packed_operand(const State& tiled, int stage, size_t row_from_end) {
   const Stage& st = tiled.stage(stage);
   std::vector<const te::ExprNode*> axes;  // the split spatial axes: those longer than 1
@@ -93,6 +100,8 @@ std::optional<State> with_packed_operand(const State& tiled, int stage, size_t r
       if (tiled.stage(i).kind == StageKind::Placeholder && tiled.stage(i).tensor.get() == load->tensor.get()) operand = i;
   });
   if (operand < 0 || operand > stage) return std::nullopt;
+  // A weight whose layout is rewritten is packed when the program is compiled: the tiling alone.
+  if (tiled.stage(operand).layout_rewrite) return tiled;
   // The outer reduction level: the run of reduction loops that starts at the first one.
   int at = -1;
   for (int k = 0; k < static_cast<int>(st.iters.size()); ++k) {
@@ -126,6 +135,11 @@ std::optional<State> with_choice(const State& sketch, const std::map<int, TiledS
       const int64_t rows = tile_length(extent(row), c.rows);
       const int64_t row_blocks = c.pack_reduce ? largest_divisor_at_most(extent(row) / rows, 128 / rows) : 1;
       set(row, lengths({1, row_blocks, rows}));
+    }
+    if (c.outer_rows > 0) {
+      if (c.outer_from_end <= c.row_from_end || c.outer_from_end >= t.spatial.size()) return std::nullopt;
+      const size_t outer = t.spatial[t.spatial.size() - 1 - c.outer_from_end];
+      set(outer, lengths({1, 1, tile_length(extent(outer), c.outer_rows)}));
     }
     for (size_t k = 0; k < t.reduce.size(); ++k) {
       const int64_t e = extent(t.reduce[k]);
@@ -168,8 +182,14 @@ std::optional<State> complete(const State& tiled, const SearchParams& p, uint64_
 
 std::vector<State> register_tile_seeds(const std::vector<State>& sketches, const SearchParams& p) {
   const int64_t lanes = std::max(1, p.vector_lanes);
-  // The default's tile and the packed ones first (each round measures the first few), then the rest.
-  std::vector<TileChoice> choices = {{2 * lanes, 1, 4, false}, {2 * lanes, 1, 4, false, 128}, {2 * lanes, 1, 8, false, 256}};
+  // The default's tiles and the packed ones first (each round measures the first few), then the rest.
+  std::vector<TileChoice> choices = {{2 * lanes, 1, 4, false}};
+  // Two-dimensional tiles of one vector (a blocked layout's channel block; none for a matmul): 7 or 6
+  // columns by 4 channel blocks (the default schedule's conv tile), or by 2.
+  for (int64_t outer_rows : {4, 2})
+    for (int64_t rows : {7, 6}) choices.push_back({lanes, 1, rows, false, 0, outer_rows, 3});
+  choices.push_back({2 * lanes, 1, 4, false, 128});
+  choices.push_back({2 * lanes, 1, 8, false, 256});
   for (bool blocked : {false, true})
     for (int64_t vector_tile : {2 * lanes, lanes})
       for (size_t row_from_end : {size_t{1}, size_t{2}})

@@ -85,6 +85,48 @@ TEST(RegisterTileSeeds, ConvolutionSeedsComputeTheConvolution) {
   }
 }
 
+// A convolution in the blocked layout (NCHW16c, weights OIHW16i16o) whose weight is a constant.
+std::shared_ptr<const te::ComputeDAG> blocked_conv_dag() {
+  auto x = te::placeholder("X", DType::Float32, {1, 2, 8, 16, 16});
+  auto w = te::placeholder("W", DType::Float32, {4, 2, 3, 3, 16, 16},
+                           std::make_shared<const Tensor>(DType::Float32, Shape{4, 2, 3, 3, 16, 16}));
+  auto o = te::reduce("O", "conv", DType::Float32, {1, 4, 6, 14, 16}, te::Reducer::Sum, {2, 3, 3, 16},
+                      [&](const std::vector<te::Expr>& i, const std::vector<te::Expr>& r) {
+                        return te::at(x, {i[0], r[0], i[2] + r[1], i[3] + r[2], r[3]}) *
+                               te::at(w, {i[1], r[0], r[1], r[2], r[3], i[4]});
+                      });
+  return std::make_shared<const te::ComputeDAG>(te::make_dag({o}));
+}
+
+TEST(RegisterTileSeeds, BlockedConvolutionsGetTwoDimensionalTilesAndRewrittenWeights) {
+  // The default schedule's conv tile: 4 channel blocks by 7 columns by one vector of channels, so each
+  // input value is loaded once for 4 blocks and each weight vector once for 7 columns.
+  bool two_dimensional = false;
+  for (const State& s : seeds_of(blocked_conv_dag())) {
+    const std::string nest = print_state(s);
+    EXPECT_NE(nest.find("W (layout rewritten)"), std::string::npos) << nest;
+    if (nest.find("i1.3 (0,4)") == std::string::npos || nest.find("i3.3 (0,7)") == std::string::npos) continue;
+    two_dimensional = true;
+    EXPECT_NE(nest.find("vectorize i4.3 (0,16)"), std::string::npos) << nest;
+    EXPECT_LT(kiln::testing::max_error(s), 1e-3) << print_steps(s) << nest;
+  }
+  EXPECT_TRUE(two_dimensional);
+}
+
+TEST(RegisterTileSeeds, APackedSeedOfAWeightRewritesItsLayoutInsteadOfCopying) {
+  auto a = te::placeholder("A", DType::Float32, {256, 64});
+  auto b = te::placeholder("B", DType::Float32, {64, 512}, std::make_shared<const Tensor>(DType::Float32, Shape{64, 512}));
+  auto c = te::reduce("C", "matmul", DType::Float32, {256, 512}, te::Reducer::Sum, {64},
+                      [&](const std::vector<te::Expr>& i, const std::vector<te::Expr>& r) {
+                        return te::at(a, {i[0], r[0]}) * te::at(b, {r[0], i[1]});
+                      });
+  for (const State& s : seeds_of(std::make_shared<const te::ComputeDAG>(te::make_dag({c})))) {
+    const std::string nest = print_state(s);
+    EXPECT_EQ(nest.find("B.global"), std::string::npos) << nest;
+    EXPECT_NE(nest.find("B (layout rewritten)"), std::string::npos) << nest;
+  }
+}
+
 TEST(RegisterTileSeeds, ATaskWithoutTiledStagesHasNone) {
   EXPECT_TRUE(seeds_of(row_reduce_dag()).empty());
 }
