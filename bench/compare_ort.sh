@@ -46,6 +46,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -x "$kiln" ] || { echo "compare_ort.sh: $kiln not found; build kiln first" >&2; exit 2; }
+if [ -z "$models" ] && { [ "$zoo" = 0 ] || [ -z "$zoo_models" ]; }; then
+  echo "compare_ort.sh: no models to compare (--models \"\" with --no-zoo or --zoo \"\")" >&2
+  exit 2
+fi
 "$root/scripts/install-ort.sh"
 work=$root/build/bench/compare  # not build/bench itself: tuning records and op results live beside it
 rm -rf "$work"
