@@ -238,6 +238,29 @@ TEST(RecordsCli, ARecordThatDoesNotReplayFallsBackToTheDefault) {
   expect_package_matches(dir.path("pkg"), m);
 }
 
+// Searched programs store the weights their tiles read in the tiles' order (the LR step): the package
+// carries the rewritten weight instead of the original, and computes what the reference does.
+TEST(RecordsCli, RewrittenWeightsReplaceTheOriginalsInThePackage) {
+  if (!std::filesystem::exists(kMnistDir + "/model.onnx")) GTEST_SKIP() << kMnistDir << " is missing";
+  testing::TempDir dir;
+  const Mnist m = load_mnist();
+  const Output o = run("compile " + kMnistDir + "/model.onnx -o " + dir.path("pkg") +
+                           " --schedule random --seed 7 --dump-after lower",
+                       dir);
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  int rewritten = 0;
+  std::istringstream lines(o.out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find(".tiled: ");
+    if (line.rfind("weight ", 0) != 0 || at == std::string::npos) continue;
+    ++rewritten;
+    const std::string original = line.substr(0, at) + ": ";  // "weight NAME: "
+    EXPECT_EQ(o.out.find(original), std::string::npos) << "both layouts of " << original << "are in the package\n" << o.out;
+  }
+  EXPECT_GE(rewritten, 1) << o.out;
+  expect_package_matches(dir.path("pkg"), m);
+}
+
 // The best record does not replay (a foreign or edited line); the next-best valid one does, and is
 // used instead of the default schedule.
 TEST(RecordsCli, ABestRecordThatDoesNotReplayFallsBackToTheNextBest) {
