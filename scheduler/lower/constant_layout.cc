@@ -8,6 +8,7 @@
 
 #include "frontend/ir/error.h"
 #include "scheduler/te/affine.h"
+#include "scheduler/te/analysis.h"
 #include "scheduler/te/substitute.h"
 
 namespace kiln::lower {
@@ -18,33 +19,68 @@ namespace {
 struct Reading {
   std::vector<std::pair<const StmtNode*, int64_t>> loops;
   int64_t offset = 0;
-  bool operator==(const Reading&) const = default;
+
+  // Whether `o` stores the source the same way: loops of the same extents and strides (a tile's
+  // remainder nest has loops of its own that walk the weight as the main nest does).
+  bool same_layout(const Reading& o) const {
+    if (offset != o.offset || loops.size() != o.loops.size()) return false;
+    for (size_t j = 0; j < loops.size(); ++j)
+      if (loops[j].first->extent != o.loops[j].first->extent || loops[j].second != o.loops[j].second) return false;
+    return true;
+  }
 };
 
-// Every source's reading, or none for a source read in a way the rewrite cannot follow.
-class Readings {
- public:
-  explicit Readings(const std::vector<BufferRef>& sources) {
-    for (const BufferRef& b : sources) source_[b->node.get()] = b;
+// The reading of `load` inside `loops` (outermost first); nullopt when its index is not affine in them.
+std::optional<Reading> reading_of(const Expr& load, const std::vector<const StmtNode*>& loops) {
+  const te::Affine a = te::affine_form(load->args[0]);
+  Reading r;
+  r.offset = a.constant;
+  std::vector<std::pair<size_t, int64_t>> at;  // position in `loops`, stride
+  for (const auto& [atom, stride] : a.terms) {
+    if (stride == 0) continue;
+    auto loop = std::find_if(loops.begin(), loops.end(), [&](const StmtNode* f) { return f->var.get() == atom.get(); });
+    if (loop == loops.end()) return std::nullopt;  // not a loop around the load: a computed index
+    if ((*loop)->extent > 1) at.emplace_back(static_cast<size_t>(loop - loops.begin()), stride);
   }
+  std::sort(at.begin(), at.end());
+  for (const auto& [k, stride] : at) r.loops.emplace_back(loops[k], stride);
+  return r;
+}
 
-  void stmt(const Stmt& s) {
+// Walks a statement with the loops around each point.
+class LoopWalker {
+ protected:
+  template <typename Visit>
+  void walk(const Stmt& s, const Visit& visit) {
     if (!s) return;
     if (s->kind == StmtKind::For) loops_.push_back(s.get());
-    for (const Expr* e : {&s->index, &s->value, &s->cond})
-      if (*e) te::visit_loads(*e, [&](const Expr& l) { read(l); });
-    if (s->buffer) refuse(s->buffer->node.get());  // written, allocated or prefetched: not a plain read
-    for (const BufferRef& b : s->args)
-      if (b) refuse(b->node.get());
-    for (const Stmt& b : s->body) stmt(b);
+    visit(s);
+    for (const Stmt& b : s->body) walk(b, visit);
     if (s->kind == StmtKind::For) loops_.pop_back();
+  }
+  std::vector<const StmtNode*> loops_;
+};
+
+// Every source's layout (the first load's reading), or none for a source read in a way the rewrite
+// cannot follow.
+class Readings : LoopWalker {
+ public:
+  Readings(const Stmt& s, const std::vector<BufferRef>& sources) {
+    for (const BufferRef& b : sources) source_.insert(b->node.get());
+    walk(s, [&](const Stmt& st) {
+      for (const Expr* e : {&st->index, &st->value, &st->cond})
+        if (*e) te::visit_loads(*e, [&](const Expr& l) { read(l); });
+      if (st->buffer) refuse(st->buffer->node.get());  // written, allocated or prefetched: not a plain read
+      for (const BufferRef& b : st->args)
+        if (b) refuse(b->node.get());
+    });
   }
 
   // The sources every load reads the same way, with that reading.
   std::map<const te::TensorNode*, Reading> usable() const {
     std::map<const te::TensorNode*, Reading> out;
     for (const auto& [node, r] : reading_)
-      if (r && !refused_.count(node)) out.emplace(node, *r);
+      if (!refused_.count(node)) out.emplace(node, r);
     return out;
   }
 
@@ -56,53 +92,62 @@ class Readings {
   void read(const Expr& load) {
     const te::TensorNode* node = load->tensor.get();
     if (!source_.count(node) || refused_.count(node)) return;
-    const te::Affine a = te::affine_form(load->args[0]);
-    Reading r;
-    r.offset = a.constant;
-    std::vector<std::pair<size_t, int64_t>> at;  // position in loops_, stride
-    for (const auto& [atom, stride] : a.terms) {
-      if (stride == 0) continue;
-      auto loop = std::find_if(loops_.begin(), loops_.end(), [&](const StmtNode* f) { return f->var.get() == atom.get(); });
-      if (loop == loops_.end()) return refuse(node);  // not a loop around the load: a computed index
-      if ((*loop)->extent > 1) at.emplace_back(static_cast<size_t>(loop - loops_.begin()), stride);
-    }
-    std::sort(at.begin(), at.end());
-    for (const auto& [k, stride] : at) r.loops.emplace_back(loops_[k], stride);
-    auto [it, first] = reading_.emplace(node, r);
-    if (!first && it->second != r) refuse(node);
+    std::optional<Reading> r = reading_of(load, loops_);
+    if (!r) return refuse(node);
+    auto [it, first] = reading_.emplace(node, *r);
+    if (!first && !it->second.same_layout(*r)) refuse(node);
   }
 
-  std::map<const te::TensorNode*, BufferRef> source_;
-  std::vector<const StmtNode*> loops_;
-  std::map<const te::TensorNode*, std::optional<Reading>> reading_;
+  std::set<const te::TensorNode*> source_;
+  std::map<const te::TensorNode*, Reading> reading_;
   std::set<const te::TensorNode*> refused_;
 };
 
-// `s` with every load of a key of `moved` replaced by its value.
-Stmt replace_loads(const Stmt& s, const std::map<const te::TensorNode*, Expr>& moved) {
-  if (!s) return s;
-  auto copy = std::make_shared<StmtNode>(*s);
-  const auto replaced = [&](const Expr& l) -> Expr {
-    auto it = moved.find(l->tensor.get());
-    return it == moved.end() ? nullptr : it->second;
-  };
-  for (Expr* e : {&copy->index, &copy->value, &copy->cond})
-    if (*e) *e = te::rewrite_loads(*e, replaced);
-  for (Stmt& b : copy->body) b = replace_loads(b, moved);
-  return copy;
-}
+// `s` with every load of a key of `moved` reading the rewritten buffer, row-major over its own loops.
+class Rewriter : LoopWalker {
+ public:
+  explicit Rewriter(const std::map<const te::TensorNode*, BufferRef>& moved) : moved_(moved) {}
+
+  Stmt rewrite(const Stmt& s) {
+    if (!s) return s;
+    if (s->kind == StmtKind::For) loops_.push_back(s.get());
+    auto copy = std::make_shared<StmtNode>(*s);
+    for (Expr* e : {&copy->index, &copy->value, &copy->cond})
+      if (*e) *e = te::rewrite_loads(*e, [&](const Expr& l) { return moved_load(l); });
+    for (Stmt& b : copy->body) b = rewrite(b);
+    if (s->kind == StmtKind::For) loops_.pop_back();
+    return copy;
+  }
+
+ private:
+  Expr moved_load(const Expr& l) {
+    auto it = moved_.find(l->tensor.get());
+    if (it == moved_.end()) return nullptr;
+    const std::optional<Reading> r = reading_of(l, loops_);
+    if (!r) throw InternalError("layout rewrite of '" + it->second->relayout->source->name + "': a load changed while rewriting");
+    Expr index;
+    int64_t stride = 1;
+    for (size_t j = r->loops.size(); j-- > 0;) {
+      const StmtNode* loop = r->loops[j].first;
+      Expr x = stride == 1 ? loop->var : loop->var * stride;
+      index = index ? x + index : x;
+      stride *= loop->extent;
+    }
+    return load(it->second, index ? index : te::int_imm(0));
+  }
+
+  const std::map<const te::TensorNode*, BufferRef>& moved_;
+};
 
 }  // namespace
 
 Stmt rewrite_constant_layouts(const Stmt& s, const std::vector<BufferRef>& sources, std::vector<BufferRef>& temporaries) {
   if (sources.empty()) return s;
-  Readings readings(sources);
-  readings.stmt(s);
-  const auto usable = readings.usable();
-  std::map<const te::TensorNode*, Expr> moved;
+  const auto usable = Readings(s, sources).usable();
+  std::map<const te::TensorNode*, BufferRef> moved;
   for (const BufferRef& src : sources) {
     auto it = usable.find(src->node.get());
-    if (it == usable.end() || dtype_size(src->dtype) < 1) continue;
+    if (it == usable.end() || dtype_size(src->dtype) < 1 || moved.count(src->node.get())) continue;
     const Reading& r = it->second;
     auto layout = std::make_shared<ConstantLayout>();
     layout->source = src;
@@ -114,21 +159,15 @@ Stmt rewrite_constant_layouts(const Stmt& s, const std::vector<BufferRef>& sourc
       size *= loop->extent;
     }
     if (size > kMaxRelayoutGrowth * src->size) continue;
-    // The rewritten index: row-major over the loops.
-    std::vector<int64_t> strides(r.loops.size(), 1);
-    for (size_t j = r.loops.size(); j-- > 1;) strides[j - 1] = strides[j] * r.loops[j].first->extent;
-    if (r.offset == 0 && size == src->size && strides == layout->source_strides) continue;  // already in this order
+    std::vector<int64_t> row_major(r.loops.size(), 1);
+    for (size_t j = r.loops.size(); j-- > 1;) row_major[j - 1] = row_major[j] * r.loops[j].first->extent;
+    if (r.offset == 0 && size == src->size && row_major == layout->source_strides) continue;  // already in this order
     auto b = std::make_shared<Buffer>(*make_buffer(src->name + ".tiled", src->dtype, size));
     b->relayout = layout;
-    Expr index;
-    for (size_t j = 0; j < r.loops.size(); ++j) {
-      Expr x = strides[j] == 1 ? r.loops[j].first->var : r.loops[j].first->var * strides[j];
-      index = index ? index + x : x;
-    }
-    moved[src->node.get()] = load(b, index ? index : te::int_imm(0));
+    moved[src->node.get()] = b;
     temporaries.push_back(b);
   }
-  return moved.empty() ? s : replace_loads(s, moved);
+  return moved.empty() ? s : Rewriter(moved).rewrite(s);
 }
 
 Tensor relayout_constant(const Tensor& source, const ConstantLayout& layout) {
@@ -167,6 +206,29 @@ Stmt relayout_nest(const BufferRef& b) {
                         store(b, index, te::const_of(b->dtype, 0)));
   for (size_t j = l.extents.size(); j-- > 0;) s = for_loop(vars[j], l.extents[j], ForKind::Serial, s);
   return s;
+}
+
+void fill_on_first_call(LoweredFunc& f) {
+  std::vector<Stmt> fill;
+  for (const BufferRef& b : f.params)
+    if (b->relayout) fill.push_back(relayout_nest(b));
+  if (fill.empty()) return;
+  BufferRef filled = make_buffer(f.name + ".constants_filled", DType::Int32, 1);
+  fill.push_back(store(filled, te::int_imm(0), te::int_imm(1, DType::Int32)));
+  f.body = block({if_then_else(te::eq(load(filled, te::int_imm(0)), te::int_imm(0, DType::Int32)), block(std::move(fill))), f.body});
+  f.params.push_back(filled);
+}
+
+Stmt rewrite_weight_layouts(const Stmt& s, const te::ComputeDAG& dag, const std::map<const te::TensorNode*, BufferRef>& buffers,
+                            std::vector<BufferRef>& temporaries) {
+  std::vector<BufferRef> weights;
+  // Not a convolution's: the layout stage packs those for the default tile already, and rewriting
+  // them slowed ResNet-50's 3x3 conv by 1.3x (bench/RESULTS.md).
+  for (const te::TensorRef& w : te::reduction_weights(dag, "conv")) {
+    auto it = buffers.find(w.get());
+    if (it != buffers.end()) weights.push_back(it->second);
+  }
+  return rewrite_constant_layouts(s, weights, temporaries);
 }
 
 }  // namespace kiln::lower

@@ -13,10 +13,12 @@
 /// measured candidate, whose weights arrive in their own layout, by a nest that runs before the
 /// program (relayout_nest).
 #pragma once
+#include <map>
 #include <vector>
 
 #include "frontend/ir/tensor.h"
 #include "scheduler/lower/loop_ir.h"
+#include "scheduler/te/compute.h"
 
 namespace kiln::lower {
 
@@ -32,5 +34,17 @@ Tensor relayout_constant(const Tensor& source, const ConstantLayout& layout);
 
 /// A loop nest that fills `b` (a buffer with `relayout`) from its source buffer.
 Stmt relayout_nest(const BufferRef& b);
+
+/// Makes `f` fill its rewritten constants (the parameters with `relayout`) from their sources on its
+/// first call, which a runner leaves untimed: a flag buffer, zero before that call, records it (a new
+/// last parameter). For functions measured or tested on their own; a package's are filled by
+/// `kiln compile`.
+void fill_on_first_call(LoweredFunc& f);
+
+/// `s` with the weights that `dag`'s reductions other than convolutions read (te::reduction_weights;
+/// their buffers in `buffers`) rewritten as rewrite_constant_layouts does: the default schedule's
+/// matmul tiles read their weights panel by panel too.
+Stmt rewrite_weight_layouts(const Stmt& s, const te::ComputeDAG& dag, const std::map<const te::TensorNode*, BufferRef>& buffers,
+                            std::vector<BufferRef>& temporaries);
 
 }  // namespace kiln::lower

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "frontend/ir/error.h"
+#include "scheduler/lower/constant_layout.h"
 #include "scheduler/lower/extern_calls.h"
 #include "scheduler/lower/padded_planes.h"
 #include "scheduler/te/substitute.h"
@@ -743,6 +744,10 @@ LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const 
   }
   f.body = block(lower_stages_default(dag, plan_epilogues(dag), planes, buffers, p, f.scratch));
   for (const ScratchBuffer& sb : f.scratch) f.params.push_back(sb.buffer);
+  std::vector<BufferRef> rewritten;
+  f.body = rewrite_weight_layouts(f.body, dag, buffers, rewritten);
+  for (const BufferRef& b : rewritten) f.params.push_back(b);
+  fill_on_first_call(f);
   return f;
 }
 

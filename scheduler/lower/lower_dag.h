@@ -66,7 +66,9 @@ Stmt lower_stage_default(const te::TensorRef& stage_output,
 /// buffer (intermediates included; the package places them in the workspace), then the extern calls'
 /// scratch buffers (also listed in `scratch`). Extern stages become calls of runtime kernels: one
 /// call per node, at its first extern stage, writing every output of the node the DAG has (TopK's
-/// values and indices). Ops without a runtime kernel raise Unsupported.
+/// values and indices). Ops without a runtime kernel raise Unsupported. The weights its reductions read
+/// are stored in the order their tiles read them (constant_layout.h): those parameters come last, with
+/// the flag buffer that has them filled on the first call.
 LoweredFunc lower_dag(const te::ComputeDAG& dag, const std::string& name, const ScheduleParams& params);
 
 /// The default schedule's statements for every stage of `dag`, in stage order: a loop nest per

@@ -352,7 +352,7 @@ Stmt lower_subgraph_default(const LoweredSubgraph& sg, int /*subgraph_id*/,
   std::vector<ScratchBuffer> scratch;
   std::vector<Stmt> stages = lower_stages_default(sg.dag, epilogues, planes, all, params, scratch);
   for (const ScratchBuffer& s : scratch) temporaries.push_back(s.buffer);
-  return block(std::move(stages));
+  return rewrite_weight_layouts(block(std::move(stages)), sg.dag, all, temporaries);
 }
 
 SubgraphScheduler default_subgraph_scheduler(const ScheduleParams& params) {

@@ -341,17 +341,7 @@ LoweredFunc lower_state_func(const state::State& s, const std::string& name, boo
   std::vector<BufferRef> temps;
   f.body = lower_state(s, buffers, temps);
   for (const BufferRef& b : temps) f.params.push_back(b);
-  if (!fill_rewritten_constants) return f;
-  // Rewritten constants are filled from the weights on the first call, which a runner leaves untimed:
-  // a flag buffer, zero when the function is first called, says whether that happened.
-  std::vector<Stmt> fill;
-  for (const BufferRef& b : temps)
-    if (b->relayout) fill.push_back(relayout_nest(b));
-  if (fill.empty()) return f;
-  BufferRef filled = make_buffer(name + ".constants_filled", DType::Int32, 1);
-  fill.push_back(store(filled, te::int_imm(0), te::int_imm(1, DType::Int32)));
-  f.body = block({if_then_else(te::eq(load(filled, te::int_imm(0)), te::int_imm(0, DType::Int32)), block(std::move(fill))), f.body});
-  f.params.push_back(filled);
+  if (fill_rewritten_constants) fill_on_first_call(f);
   return f;
 }
 

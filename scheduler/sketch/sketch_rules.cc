@@ -1,6 +1,8 @@
 // The CPU sketch rules, in Ansor's order. Each is a condition and an apply.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <set>
 
 #include "scheduler/sketch/sketch_rule.h"
@@ -12,6 +14,7 @@
 #include "scheduler/state/steps/split_step.h"
 #include "scheduler/state/steps/attachments.h"
 #include "scheduler/state/stage_exprs.h"
+#include "scheduler/te/analysis.h"
 
 namespace kiln::sketch {
 
@@ -176,13 +179,9 @@ namespace {
 // `s` with the layout of every weight a reduction reads rewritten into the order its loops walk it
 // (steps/layout_rewrite_step.h): always, as in Ansor; the default schedule is the baseline without it.
 State with_weight_layouts(State s) {
-  std::set<const te::TensorNode*> weights;
-  for (const Stage& st : s.stages())
-    if (st.kind == StageKind::Compute && !st.op->reduce_axes.empty())
-      for (const te::TensorRef& in : st.op->inputs())
-        if (in->constant) weights.insert(in.get());
+  const std::vector<te::TensorRef> weights = te::reduction_weights(s.dag());
   for (int i = 0; i < static_cast<int>(s.stages().size()); ++i)
-    if (s.stage(i).kind == StageKind::Placeholder && weights.count(s.stage(i).tensor.get()))
+    if (s.stage(i).kind == StageKind::Placeholder && std::find(weights.begin(), weights.end(), s.stage(i).tensor) != weights.end())
       s.apply(std::make_shared<LayoutRewriteStep>(i));
   return s;
 }

@@ -279,4 +279,13 @@ std::string print_analysis(const ComputeDAG& dag) {
   return out;
 }
 
+std::vector<TensorRef> reduction_weights(const ComputeDAG& dag, const std::string& except_tag) {
+  std::vector<TensorRef> out;
+  for (const TensorRef& t : dag.tensors)
+    if (t->stage && !t->stage->is_extern() && !t->stage->reduce_axes.empty() && (except_tag.empty() || t->stage->tag != except_tag))
+      for (const TensorRef& in : t->stage->inputs())
+        if (in->constant && std::find(out.begin(), out.end(), in) == out.end()) out.push_back(in);
+  return out;
+}
+
 }  // namespace kiln::te

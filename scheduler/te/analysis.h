@@ -121,4 +121,9 @@ class DagAnalysis {
 /// What `--dump-after=analysis` prints and what tests compare.
 std::string print_analysis(const ComputeDAG& dag);
 
+/// The constant placeholders (weights) that a reduction stage reads directly (stages tagged
+/// `except_tag` left out): those whose layout the schedules rewrite into the order their tiles read
+/// them (scheduler/lower/constant_layout.h).
+std::vector<TensorRef> reduction_weights(const ComputeDAG& dag, const std::string& except_tag = "");
+
 }  // namespace kiln::te

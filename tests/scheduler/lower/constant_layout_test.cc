@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "scheduler/lower/constant_layout.h"
+#include "scheduler/lower/lower_dag.h"
 #include "scheduler/lower/lower_state.h"
 #include "scheduler/state/steps/layout_rewrite_step.h"
 #include "scheduler/state/steps/reorder_step.h"
@@ -98,6 +99,28 @@ TEST(ConstantLayout, OnlyAConstantInputCanBeRewritten) {
   s.apply(std::make_shared<LayoutRewriteStep>(1));
   EXPECT_THROW(s.apply(std::make_shared<LayoutRewriteStep>(1)), ScheduleError);  // twice
   EXPECT_NE(print_state(s).find("B (layout rewritten)"), std::string::npos) << print_state(s);
+}
+
+TEST(ConstantLayout, TheDefaultScheduleRewritesAMatmulsWeightButNotAConvolutions) {
+  // A matmul's default tile reads its weight a row apart per reduction step: rewritten. A
+  // convolution's weight is packed for the default tile by the layout stage: kept.
+  const lower::LoweredFunc matmul = lower::lower_dag(*matmul_with_weight(64, 64, 64), "k", {});
+  const lower::Buffer* b = param_named(matmul, "B.tiled");
+  ASSERT_NE(b, nullptr) << lower::print_func(matmul);
+  const std::string ir = lower::print_func(matmul);
+  size_t reads = 0;  // of B itself: the fill's alone
+  for (size_t at = ir.find(" B["); at != std::string::npos; at = ir.find(" B[", at + 1)) ++reads;
+  EXPECT_EQ(reads, 1u) << ir;
+  EXPECT_NE(param_named(matmul, "k.constants_filled"), nullptr);
+
+  auto x = te::placeholder("X", DType::Float32, {1, 4, 10});
+  auto w = te::placeholder("W", DType::Float32, {8, 4, 3}, std::make_shared<const Tensor>(DType::Float32, Shape{8, 4, 3}));
+  auto y = te::reduce("Y", "conv", DType::Float32, {1, 8, 8}, te::Reducer::Sum, {4, 3},
+                      [&](const std::vector<te::Expr>& i, const std::vector<te::Expr>& r) {
+                        return te::at(x, {i[0], r[0], i[2] + r[1]}) * te::at(w, {i[1], r[0], r[1]});
+                      });
+  const lower::LoweredFunc conv = lower::lower_dag(te::make_dag({y}), "k", {});
+  EXPECT_EQ(param_named(conv, "W.tiled"), nullptr) << lower::print_func(conv);
 }
 
 TEST(ConstantLayout, RelayoutConstantGathersAndPads) {
