@@ -7,6 +7,7 @@
 #include <set>
 
 #include "frontend/ir/error.h"
+#include "scheduler/lower/lower_dag.h"
 #include "scheduler/te/affine.h"
 #include "scheduler/te/analysis.h"
 #include "scheduler/te/substitute.h"
@@ -47,33 +48,13 @@ std::optional<Reading> reading_of(const Expr& load, const std::vector<const Stmt
   return r;
 }
 
-// Walks a statement with the loops around each point.
-class LoopWalker {
- protected:
-  template <typename Visit>
-  void walk(const Stmt& s, const Visit& visit) {
-    if (!s) return;
-    if (s->kind == StmtKind::For) loops_.push_back(s.get());
-    visit(s);
-    for (const Stmt& b : s->body) walk(b, visit);
-    if (s->kind == StmtKind::For) loops_.pop_back();
-  }
-  std::vector<const StmtNode*> loops_;
-};
-
 // Every source's layout (the first load's reading), or none for a source read in a way the rewrite
 // cannot follow.
-class Readings : LoopWalker {
+class Readings {
  public:
   Readings(const Stmt& s, const std::vector<BufferRef>& sources) {
     for (const BufferRef& b : sources) source_.insert(b->node.get());
-    walk(s, [&](const Stmt& st) {
-      for (const Expr* e : {&st->index, &st->value, &st->cond})
-        if (*e) te::visit_loads(*e, [&](const Expr& l) { read(l); });
-      if (st->buffer) refuse(st->buffer->node.get());  // written, allocated or prefetched: not a plain read
-      for (const BufferRef& b : st->args)
-        if (b) refuse(b->node.get());
-    });
+    walk(s);
   }
 
   // The sources every load reads the same way, with that reading.
@@ -85,6 +66,18 @@ class Readings : LoopWalker {
   }
 
  private:
+  void walk(const Stmt& s) {
+    if (!s) return;
+    if (s->kind == StmtKind::For) loops_.push_back(s.get());
+    for (const Expr* e : {&s->index, &s->value, &s->cond})
+      if (*e) te::visit_loads(*e, [&](const Expr& l) { read(l); });
+    if (s->buffer) refuse(s->buffer->node.get());  // written, allocated or prefetched: not a plain read
+    for (const BufferRef& b : s->args)
+      if (b) refuse(b->node.get());
+    for (const Stmt& b : s->body) walk(b);
+    if (s->kind == StmtKind::For) loops_.pop_back();
+  }
+
   void refuse(const te::TensorNode* node) {
     if (source_.count(node)) refused_.insert(node);
   }
@@ -99,12 +92,13 @@ class Readings : LoopWalker {
   }
 
   std::set<const te::TensorNode*> source_;
+  std::vector<const StmtNode*> loops_;  // around the statement being walked, outermost first
   std::map<const te::TensorNode*, Reading> reading_;
   std::set<const te::TensorNode*> refused_;
 };
 
 // `s` with every load of a key of `moved` reading the rewritten buffer, row-major over its own loops.
-class Rewriter : LoopWalker {
+class Rewriter {
  public:
   explicit Rewriter(const std::map<const te::TensorNode*, BufferRef>& moved) : moved_(moved) {}
 
@@ -137,6 +131,7 @@ class Rewriter : LoopWalker {
   }
 
   const std::map<const te::TensorNode*, BufferRef>& moved_;
+  std::vector<const StmtNode*> loops_;
 };
 
 }  // namespace
@@ -195,13 +190,12 @@ Tensor relayout_constant(const Tensor& source, const ConstantLayout& layout) {
 Stmt relayout_nest(const BufferRef& b) {
   const ConstantLayout& l = *b->relayout;
   std::vector<Expr> vars;
-  Expr at = te::int_imm(l.offset), index;
+  Expr at = te::int_imm(l.offset);
   for (size_t j = 0; j < l.extents.size(); ++j) {
     vars.push_back(te::var("l" + std::to_string(j)));
     at = at + vars.back() * l.source_strides[j];
-    index = index ? index * l.extents[j] + vars.back() : vars.back();
   }
-  if (!index) index = te::int_imm(0);
+  const Expr index = flat_index(vars, l.extents);
   Stmt s = if_then_else(at >= te::int_imm(0) && at < te::int_imm(l.source->size), store(b, index, load(l.source, at)),
                         store(b, index, te::const_of(b->dtype, 0)));
   for (size_t j = l.extents.size(); j-- > 0;) s = for_loop(vars[j], l.extents[j], ForKind::Serial, s);

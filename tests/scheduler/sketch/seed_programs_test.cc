@@ -120,7 +120,9 @@ TEST(RegisterTileSeeds, APackedSeedOfAWeightRewritesItsLayoutInsteadOfCopying) {
                       [&](const std::vector<te::Expr>& i, const std::vector<te::Expr>& r) {
                         return te::at(a, {i[0], r[0]}) * te::at(b, {r[0], i[1]});
                       });
-  for (const State& s : seeds_of(std::make_shared<const te::ComputeDAG>(te::make_dag({c})))) {
+  const std::vector<State> seeds = seeds_of(std::make_shared<const te::ComputeDAG>(te::make_dag({c})));
+  ASSERT_GE(seeds.size(), 4u);
+  for (const State& s : seeds) {
     const std::string nest = print_state(s);
     EXPECT_EQ(nest.find("B.global"), std::string::npos) << nest;
     EXPECT_NE(nest.find("B (layout rewritten)"), std::string::npos) << nest;
