@@ -8,12 +8,13 @@
 # Layers: ResNet-50's 3x3 convs at 56x56 (64 ch), 14x14 (256 ch) and 7x7 (512 ch), a 1x1 conv
 # (256 -> 64 at 56x56), a depthwise 3x3 (128 ch at 56x56), dcgan's stride-2 ConvTranspose (128 -> 64,
 # kernel 4, 16x16 -> 32x32; FLOPs counted as the ConvTranspose's own: every input pixel times the whole
-# kernel), matmul 1024^3. Not part of ctest.
+# kernel), matmul 1024^3, YOLOX's 13x13 SPP max pool (stride 1, pad 6, 128 ch at 13x13; its "FLOPs" are
+# the comparisons, one per tap, so its % of the FMA peak only compares runs). Not part of ctest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kiln=${KILN:-$root/build/bin/kiln}
 before=${KILN_BEFORE:-}
-layers="conv3x3_56 conv3x3_14 conv3x3_7 conv1x1_56 depthwise deconv_16 matmul1024"
+layers="conv3x3_56 conv3x3_14 conv3x3_7 conv1x1_56 depthwise deconv_16 matmul1024 maxpool13"
 threads=1
 rounds=5
 out=/dev/stdout
@@ -50,6 +51,8 @@ zoo_args[deconv_16]="conv_transpose2d --in-channels 128 --out-channels 64 --kern
 flops[deconv_16]=$((2 * 128 * 16 * 16 * 64 * 16))
 zoo_args[matmul1024]="matmul --m 1024 --n 1024 --k 1024"
 flops[matmul1024]=$((2 * 1024 * 1024 * 1024))
+zoo_args[maxpool13]="maxpool2d --in-channels 128 --kernel 13 --padding 6 --size 13"
+flops[maxpool13]=$((128 * 13 * 13 * 169))
 
 gflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms == "" || ms <= 0) print "-"; else printf "%.1f", f / (ms * 1e6) }'; }
 pct() { awk -v g="$1" -v p="$2" 'BEGIN { if (g == "-" || p <= 0) print "-"; else printf "%.0f%%", 100 * g / p }'; }

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# bench/parallel_profile.sh PKG [REPEAT]
+# bench/parallel_profile.sh PKG [REPEAT] [ORDER]
 #
 # Each parallel loop of a compiled kiln package (x86-64, this host), timed per thread: the package is
 # linked with bench/native/parallel_profile.c and run with 1 thread, then with 2 (the caller takes the
-# first half of every loop, one worker the second). Prints, per loop (statement N of
-# `kiln dump MODEL --dump-after lower` is <m>_kernel.sN): its 1-thread time, each half's time at 2
-# threads, and the time lost against a perfect split, the biggest losses first. Not part of ctest.
+# first half of every loop, one worker the second). Prints, per loop (<m>_kernel.sN is the statement
+# headed `# sN` in `kiln dump MODEL --dump-after lower`, or in `kiln compile ... --dump-after lower`
+# with records): its 1-thread time, each half's time at 2 threads, and the time lost against a
+# perfect split, the biggest losses first (ORDER `lost`, the default) or the longest 1-thread times
+# first (ORDER `time`). Not part of ctest.
 set -euo pipefail
-pkg=${1:?usage: bench/parallel_profile.sh PKG [REPEAT]}
+pkg=${1:?usage: bench/parallel_profile.sh PKG [REPEAT] [lost|time]}
 repeat=${2:-10}
+order=${3:-lost}
+case $order in lost|time) ;; *) echo "parallel_profile.sh: ORDER is lost or time, not $order" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 json=$(ls "$pkg"/*.json | head -n 1)
 name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$json")
@@ -25,9 +29,9 @@ cc -O2 -no-pie -I "$pkg" -DKP_HEADER="\"$name.h\"" -DKP_M="$name" -DKP_NUM_INPUT
 "$work/profile" 1 "$repeat" >"$work/t1"
 "$work/profile" 2 "$repeat" >"$work/t2"
 nm "$work/profile" >"$work/syms"
-python3 - "$work" <<'PY'
+python3 - "$work" "$order" <<'PY'
 import re, sys
-work = sys.argv[1]
+work, order = sys.argv[1], sys.argv[2]
 syms = {int(a, 16): n for a, _, n in (l.split() for l in open(f"{work}/syms") if len(l.split()) == 3)}
 def calls(f):
     rows = []
@@ -43,7 +47,8 @@ t1 = sum(c[2] for c in one)
 t2 = sum(c[2] + c[4] for c in two)
 print(f"parallel loops: {len(one)}; 1 thread {t1 / 1e3:.2f} ms, 2 threads {t2 / 1e3:.2f} ms, a perfect split {t1 / 2e3:.2f} ms")
 print(f"{'loop':32} {'n':>5} {'1 thread us':>12} {'caller us':>10} {'worker us':>10} {'lost us':>8}")
-rows = sorted(zip(one, two), key=lambda p: -(p[1][2] + p[1][4] - p[0][2] / 2))
-for a, b in rows[:25]:
-    print(f"{a[0]:32} {a[1]:5d} {a[2]:12.1f} {b[2]:10.1f} {b[3]:10.1f} {b[2] + b[4] - a[2] / 2:8.1f}")
+lost = lambda p: p[1][2] + p[1][4] - p[0][2] / 2
+rows = sorted(zip(one, two), key=(lambda p: -p[0][2]) if order == "time" else (lambda p: -lost(p)))
+for a, b in rows[:int(__import__("os").environ.get("TOP", "25"))]:
+    print(f"{a[0]:32} {a[1]:5d} {a[2]:12.1f} {b[2]:10.1f} {b[3]:10.1f} {lost((a, b)):8.1f}")
 PY

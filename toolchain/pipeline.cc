@@ -132,7 +132,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   const lower::ModelProgram program = gpu_program
                                           ? lower_for_gpu(g, sdag, c)
                                           : lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule));
-  if (!after(o, "lower", [&] { return lower::print_func(program.func) + "\n" + lower::print_model_params(program); }))
+  if (!after(o, "lower", [&] { return lower::print_func(program.func, true) + "\n" + lower::print_model_params(program); }))
     return std::nullopt;
 
   const package::ModelMemoryPlan memory = package::plan_model_memory(program);

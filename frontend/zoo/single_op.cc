@@ -1,7 +1,8 @@
 // Single-op models for benchmarks: one MatMul or Conv with a weight initializer, the shapes set from
 // the command line. Defaults are layers the Ansor paper benchmarks in isolation: a 1024^3 matmul,
 // ResNet-50's stage-1 3x3 conv (1x64x56x56, 64 filters, pad 1) and a 3x3 depthwise conv on
-// 1x128x56x56; a ConvTranspose (conv_transpose2d: give it dcgan's --kernel 4 --stride 2 --padding 1).
+// 1x128x56x56; a ConvTranspose (conv_transpose2d: give it dcgan's --kernel 4 --stride 2 --padding 1);
+// a MaxPool on 1x128x13x13 (maxpool2d: give it YOLOX's largest SPP pool's --kernel 13 --padding 6).
 #include "frontend/zoo/zoo_models.h"
 
 #include "frontend/ir/error.h"
@@ -87,6 +88,26 @@ ModelBuilder build_conv_transpose2d(const ZooOptions& o) {
       .attr("strides", std::vector<int64_t>{o.stride, o.stride})
       .attr("pads", std::vector<int64_t>{o.padding, o.padding, o.padding, o.padding});
   b.output("output", DType::Float32, Shape{o.batch, out, out_size, out_size});
+  return b;
+}
+
+// image [batch, channels, size, size] -> MaxPool (square kernel, stride and padding) -> output.
+ModelBuilder build_maxpool2d(const ZooOptions& o) {
+  require_positive(o.kernel, "kernel");
+  require_positive(o.stride, "stride");
+  require_positive(o.batch, "batch");
+  if (o.padding < 0 || o.padding >= o.kernel) throw Error("zoo: maxpool2d: --padding must be in [0, kernel)");
+  const int64_t channels = o.in_channels > 0 ? o.in_channels : 128;
+  const int64_t size = o.size > 0 ? o.size : 13;
+  const int64_t out_size = (size + 2 * o.padding - o.kernel) / o.stride + 1;
+  if (size + 2 * o.padding < o.kernel) throw Error("zoo: maxpool2d: the kernel is larger than the padded input");
+  ModelBuilder b("maxpool2d", 17);
+  b.input("input", DType::Float32, Shape{o.batch, channels, size, size});
+  b.node("MaxPool", {"input"}, {"output"}, "pool")
+      .attr("kernel_shape", std::vector<int64_t>{o.kernel, o.kernel})
+      .attr("strides", std::vector<int64_t>{o.stride, o.stride})
+      .attr("pads", std::vector<int64_t>{o.padding, o.padding, o.padding, o.padding});
+  b.output("output", DType::Float32, Shape{o.batch, channels, out_size, out_size});
   return b;
 }
 

@@ -19,6 +19,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"conv2d", build_conv2d},
       {"depthwise", build_depthwise},
       {"conv_transpose2d", build_conv_transpose2d},
+      {"maxpool2d", build_maxpool2d},
       {"dcgan", build_dcgan},
       {"bert_base", build_bert_base},
       {"blocked_edges", build_blocked_edges},

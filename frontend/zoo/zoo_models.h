@@ -13,6 +13,7 @@ ModelBuilder build_matmul(const ZooOptions& o);
 ModelBuilder build_conv2d(const ZooOptions& o);
 ModelBuilder build_depthwise(const ZooOptions& o);
 ModelBuilder build_conv_transpose2d(const ZooOptions& o);
+ModelBuilder build_maxpool2d(const ZooOptions& o);
 ModelBuilder build_dcgan(const ZooOptions& o);
 ModelBuilder build_bert_base(const ZooOptions& o);
 ModelBuilder build_blocked_edges(const ZooOptions& o);

@@ -128,11 +128,14 @@ std::string print_stmt(const Stmt& s, int indent) {
   return "";
 }
 
-std::string print_func(const LoweredFunc& f) {
+std::string print_func(const LoweredFunc& f, bool number_statements) {
   std::string out = "func " + f.name + "(";
   for (size_t i = 0; i < f.params.size(); ++i)
     out += fmt::format("{}{}: {}[{}]", i ? ", " : "", f.params[i]->name, dtype_name(f.params[i]->dtype), f.params[i]->size);
-  return out + "):\n" + print_stmt(f.body, 1);
+  out += "):\n";
+  if (!number_statements || !f.body || f.body->kind != StmtKind::Block) return out + print_stmt(f.body, 1);
+  for (size_t i = 0; i < f.body->body.size(); ++i) out += fmt::format("  # s{}\n{}", i, print_stmt(f.body->body[i], 1));
+  return out;
 }
 
 }  // namespace kiln::lower

@@ -98,6 +98,9 @@ struct LoweredFunc {
 /// Prints as indented pseudo-C: `parallel for i0 in 0..64:`, `out[(i0 * 8) + i1] = ...`,
 /// `call kiln_rt_topk(x, values, null, scratch; 1, 4, 3)`.
 std::string print_stmt(const Stmt& s, int indent = 0);
-std::string print_func(const LoweredFunc& f);
+// With number_statements, each top-level statement is headed `# sN`: the package emits it as the
+// function <name>.sN (per-loop profiles name those), and a statement that is itself a block prints
+// flat, so counting lines would not find it.
+std::string print_func(const LoweredFunc& f, bool number_statements = false);
 
 }  // namespace kiln::lower

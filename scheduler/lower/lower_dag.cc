@@ -8,6 +8,7 @@
 #include "scheduler/lower/constant_layout.h"
 #include "scheduler/lower/extern_calls.h"
 #include "scheduler/lower/padded_planes.h"
+#include "scheduler/te/analysis.h"
 #include "scheduler/te/substitute.h"
 
 namespace kiln::lower {
@@ -166,27 +167,65 @@ EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
   for (const te::TensorRef& o : dag.outputs) outputs.insert(o.get());
   std::map<const te::TensorNode*, size_t> index;
   for (size_t i = 0; i < dag.tensors.size(); ++i) index[dag.tensors[i].get()] = i;
-  EpiloguePlan plan;
-  // The stage that finishes `t` elementwise inside the loop nest of the reduction at `root`, or none.
-  // Whatever else it reads must be stored before that nest runs: a placeholder, or a stage before
-  // the root that no epilogue computes inside (a stage combining two reductions waits for the later).
-  auto finisher = [&](const te::TensorRef& t, size_t root) -> std::optional<size_t> {
-    const auto& r = readers[t.get()];
-    if (r.size() != 1 || outputs.count(t.get())) return std::nullopt;
-    const te::Stage& c = *dag.tensors[r[0]]->stage;
-    if (c.is_extern() || c.reducer != te::Reducer::None || c.shape != t->shape) return std::nullopt;
-    if (plan.chain_members.count(dag.tensors[r[0]].get())) return std::nullopt;
-    for (const te::TensorRef& in : c.inputs()) {
-      if (in.get() == t.get() || !in->stage) continue;
-      if (index.at(in.get()) >= root || plan.computed_inside.count(in.get())) return std::nullopt;
-    }
-    bool at_own_index = true;
-    te::visit_loads(c.body, [&](const Expr& l) {
-      if (l->tensor.get() != t.get()) return;
-      for (size_t k = 0; k < l->args.size(); ++k) at_own_index &= l->args[k].get() == c.axes[k].get();
+  // Stages that fold into their one reader (te::DagAnalysis::inlines_into_its_reader, SiLU's
+  // sigmoid): a chain sees through them, so x * sigmoid(x) finishes x's reduction like a bias does.
+  const te::DagAnalysis analysis(dag);
+  auto folds = [&](size_t i) { return analysis.inlines_into_its_reader(dag.tensors[i].get()); };
+  // A stage's body with the stages folded into it expanded in place; `folded` collects those.
+  std::function<Expr(size_t, std::set<const te::TensorNode*>&)> expanded = [&](size_t i, std::set<const te::TensorNode*>& folded) {
+    const te::Stage& c = *dag.tensors[i]->stage;
+    return te::rewrite_loads(c.body, [&](const Expr& l) -> Expr {
+      auto it = index.find(l->tensor.get());
+      if (it == index.end() || !folds(it->second)) return nullptr;
+      folded.insert(l->tensor.get());
+      const te::Stage& f = *dag.tensors[it->second]->stage;
+      std::map<const te::ExprNode*, Expr> axes;
+      for (size_t k = 0; k < f.axes.size(); ++k) axes[f.axes[k].get()] = l->args[k];
+      return te::substitute(expanded(it->second, folded), axes);
     });
-    if (!at_own_index) return std::nullopt;
-    return r[0];
+  };
+  // Who reads t once folded stages are looked through.
+  std::function<std::set<size_t>(const te::TensorNode*)> effective_readers = [&](const te::TensorNode* t) {
+    std::set<size_t> out;
+    for (size_t r : readers[t]) {
+      if (!folds(r)) {
+        out.insert(r);
+        continue;
+      }
+      for (size_t rr : effective_readers(dag.tensors[r].get())) out.insert(rr);
+    }
+    return out;
+  };
+  EpiloguePlan plan;
+  // The stage that finishes `t` elementwise inside the loop nest of the reduction at `root`, with its
+  // body (folded stages expanded), or none. Whatever else it reads must be stored before that nest
+  // runs: a placeholder, or a stage before the root that no epilogue computes inside (a stage
+  // combining two reductions waits for the later).
+  struct Finisher {
+    size_t stage;
+    Expr body;
+    std::set<const te::TensorNode*> folded;
+  };
+  auto finisher = [&](const te::TensorRef& t, size_t root) -> std::optional<Finisher> {
+    const std::set<size_t> r = effective_readers(t.get());
+    if (r.size() != 1 || outputs.count(t.get())) return std::nullopt;
+    const size_t c_index = *r.begin();
+    const te::Stage& c = *dag.tensors[c_index]->stage;
+    if (c.is_extern() || c.reducer != te::Reducer::None || c.shape != t->shape) return std::nullopt;
+    if (plan.chain_members.count(dag.tensors[c_index].get())) return std::nullopt;
+    Finisher f{c_index, nullptr, {}};
+    f.body = expanded(c_index, f.folded);
+    bool at_own_index = true, inputs_ready = true;
+    te::visit_loads(f.body, [&](const Expr& l) {
+      const te::TensorNode* in = l->tensor.get();
+      if (in == t.get()) {
+        for (size_t k = 0; k < l->args.size(); ++k) at_own_index &= l->args[k].get() == c.axes[k].get();
+      } else if (in->stage) {
+        inputs_ready &= index.at(in) < root && !plan.computed_inside.count(in);
+      }
+    });
+    if (!at_own_index || !inputs_ready) return std::nullopt;
+    return f;
   };
   for (size_t i = 0; i < dag.tensors.size(); ++i) {
     const te::TensorRef& root = dag.tensors[i];
@@ -196,15 +235,19 @@ EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
     e.value = te::var(root->name + ".value", s.dtype);
     e.expr = e.value;
     te::TensorRef cur = root;
-    for (std::optional<size_t> next = finisher(cur, i); next; next = finisher(cur, i)) {
-      const te::Stage& c = *dag.tensors[*next]->stage;
+    for (std::optional<Finisher> next = finisher(cur, i); next; next = finisher(cur, i)) {
+      const te::Stage& c = *dag.tensors[next->stage]->stage;
       std::map<const te::ExprNode*, Expr> axes;
       for (size_t k = 0; k < c.axes.size(); ++k) axes[c.axes[k].get()] = s.axes[k];
       const Expr so_far = e.expr;
       const te::TensorNode* read = cur.get();
-      e.expr = te::substitute(te::rewrite_loads(c.body, [&](const Expr& l) { return l->tensor.get() == read ? so_far : nullptr; }), axes);
+      e.expr = te::substitute(te::rewrite_loads(next->body, [&](const Expr& l) { return l->tensor.get() == read ? so_far : nullptr; }), axes);
       plan.computed_inside.insert(cur.get());
-      cur = dag.tensors[*next];
+      for (const te::TensorNode* f : next->folded) {
+        plan.computed_inside.insert(f);
+        plan.chain_members.insert(f);
+      }
+      cur = dag.tensors[next->stage];
       plan.chain_members.insert(cur.get());
     }
     if (cur == root) continue;

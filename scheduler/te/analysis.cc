@@ -133,6 +133,17 @@ DagAnalysis::DagAnalysis(const ComputeDAG& dag) {
     }
     f.multi_level_tiling = missing >= 2 || (missing == 1 && is_reduction(s));
   }
+
+  // Needs every stage's reads, so after the pass above.
+  for (size_t me = 0; me < order_.size(); ++me) {
+    Facts& f = order_[me];
+    if (!f.inlineable || !f.simple_access || f.output || f.consumers.size() != 1) continue;
+    const Facts& reader = order_[f.consumers[0]];
+    const Stage& r = *reader.tensor->stage;
+    const std::vector<Indices>& reads = reader.reads.at(me);
+    f.inlines_into_reader = !r.is_extern() && !is_reduction(r) && r.shape == f.tensor->shape && reads.size() == 1 &&
+                            is_identity_read(r, reads[0]);
+  }
 }
 
 size_t DagAnalysis::position(const TensorNode* t) const {
@@ -152,9 +163,10 @@ bool DagAnalysis::is_inlineable(const TensorNode* t) const { return order_[posit
 bool DagAnalysis::is_strictly_inlineable(const TensorNode* t) const {
   return order_[position(t)].strictly_inlineable;
 }
+bool DagAnalysis::inlines_into_its_reader(const TensorNode* t) const { return order_[position(t)].inlines_into_reader; }
 bool DagAnalysis::should_always_inline(const TensorNode* t) const {
   const Facts& f = order_[position(t)];
-  return f.strictly_inlineable && !f.output;
+  return (f.strictly_inlineable || f.inlines_into_reader) && !f.output;
 }
 bool DagAnalysis::needs_multi_level_tiling(const TensorNode* t) const {
   return order_[position(t)].multi_level_tiling;
@@ -239,14 +251,27 @@ bool DagAnalysis::elementwise_match(const TensorNode* t, const TensorNode* targe
   size_t cur = position(t);
   const size_t to = position(target);
   while (cur != to) {
-    const Facts& f = order_[cur];
-    if (!f.tensor->stage || f.tensor->stage->is_extern() || f.consumers.size() != 1) return false;
-    const Facts& next = order_[f.consumers[0]];
-    const Stage& reader = *next.tensor->stage;
-    if (reader.is_extern() || is_reduction(reader) || f.tensor->shape != reader.shape) return false;
-    for (const Indices& idx : next.reads.at(cur))
-      if (!is_identity_read(reader, idx)) return false;
-    cur = f.consumers[0];
+    // The one stage that reads cur once stages that inline into their reader are looked through
+    // (SiLU's sigmoid between a conv and its Mul); every read on the way must be elementwise.
+    std::set<size_t> next;
+    std::function<bool(size_t)> readers_of = [&](size_t from) {
+      const Facts& f = order_[from];
+      if (!f.tensor->stage || f.tensor->stage->is_extern() || f.consumers.empty()) return false;
+      for (size_t c : f.consumers) {
+        const Stage& reader = *order_[c].tensor->stage;
+        if (reader.is_extern() || is_reduction(reader) || f.tensor->shape != reader.shape) return false;
+        for (const Indices& idx : order_[c].reads.at(from))
+          if (!is_identity_read(reader, idx)) return false;
+        if (c != to && order_[c].inlines_into_reader) {
+          if (!readers_of(c)) return false;
+        } else {
+          next.insert(c);
+        }
+      }
+      return true;
+    };
+    if (!readers_of(cur) || next.size() != 1) return false;
+    cur = *next.begin();
   }
   return true;
 }
@@ -262,6 +287,7 @@ std::string print_analysis(const ComputeDAG& dag) {
     if (a.is_simple_access(n)) facts.push_back("simple-access");
     if (a.is_inlineable(n)) facts.push_back("inlineable");
     if (a.is_strictly_inlineable(n)) facts.push_back("strictly-inlineable");
+    if (a.inlines_into_its_reader(n)) facts.push_back("inlines-into-reader");
     if (a.needs_multi_level_tiling(n)) facts.push_back("multi-level-tiling");
     std::vector<std::string> producers, consumers;
     for (const TensorRef& p : a.direct_producers(n)) producers.push_back(p->name);

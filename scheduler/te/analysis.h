@@ -18,6 +18,14 @@
 /// - *Strictly inlineable*: inlineable, simple access and no expensive op. Like Ansor, this is a
 ///   fact about the stage's computation only: a DAG output can be strictly inlineable, and the
 ///   always-inline rule must also ask `!is_output` (should_always_inline does both).
+/// - *Inlines into its reader*: inlineable and simple access, not an output, and read by exactly
+///   one stage, once, at exactly that stage's axes, by a stage that is neither a reduction nor
+///   extern, over the same shape. Inlined, each of its values is still computed once, so an
+///   expensive op costs nothing more; kept, it is a store and a load of a whole tensor. This is
+///   where kiln departs from Ansor, whose always-inline rule keeps every stage with an exp: the
+///   sigmoid of SiLU (x * sigmoid(x), after every conv of YOLOX) or the erf of GELU then stays a
+///   stage, the conv or matmul gets two readers, and its epilogue runs as separate passes over
+///   memory (in YOLOX, a quarter of the model's time).
 /// - *Needs multi-level tiling*: count the input tensors whose reads (all together) never mention
 ///   some spatial axis of extent > 1 of the stage; the stage needs tiling when the count is >= 2,
 ///   or when it is 1 and the stage has reduce axes. Matmul and convolution need it (each operand
@@ -53,8 +61,10 @@ class DagAnalysis {
   /// Inlineable, simple access and no expensive op: inlining costs nothing, so Ansor's
   /// always-inline rule inlines such stages on CPU without searching.
   bool is_strictly_inlineable(const TensorNode* t) const;
-  /// What the always-inline sketch rule asks: strictly inlineable and not a DAG output (an output
-  /// must be stored, so it cannot disappear into a consumer).
+  /// Inlined into its one reader, every value is computed once (see the \file).
+  bool inlines_into_its_reader(const TensorNode* t) const;
+  /// What the always-inline sketch rule asks: not a DAG output (an output must be stored, so it
+  /// cannot disappear into a consumer), and strictly inlineable or inlines into its reader.
   bool should_always_inline(const TensorNode* t) const;
   /// Whether the multi-level tiling sketch rules apply: the stage has data reuse across its
   /// output axes (see the \file for the count).
@@ -85,7 +95,9 @@ class DagAnalysis {
   int num_common_outer_iterators(const TensorNode* t, const TensorNode* target) const;
   /// Whether t's values reach `target` elementwise: following t's single consumer, then that
   /// stage's single consumer, and so on up to target, every step has the same shape as its reader
-  /// and is read only at exactly the reader's axes by a non-reduction stage. True when t is target.
+  /// and is read only at exactly the reader's axes by a non-reduction stage. A consumer that inlines
+  /// into its reader is looked through (x and sigmoid(x) both reach x * sigmoid(x)). True when t
+  /// is target.
   /// This is when Ansor tiles t with target fused into it (multi-level tiling with fusion).
   bool elementwise_match(const TensorNode* t, const TensorNode* target) const;
 
@@ -97,6 +109,7 @@ class DagAnalysis {
     bool simple_access = false;
     bool inlineable = false;
     bool strictly_inlineable = false;
+    bool inlines_into_reader = false;
     bool multi_level_tiling = false;
     bool output = false;
     double flops = 0;

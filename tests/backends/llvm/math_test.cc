@@ -146,5 +146,69 @@ TEST(InlineMath, PowAndFmodFloat32MatchStd) {
   EXPECT_EQ(bad_mod, 0);
 }
 
+// Min and Max (element-wise, and as the accumulator of ReduceMax / MaxPool) are NaN when either
+// operand is: the codegen's cheap compare-select must keep that, whichever side the NaN is on.
+TEST(InlineMath, MinAndMaxPropagateNaNFromEitherOperand) {
+  const std::vector<float> special = {0.0f, -0.0f, 1.0f, -1.0f, 2.5f, -2.5f, 1e-40f, 3e38f, kInf, -kInf, kNaN};
+  std::vector<float> xs, ys;
+  for (float a : special)
+    for (float b : special) xs.push_back(a), ys.push_back(b);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(-10.0f, 10.0f);
+  for (int i = 0; i < 4000; ++i) {  // long enough to vectorize; a NaN now and then on either side
+    xs.push_back(i % 97 == 3 ? kNaN : unit(rng));
+    ys.push_back(i % 89 == 5 ? kNaN : unit(rng));
+  }
+  const int64_t n = static_cast<int64_t>(xs.size());
+  const int64_t rows = 16, cols = 16;  // the pool's input: x's first 256 values as 16x16
+  ModelBuilder mb("minmax");
+  mb.input("x", DType::Float32, Shape{n});
+  mb.input("y", DType::Float32, Shape{n});
+  mb.input("img", DType::Float32, Shape{1, 1, rows, cols});
+  mb.node("Max", {"x", "y"}, {"max"});
+  mb.node("Min", {"x", "y"}, {"min"});
+  mb.node("MaxPool", {"img"}, {"pool"})
+      .attr("kernel_shape", std::vector<int64_t>{3, 3})
+      .attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  mb.output("max", DType::Float32, Shape{n});
+  mb.output("min", DType::Float32, Shape{n});
+  mb.output("pool", DType::Float32, Shape{1, 1, rows, cols});
+  Tensor x(DType::Float32, Shape{n}), y(DType::Float32, Shape{n}), img(DType::Float32, Shape{1, 1, rows, cols});
+  for (int64_t i = 0; i < n; ++i) {
+    x.set_double(i, xs[static_cast<size_t>(i)]);
+    y.set_double(i, ys[static_cast<size_t>(i)]);
+  }
+  std::vector<float> pixels(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = i == 37 || i == 200 ? kNaN : unit(rng);
+  for (int64_t i = 0; i < rows * cols; ++i) img.set_double(i, pixels[static_cast<size_t>(i)]);
+  testing::TempDir dir;
+  std::vector<Tensor> outs = compile_and_run(mb, {{"x", x}, {"y", y}, {"img", img}}, dir);
+  ASSERT_EQ(outs.size(), 3u);
+  auto same = [](double got, double want) { return std::isnan(want) ? std::isnan(got) : got == want; };
+  int bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float a = xs[static_cast<size_t>(i)], b = ys[static_cast<size_t>(i)];
+    bool nan = std::isnan(a) || std::isnan(b);
+    double want_max = nan ? kNaN : std::max(a, b), want_min = nan ? kNaN : std::min(a, b);
+    if (!same(outs[0].get_double(i), want_max) && bad++ < 5)
+      ADD_FAILURE() << "max(" << a << ", " << b << ") = " << outs[0].get_double(i);
+    if (!same(outs[1].get_double(i), want_min) && bad++ < 5)
+      ADD_FAILURE() << "min(" << a << ", " << b << ") = " << outs[1].get_double(i);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      double want = -kInf;
+      for (int64_t dr = -1; dr <= 1; ++dr)
+        for (int64_t dc = -1; dc <= 1; ++dc) {
+          if (r + dr < 0 || r + dr >= rows || c + dc < 0 || c + dc >= cols) continue;
+          float v = pixels[static_cast<size_t>((r + dr) * cols + c + dc)];
+          want = std::isnan(want) || std::isnan(v) ? kNaN : std::max<double>(want, v);
+        }
+      if (!same(outs[2].get_double(r * cols + c), want) && bad++ < 5)
+        ADD_FAILURE() << "pool[" << r << "][" << c << "] = " << outs[2].get_double(r * cols + c) << ", want " << want;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
 }  // namespace
 }  // namespace kiln

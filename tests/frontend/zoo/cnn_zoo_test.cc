@@ -189,6 +189,27 @@ TEST(SingleOpZoo, ConvTransposeIsDcgansFourthLayer) {
   EXPECT_THROW(build_zoo_model("conv_transpose2d", o), Error);
 }
 
+// YOLOX's largest SPP pool on its 13x13 input; the kernel, stride and pads from the options.
+TEST(SingleOpZoo, MaxPoolIsYoloxsLargestSppPool) {
+  testing::TempDir dir;
+  ZooOptions o;
+  o.kernel = 13;
+  o.padding = 6;
+  ModelSummary pool = inspect_zoo("maxpool2d", o, dir);
+  EXPECT_EQ(pool.inputs[0].shape, (Shape{1, 128, 13, 13}));
+  EXPECT_EQ(pool.outputs[0].shape, (Shape{1, 128, 13, 13}));
+  EXPECT_EQ(pool.parameters, 0);
+  o.stride = 2;
+  o.padding = 0;
+  o.size = 27;
+  EXPECT_EQ(inspect_zoo("maxpool2d", o, dir).outputs[0].shape, (Shape{1, 128, 8, 8}));
+  o.padding = 13;  // a window entirely in the padding
+  EXPECT_THROW(build_zoo_model("maxpool2d", o), Error);
+  o.padding = 0;
+  o.size = 12;  // smaller than the kernel
+  EXPECT_THROW(build_zoo_model("maxpool2d", o), Error);
+}
+
 TEST(SingleOpZoo, ShapesFollowTheOptions) {
   testing::TempDir dir;
   ZooOptions o;

@@ -10,6 +10,7 @@
 #include "scheduler/lower/loop_ir.h"
 #include "scheduler/te/lower_graph.h"
 #include "tests/frontend/partition/partition_models.h"
+#include "tests/scheduler/lower/lowered_error.h"
 #include "tests/scheduler/lower/reshape_dag.h"
 #include "tests/frontend/test_models.h"
 
@@ -102,6 +103,31 @@ TEST(LowerDag, BiasAndActivationAreTheConvolutionsEpilogue) {
   const std::string text = lower::print_func(f);
   EXPECT_EQ(text.find("conv["), std::string::npos) << text;  // the bias stage's buffer is never written
   EXPECT_NE(text.find("relu["), std::string::npos) << text;
+}
+
+// SiLU after a matmul, y = mm * sigmoid(mm): the sigmoid inlines into the Mul, so the Mul finishes
+// the matmul as a bias would (before, the matmul had two readers and both ran as passes of their own).
+TEST(LowerDag, SilusSigmoidFoldsIntoTheMatmulsEpilogue) {
+  using V = std::vector<te::Expr>;
+  te::TensorRef a = te::placeholder("a", DType::Float32, {6, 8}), w = te::placeholder("w", DType::Float32, {8, 5});
+  te::TensorRef mm = te::reduce("mm", "matmul", DType::Float32, {6, 5}, te::Reducer::Sum, {8},
+                                [&](const V& i, const V& r) { return te::at(a, {i[0], r[0]}) * te::at(w, {r[0], i[1]}); });
+  te::TensorRef sig = te::compute("sig", "elementwise", DType::Float32, {6, 5},
+                                  [&](const V& i) { return te::unary(te::ExprOp::Sigmoid, te::at(mm, i)); });
+  te::TensorRef silu = te::compute("silu", "elementwise", DType::Float32, {6, 5},
+                                   [&](const V& i) { return te::at(mm, i) * te::at(sig, i); });
+  const te::ComputeDAG dag = te::make_dag({silu});
+  const lower::EpiloguePlan plan = lower::plan_epilogues(dag);
+  ASSERT_EQ(plan.by_stage.size(), 1u) << te::print_dag(dag);
+  EXPECT_EQ(plan.by_stage.begin()->second.out->name, "silu");
+  EXPECT_TRUE(plan.chain_members.count(sig.get()));
+  EXPECT_TRUE(plan.computed_inside.count(sig.get()));
+  const lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
+  const std::string text = lower::print_func(f);
+  EXPECT_EQ(f.body->body.size(), 1u) << text;
+  EXPECT_EQ(text.find("sig["), std::string::npos) << text;
+  EXPECT_EQ(text.find("mm["), std::string::npos) << text;
+  EXPECT_LT(testing::max_error(f, dag), 1e-5) << text;
 }
 
 // Occurrences of `what` in `text`.

@@ -11,14 +11,12 @@
 
 namespace kiln::testing {
 
-// Max abs difference between the JIT-compiled state and the evaluator.
-inline double max_error(const state::State& s, uint32_t seed = 1) {
-  const te::ComputeDAG& dag = s.dag();
-
+// Max abs difference between the JIT-compiled `f`, a lowering of `dag` whose parameters start with the
+// DAG's placeholders and include a buffer named as each output, and the evaluator.
+inline double max_error(const lower::LoweredFunc& f, const te::ComputeDAG& dag, uint32_t seed = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::map<const te::TensorNode*, Tensor> inputs;
-  lower::LoweredFunc f = lower::lower_state_func(s, "prog");
   std::vector<std::vector<float>> storage;
   std::vector<void*> ptrs;
   for (const lower::BufferRef& b : f.params) {
@@ -40,11 +38,19 @@ inline double max_error(const state::State& s, uint32_t seed = 1) {
   std::vector<Tensor> want = te::evaluate(dag, inputs);
   double err = 0;
   for (size_t o = 0; o < dag.outputs.size(); ++o) {
-    const auto& got = storage[dag.placeholders.size() + o];
+    size_t at = 0;
+    while (at < f.params.size() && f.params[at]->name != dag.outputs[o]->name) ++at;
+    if (at == f.params.size()) return INFINITY;  // no output buffer: as wrong as can be
+    const auto& got = storage[at];
     for (int64_t e = 0; e < num_elements(dag.outputs[o]->shape); ++e)
       err = std::max(err, std::abs(static_cast<double>(got[static_cast<size_t>(e)]) - want[o].get_double(e)));
   }
   return err;
+}
+
+// Max abs difference between the JIT-compiled state and the evaluator.
+inline double max_error(const state::State& s, uint32_t seed = 1) {
+  return max_error(lower::lower_state_func(s, "prog"), s.dag(), seed);
 }
 
 }  // namespace kiln::testing

@@ -72,6 +72,26 @@ TEST(Sketch, MatmulReluFusesTheRelu) {
   EXPECT_EQ(got, want) << all(ss);
 }
 
+// SiLU, D = C * sigmoid(C): the sigmoid has an exp (Ansor would keep it a stage, so C had two readers
+// and nothing fused) but it is read once by its only reader, so it is inlined and the Mul follows C's
+// tiles exactly as the Relu above does.
+TEST(Sketch, MatmulSiluInlinesTheSigmoidAndFusesTheMul) {
+  auto a = te::placeholder("A", DType::Float32, {512, 512});
+  auto b = te::placeholder("B", DType::Float32, {512, 512});
+  auto c = matmul(a, b);
+  auto sig = te::compute("S", "elementwise", DType::Float32, {512, 512},
+                         [&](const std::vector<te::Expr>& i) { return te::unary(te::ExprOp::Sigmoid, te::at(c, i)); });
+  auto d = te::compute("D", "elementwise", DType::Float32, {512, 512},
+                       [&](const std::vector<te::Expr>& i) { return te::at(c, i) * te::at(sig, i); });
+  std::vector<State> ss = sketches_of({d});
+  ASSERT_EQ(ss.size(), 2u) << all(ss);
+  for (const State& s : ss) {
+    const std::string steps = print_steps(s);
+    EXPECT_EQ(steps.rfind("S.compute_inline()\n", 0), 0u) << steps;
+    EXPECT_NE(steps.find("C.compute_at(D, "), std::string::npos) << steps;
+  }
+}
+
 TEST(Sketch, Conv2dBiasReluInlinesTheBiasAndFusesTheRelu) {
   auto x = te::placeholder("X", DType::Float32, {1, 8, 14, 14});
   auto w = te::placeholder("W", DType::Float32, {16, 8, 3, 3});

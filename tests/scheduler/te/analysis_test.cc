@@ -267,6 +267,38 @@ TEST(Analysis, ExpensiveOpsBlockStrictInliningOnly) {
   for (const TensorRef& t : {sq, ab}) EXPECT_TRUE(an.is_strictly_inlineable(t.get())) << t->name;
 }
 
+// SiLU after a matmul: the sigmoid is expensive but read once, at its own index, by its only
+// reader, so it inlines there and the matmul reaches the Mul elementwise (and so gets it fused).
+// Read twice, by a reduction, or through a transpose, it does not.
+TEST(Analysis, AnExpensiveStageReadOnceByItsOnlyReaderInlinesIntoIt) {
+  TensorRef a = placeholder("A", f32, {4, 8}), b = placeholder("B", f32, {8, 4});
+  TensorRef mm = matmul("mm", a, b);
+  TensorRef sig = compute("sig", "elementwise", f32, {4, 4}, [&](const V& i) { return unary(ExprOp::Sigmoid, at(mm, i)); });
+  TensorRef silu = compute("silu", "elementwise", f32, {4, 4}, [&](const V& i) { return at(mm, i) * at(sig, i); });
+  DagAnalysis an(make_dag({silu}));
+  EXPECT_FALSE(an.is_strictly_inlineable(sig.get()));
+  EXPECT_TRUE(an.inlines_into_its_reader(sig.get()));
+  EXPECT_TRUE(an.should_always_inline(sig.get()));
+  EXPECT_FALSE(an.inlines_into_its_reader(silu.get()));  // the output
+  EXPECT_TRUE(an.elementwise_match(mm.get(), silu.get()));
+  EXPECT_TRUE(an.elementwise_match(sig.get(), silu.get()));
+
+  TensorRef sig2 = compute("sig2", "elementwise", f32, {4, 4}, [&](const V& i) { return unary(ExprOp::Sigmoid, at(mm, i)); });
+  TensorRef twice = compute("twice", "elementwise", f32, {4, 4}, [&](const V& i) { return at(sig2, i) * at(sig2, i); });
+  TensorRef sig3 = compute("sig3", "elementwise", f32, {4, 4}, [&](const V& i) { return unary(ExprOp::Sigmoid, at(mm, i)); });
+  TensorRef rowsum = reduce("rowsum", "reduction", f32, {4}, Reducer::Sum, {4},
+                            [&](const V& i, const V& r) { return at(sig3, {i[0], r[0]}); });
+  TensorRef sig4 = compute("sig4", "elementwise", f32, {4, 4}, [&](const V& i) { return unary(ExprOp::Sigmoid, at(mm, i)); });
+  TensorRef transposed = compute("transposed", "elementwise", f32, {4, 4}, [&](const V& i) { return at(sig4, {i[1], i[0]}); });
+  TensorRef via_t = compute("via_t", "elementwise", f32, {4, 4}, [&](const V& i) { return at(mm, i) + at(transposed, i); });
+  DagAnalysis an2(make_dag({twice, rowsum, via_t}));
+  EXPECT_FALSE(an2.inlines_into_its_reader(sig2.get()));  // read twice: inlining would compute it twice
+  EXPECT_FALSE(an2.inlines_into_its_reader(sig3.get()));  // read inside a reduction
+  EXPECT_TRUE(an2.inlines_into_its_reader(transposed.get()));  // a transpose is a simple read, once
+  EXPECT_FALSE(an2.inlines_into_its_reader(sig4.get()));  // read at the transposed index
+  EXPECT_FALSE(an2.elementwise_match(sig4.get(), via_t.get()));  // through the transpose
+}
+
 TEST(Analysis, InlinedStagesAreLookedThroughWithoutDuplicates) {
   // a -> b -> d, a -> c -> d, a -> d: with b and c inlined, a's only consumer is d, listed once.
   TensorRef x = placeholder("x", f32, {8});
@@ -278,9 +310,12 @@ TEST(Analysis, InlinedStagesAreLookedThroughWithoutDuplicates) {
   EXPECT_EQ(names(an.consumers(a.get(), inlined({b.get()}))), (Names{"c", "d"}));
   EXPECT_EQ(names(an.producers(d.get(), inlined({b.get(), c.get()}))), (Names{"a"}));
   EXPECT_EQ(names(an.producers(d.get(), inlined({a.get(), b.get(), c.get()}))), (Names{"x"}));
-  EXPECT_FALSE(an.elementwise_match(a.get(), d.get()));  // a has three readers
+  EXPECT_TRUE(an.elementwise_match(a.get(), d.get()));  // b and c inline into d, its one other reader
   EXPECT_EQ(an.num_common_outer_iterators(a.get(), d.get()), 1);
   EXPECT_EQ(an.num_common_outer_iterators(x.get(), d.get()), 1);
+  TensorRef e = relu("e", a);  // a second output reading a: now a has two readers that stay
+  DagAnalysis an2(make_dag({d, e}));
+  EXPECT_FALSE(an2.elementwise_match(a.get(), d.get()));
 }
 
 TEST(Analysis, ExternStagesHaveNoAccessFacts) {
