@@ -11,6 +11,13 @@
 /// layout and micro-kernel of every other conv. This is the sub-pixel convolution identity; TVM
 /// instead dilates the input with zeros and ORT calls a GEMM then col2im.
 ///
+/// One Conv computes every phase on one grid of rows, the union of the rows the phases need: with
+/// pads, phases need different rows (dcgan's k4 s2 p1: phase 0 rows 1..n, phase 1 rows 0..n-1), so
+/// the grid has n + 1 rows: on a 4x4 input (5/4)^2 = 1.56 times the work. When the
+/// stride divides the output, the *exact split* gives each phase its own Conv (its taps, its pads, n
+/// rows), concatenated in DCR order and interleaved by DepthToSpace (DCR); it is used when the shared
+/// grid is at least 1/8 larger than the rows needed, which pays for the s^2 Convs.
+///
 /// Applies to ConvTranspose nodes of the default domain with constant float weights (and bias),
 /// dilation 1, and either stride 1 on every axis (any spatial rank: the Conv alone, weights flipped)
 /// or 2 spatial axes with the same stride (DepthToSpace has one block size). Any other keeps its

@@ -37,10 +37,11 @@ int rewrite_and_compare(Graph& g) { return testing::rewrite_and_compare(g, conv_
 
 using Ints = std::vector<int64_t>;
 
-// dcgan's layer: kernel 4, stride 2, pads 1. The phases' rows overlap the pads by one, so the
-// interleaved grid is cropped.
+// dcgan's last layer: kernel 4, stride 2, pads 1, on 32x32. The phases' rows overlap the pads by one,
+// so the interleaved grid is cropped; the shared grid (33 rows per phase for 32) costs 6% more work,
+// too little for a Conv per phase.
 TEST(ConvTransposeToConv, DcganLayerBecomesConvDepthToSpaceAndSlice) {
-  Graph g = deconv_model({1, 8, 4, 4}, {8, 5, 4, 4}, 1, true, [](ModelBuilder::NodeRef& n) {
+  Graph g = deconv_model({1, 8, 32, 32}, {8, 5, 4, 4}, 1, true, [](ModelBuilder::NodeRef& n) {
     n.attr("strides", Ints{2, 2}).attr("pads", Ints{1, 1, 1, 1});
   });
   EXPECT_EQ(rewrite_and_compare(g), 1);
@@ -48,6 +49,35 @@ TEST(ConvTransposeToConv, DcganLayerBecomesConvDepthToSpaceAndSlice) {
   const Shape& w = g.value(g.nodes[0].inputs[1]).shape;
   EXPECT_EQ(w, (Shape{20, 8, 2, 2}));  // 5 channels x 4 phases, a 2 x 2 kernel per phase
   EXPECT_FALSE(g.has_value("w"));
+}
+
+// dcgan's second layer, 4x4 -> 8x8: a shared grid would compute 5x5 rows per phase for the 4x4 each
+// keeps (1.56x the work), so each phase gets its own Conv with its own pads, and DepthToSpace (DCR)
+// interleaves their Concat.
+TEST(ConvTransposeToConv, SmallDcganLayerSplitsIntoAConvPerPhase) {
+  Graph g = deconv_model({1, 8, 4, 4}, {8, 5, 4, 4}, 1, true, [](ModelBuilder::NodeRef& n) {
+    n.attr("strides", Ints{2, 2}).attr("pads", Ints{1, 1, 1, 1});
+  });
+  EXPECT_EQ(rewrite_and_compare(g), 1);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv", "Conv", "Conv", "Conv", "Concat", "DepthToSpace"}));
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(g.value(g.nodes[k].inputs[1]).shape, (Shape{5, 8, 2, 2})) << k;
+    EXPECT_EQ(g.value(g.nodes[k].outputs[0]).shape, (Shape{1, 5, 4, 4})) << k;  // exactly the rows kept
+  }
+  EXPECT_EQ(g.nodes[5].attr_string("mode", ""), "DCR");
+}
+
+// Stride 3 with a 5-tap kernel: the three phases along an axis have 2, 1 and 2 taps, so the Convs of
+// the exact split have different kernels; groups and a bias as well.
+TEST(ConvTransposeToConv, ExactSplitWithUnequalTapsAndGroups) {
+  Graph g = deconv_model({1, 4, 4, 4}, {4, 3, 5, 5}, 2, true, [](ModelBuilder::NodeRef& n) {
+    n.attr("strides", Ints{3, 3}).attr("pads", Ints{1, 1, 1, 1});
+  });
+  EXPECT_EQ(rewrite_and_compare(g), 1);
+  ASSERT_EQ(g.nodes.size(), 11u);  // 9 Convs, Concat, DepthToSpace
+  EXPECT_EQ(g.value(g.nodes[0].inputs[1]).shape, (Shape{6, 2, 2, 2}));
+  EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{6, 2, 2, 1}));
+  EXPECT_EQ(g.value(g.nodes[4].inputs[1]).shape, (Shape{6, 2, 1, 1}));
 }
 
 // Kernel 2, stride 2, no pads: the phases tile the output exactly, so nothing is cropped.
