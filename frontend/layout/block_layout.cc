@@ -43,7 +43,8 @@ class BlockLayout {
     for (const auto& [name, v] : g_.values)
       if (v.constant) produced_.insert(name);
     for (Node& n : g_.nodes) {
-      if (try_conv(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_global_average_pool(n))
+      if (try_conv(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_global_average_pool(n) ||
+          try_depth_to_space(n))
         continue;
       for (const auto& in : n.inputs) need_nchw(in);
       for (const auto& o : n.outputs) produced_.insert(o);
@@ -326,6 +327,35 @@ class BlockLayout {
     Node& concat = emit("Concat", n.name, ins, {ob}, "");
     concat.opset = 13;
     concat.attrs["axis"] = AttrValue(int64_t{1});
+    blocked_[n.outputs[0]] = ob;
+    return true;
+  }
+
+  // DepthToSpace (DCR) of a blocked tensor whose output channels fill whole blocks: input channel
+  // (dy * s + dx) * C + c is block (dy * s + dx) * C / b + c / b, so the interleave moves whole blocks
+  // of b floats and stays blocked: [N, s, s, C/b, H, W, b] -> [N, C/b, H, s, W, s, b]. A ConvTranspose
+  // split into a Conv per phase ends in one (conv_transpose_to_conv.h); in NCHW it was a reorder out,
+  // a scalar gather and a reorder back in.
+  bool try_depth_to_space(const Node& n) {
+    if (!n.domain.empty() || n.op_type != "DepthToSpace" || n.outputs.size() != 1 || !is_f32(n.outputs[0])) return false;
+    if (n.attr_string("mode", "DCR") != "DCR" || !blocked_.count(n.inputs[0])) return false;
+    const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
+    const Shape& ys = g_.value(n.outputs[0]).shape;
+    const int64_t s = n.attr_int("blocksize", 0), b = xb.back();
+    if (xb.size() != 5 || ys.size() != 4 || s < 1 || ys[1] % b != 0 || channels(n.inputs[0]) != ys[1] * s * s) return false;
+    auto shape_constant = [&](const std::string& name, const std::vector<int64_t>& dims) {
+      return g_.add_constant(name, Tensor::from_ints(DType::Int64, {static_cast<int64_t>(dims.size())}, dims));
+    };
+    const int64_t cb = ys[1] / b, h = xb[2], w = xb[3];
+    const std::string split = g_.add_value(n.outputs[0] + ".phase_blocks", DType::Float32, {xb[0], s, s, cb, h, w, b});
+    emit("Reshape", n.name + ".phase_blocks", {blocked_.at(n.inputs[0]), shape_constant(n.name + ".phase_shape", {xb[0], s, s, cb, h, w, b})},
+         {split}, "").opset = 14;
+    const std::string moved = g_.add_value(n.outputs[0] + ".interleaved_blocks", DType::Float32, {xb[0], cb, h, s, w, s, b});
+    Node& t = emit("Transpose", n.name + ".interleave_blocks", {split}, {moved}, "");
+    t.opset = 13;
+    t.attrs["perm"] = AttrValue(std::vector<int64_t>{0, 3, 4, 1, 5, 2, 6});
+    const std::string ob = add_blocked(n.outputs[0], blocked_shape(ys, cb, b));
+    emit("Reshape", n.name, {moved, shape_constant(n.name + ".blocked_shape", {ys[0], cb, ys[2], ys[3], b})}, {ob}, "").opset = 14;
     blocked_[n.outputs[0]] = ob;
     return true;
   }

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
@@ -191,6 +194,28 @@ TEST(BlockLayout, ConcatStaysBlockedOnlyOverWholeBlocks) {
     EXPECT_EQ(lay_out_and_compare(g, 8), 2);
     const std::vector<std::string> ops = op_types(g);
     EXPECT_EQ(ops.back(), second == 8 ? "ReorderFromBlocked" : "Concat") << second;
+  }
+}
+
+// A ConvTranspose split into a Conv per phase (dcgan's layers): DepthToSpace (DCR) of their blocked
+// Concat moves whole blocks, so the region stays blocked up to the next conv. CRD, or output channels
+// that do not fill whole blocks, leave it NCHW.
+TEST(BlockLayout, DepthToSpaceOfWholeBlocksStaysBlocked) {
+  for (const auto& [mode, out_channels, blocked] : std::vector<std::tuple<std::string, int64_t, bool>>{
+           {"DCR", 8, true}, {"CRD", 8, false}, {"DCR", 4, false}}) {
+    ModelBuilder b("d2s", 13);
+    b.input("x", DType::Float32, Shape{1, 4, 5, 5});
+    conv(b, "x", "p", 4, out_channels * 4, 1);
+    b.node("DepthToSpace", {"p"}, {"d"}).attr("blocksize", int64_t{2}).attr("mode", mode);
+    b.node("Relu", {"d"}, {"r"});
+    conv(b, "r", "y", out_channels, 8, 3);
+    b.output("y", DType::Float32, Shape{});
+    Graph g = prepared_graph(b);
+    EXPECT_EQ(lay_out_and_compare(g, 8), 2) << mode << out_channels;
+    const std::vector<std::string> ops = op_types(g);
+    const size_t reorders = static_cast<size_t>(std::count(ops.begin(), ops.end(), "ReorderFromBlocked"));
+    EXPECT_EQ(reorders, blocked ? 1u : 2u) << mode << out_channels;  // the output's, and one before the interleave
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "Transpose"), blocked ? 1 : 0) << mode << out_channels;
   }
 }
 
