@@ -542,9 +542,11 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
           slice_bytes += num_elements(l->tensor->shape) * static_cast<int64_t>(dtype_size(l->tensor->dtype)) /
                          s.shape[*operand_axis];
       });
+    // M must divide the blocks; 3 is there for counts that 2 does not divide: 1000 classes are 63
+    // blocks (squeezenet's last conv ran 13 x 1 accumulators, a broadcast per FMA), 144 channels 9.
     int64_t M = 1;
     if (operand_axis)
-      for (int64_t m : {4, 2})
+      for (int64_t m : {4, 3, 2})
         if (s.shape[*operand_axis] % m == 0 && budget / (m * vectors) >= 4 && m * slice_bytes <= p.l2_bytes / 2) {
           M = m;
           break;

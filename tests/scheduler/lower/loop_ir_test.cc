@@ -130,6 +130,24 @@ TEST(LowerDag, SilusSigmoidFoldsIntoTheMatmulsEpilogue) {
   EXPECT_LT(testing::max_error(f, dag), 1e-5) << text;
 }
 
+// A blocked 1x1 conv with 9 output-channel blocks (144 channels; squeezenet's 1000 classes are 63): 4
+// and 2 do not divide them, so the register tile takes 3 blocks, each input value broadcast once for
+// three FMAs instead of one.
+TEST(LowerDag, ABlockCountOfThreesGetsThreeBlockRegisterTiles) {
+  te::TensorRef in = te::placeholder("in", DType::Float32, {2, 13, 13, 16});
+  te::TensorRef wt = te::placeholder("wt", DType::Float32, {9, 2, 16, 16});
+  te::TensorRef out = te::reduce(
+      "out", "conv", DType::Float32, {9, 13, 13, 16}, te::Reducer::Sum, {2, 16},
+      [&](const std::vector<te::Expr>& o, const std::vector<te::Expr>& r) {
+        return te::at(in, {r[0], o[1], o[2], r[1]}) * te::at(wt, {o[0], r[0], r[1], o[3]});
+      });
+  const te::ComputeDAG dag = te::make_dag({out});
+  const lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
+  const std::string text = lower::print_func(f);
+  EXPECT_NE(text.find("i0.m in 0..3"), std::string::npos) << text;
+  EXPECT_LT(testing::max_error(f, dag), 1e-3) << text;
+}
+
 // Occurrences of `what` in `text`.
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
