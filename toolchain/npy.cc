@@ -66,7 +66,10 @@ Tensor load_npy(const std::string& path) {
   if (!in) throw Error(path + ": cannot open file");
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string data = ss.str();
+  return parse_npy(ss.str(), path);
+}
+
+Tensor parse_npy(const std::string& data, const std::string& path) {
   if (data.size() < 10 || data.compare(0, 6, kMagic, 6) != 0) throw Error(path + ": not a .npy file");
   int major = static_cast<unsigned char>(data[6]);
   size_t header_len, offset;

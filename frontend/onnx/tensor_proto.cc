@@ -102,10 +102,14 @@ Tensor load_tensor_file(const std::string& path, std::string* name) {
   if (!in) throw Error(path + ": cannot open file");
   std::stringstream ss;
   ss << in.rdbuf();
+  return parse_tensor_file(ss.str(), path, name);
+}
+
+Tensor parse_tensor_file(const std::string& bytes, const std::string& context, std::string* name) {
   onnx::TensorProto p;
-  if (!p.ParseFromString(ss.str())) throw Error(path + ": not a valid serialized TensorProto");
+  if (!p.ParseFromString(bytes)) throw Error(context + ": not a valid serialized TensorProto");
   if (name) *name = p.name();
-  return tensor_from_proto(p, path);
+  return tensor_from_proto(p, context);
 }
 
 void save_tensor_file(const std::string& path, const Tensor& t, const std::string& name) {

@@ -18,6 +18,8 @@ void tensor_to_proto(const Tensor& t, onnx::TensorProto& proto);
 
 /// A serialized TensorProto file (test_data_set_N/input_0.pb). The tensor's name is returned in `name`.
 Tensor load_tensor_file(const std::string& path, std::string* name = nullptr);
+/// The same from the file's bytes; `context` (the file's name) starts every message.
+Tensor parse_tensor_file(const std::string& bytes, const std::string& context, std::string* name = nullptr);
 void save_tensor_file(const std::string& path, const Tensor& t, const std::string& name);
 
 }  // namespace kiln

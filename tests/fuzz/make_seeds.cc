@@ -1,19 +1,59 @@
-// Writes the fuzzer's seed corpus: small models from kiln's own builder, covering raw and typed
-// initializers, attributes of every kind, symbolic dimensions and several dtypes.
+// Writes a fuzzer's seed corpus. `make_seeds DIR`: small models from kiln's own builder, covering raw
+// and typed initializers, attributes of every kind, symbolic dimensions and several dtypes (the
+// importer's). `make_seeds DIR tensors`: .npy and TensorProto files of several dtypes and ranks, each
+// behind the selector byte of fuzz_tensor_files.cc (0: .npy, 1: TensorProto).
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "frontend/onnx/model_builder.h"
+#include "frontend/onnx/tensor_proto.h"
 #include "frontend/zoo/zoo.h"
+#include "toolchain/npy.h"
 
 using namespace kiln;
 
+namespace {
+
+// Rewrites `path` with `selector` in front of its bytes.
+void prefix(const std::string& path, char selector) {
+  std::stringstream ss;
+  ss << std::ifstream(path, std::ios::binary).rdbuf();
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << selector << ss.str();
+}
+
+int tensor_seeds(const std::string& dir) {
+  using D = std::vector<double>;
+  using I = std::vector<int64_t>;
+  const std::vector<Tensor> tensors = {
+      Tensor::from_doubles(DType::Float32, {2, 3}, D{1, -2, 3.5, 0, 1e-3, 7}),
+      Tensor::from_doubles(DType::Float16, {4}, D{0.5, 1, 2, -4}),
+      Tensor::from_doubles(DType::Float64, {}, D{3.25}),
+      Tensor::from_ints(DType::Int64, {1, 2, 2}, I{1, -2, 3, 4}),
+      Tensor::from_ints(DType::UInt8, {3}, I{0, 128, 255}),
+      Tensor::from_ints(DType::Bool, {2}, I{0, 1}),
+      Tensor(DType::Float32, Shape{0, 5}),
+  };
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string npy = dir + "/t" + std::to_string(i) + ".npy", pb = dir + "/t" + std::to_string(i) + ".pb";
+    save_npy(npy, tensors[i]);
+    prefix(npy, 0);
+    save_tensor_file(pb, tensors[i], "x" + std::to_string(i));
+    prefix(pb, 1);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: make_seeds DIR\n");
+  if (argc != 2 && !(argc == 3 && std::string(argv[2]) == "tensors")) {
+    std::fprintf(stderr, "usage: make_seeds DIR [tensors]\n");
     return 2;
   }
   std::string dir = argv[1];
+  if (argc == 3) return tensor_seeds(dir);
   build_zoo_model("tiny_cnn", ZooOptions{}).save(dir + "/tiny_cnn.onnx");
 
   ModelBuilder b("seed_attrs", 13);
