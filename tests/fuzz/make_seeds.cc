@@ -1,7 +1,8 @@
 // Writes a fuzzer's seed corpus. `make_seeds DIR`: small models from kiln's own builder, covering raw
 // and typed initializers, attributes of every kind, symbolic dimensions and several dtypes (the
 // importer's). `make_seeds DIR tensors`: .npy and TensorProto files of several dtypes and ranks, each
-// behind the selector byte of fuzz_tensor_files.cc (0: .npy, 1: TensorProto).
+// behind the selector byte of fuzz_tensor_files.cc (0: .npy, 1: TensorProto). `make_seeds DIR rpc`:
+// what a client sends an RPC server or tracker: a preamble, then frames of every message it decodes.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "frontend/onnx/model_builder.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "frontend/zoo/zoo.h"
+#include "runtime/rpc/protocol.h"
 #include "toolchain/npy.h"
 
 using namespace kiln;
@@ -45,15 +47,51 @@ int tensor_seeds(const std::string& dir) {
   return 0;
 }
 
+// One seed per message: a client preamble, then the frame (written through the protocol's own writers
+// into the file, which is an fd like a socket).
+int rpc_seeds(const std::string& dir) {
+  using namespace kiln::rpc;
+  auto seed = [&](const std::string& name, MsgType type, const Writer& body) {
+    const std::string path = dir + "/" + name;
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) return false;
+    const int fd = fileno(f);
+    const bool ok = write_preamble(fd, static_cast<uint16_t>(Role::kClient), 1000).ok() &&
+                    write_frame(fd, type, body.bytes(), 1000).ok();
+    std::fclose(f);
+    return ok;
+  };
+  RunSpec spec;
+  spec.func = "kiln_program";
+  spec.buffers = {{64, kiln::rpc::DType::kF32, true, false}, {32, kiln::rpc::DType::kF32, false, true}};
+  spec.number = 3;
+  spec.repeat = 2;
+  Writer run, info, outcome, status, upload;
+  encode_run_spec(run, spec);
+  encode_server_info(info, ServerInfo{"x86_64", "host", 1000, 1 << 20, 5000});
+  RunOutcome o;
+  o.costs = {1e-3, 2e-3};
+  o.outputs = {{1, std::vector<uint8_t>(32, 7)}};
+  encode_run_outcome(outcome, o);
+  encode_status(status, {{"host", 2, 1, 0}});
+  upload.str("candidate.so");
+  bool ok = seed("run", MsgType::kRun, run) && seed("welcome", MsgType::kWelcome, info) &&
+            seed("result", MsgType::kResult, outcome) && seed("status", MsgType::kStatusReply, status) &&
+            seed("upload", MsgType::kUpload, upload);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2 && !(argc == 3 && std::string(argv[2]) == "tensors")) {
-    std::fprintf(stderr, "usage: make_seeds DIR [tensors]\n");
+  const std::string kind = argc == 3 ? argv[2] : "";
+  if (argc < 2 || argc > 3 || (argc == 3 && kind != "tensors" && kind != "rpc")) {
+    std::fprintf(stderr, "usage: make_seeds DIR [tensors|rpc]\n");
     return 2;
   }
   std::string dir = argv[1];
-  if (argc == 3) return tensor_seeds(dir);
+  if (kind == "tensors") return tensor_seeds(dir);
+  if (kind == "rpc") return rpc_seeds(dir);
   build_zoo_model("tiny_cnn", ZooOptions{}).save(dir + "/tiny_cnn.onnx");
 
   ModelBuilder b("seed_attrs", 13);
