@@ -130,18 +130,21 @@ TEST(LowerDag, SilusSigmoidFoldsIntoTheMatmulsEpilogue) {
   EXPECT_LT(testing::max_error(f, dag), 1e-5) << text;
 }
 
+// A blocked 1x1 conv with 16-wide blocks, out[ob, h, w, o] = sum_{ib, i} in[ib, h, w, i] * wt[ob, ib, i, o].
+te::TensorRef blocked_1x1_conv(int64_t in_blocks, int64_t out_blocks, int64_t h, int64_t w) {
+  te::TensorRef in = te::placeholder("in", DType::Float32, {in_blocks, h, w, 16});
+  te::TensorRef wt = te::placeholder("wt", DType::Float32, {out_blocks, in_blocks, 16, 16});
+  return te::reduce("out", "conv", DType::Float32, {out_blocks, h, w, 16}, te::Reducer::Sum, {in_blocks, 16},
+                    [&](const std::vector<te::Expr>& o, const std::vector<te::Expr>& r) {
+                      return te::at(in, {r[0], o[1], o[2], r[1]}) * te::at(wt, {o[0], r[0], r[1], o[3]});
+                    });
+}
+
 // A blocked 1x1 conv with 9 output-channel blocks (144 channels; squeezenet's 1000 classes are 63): 4
 // and 2 do not divide them, so the register tile takes 3 blocks, each input value broadcast once for
 // three FMAs instead of one.
 TEST(LowerDag, ABlockCountOfThreesGetsThreeBlockRegisterTiles) {
-  te::TensorRef in = te::placeholder("in", DType::Float32, {2, 13, 13, 16});
-  te::TensorRef wt = te::placeholder("wt", DType::Float32, {9, 2, 16, 16});
-  te::TensorRef out = te::reduce(
-      "out", "conv", DType::Float32, {9, 13, 13, 16}, te::Reducer::Sum, {2, 16},
-      [&](const std::vector<te::Expr>& o, const std::vector<te::Expr>& r) {
-        return te::at(in, {r[0], o[1], o[2], r[1]}) * te::at(wt, {o[0], r[0], r[1], o[3]});
-      });
-  const te::ComputeDAG dag = te::make_dag({out});
+  const te::ComputeDAG dag = te::make_dag({blocked_1x1_conv(2, 9, 13, 13)});
   const lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
   const std::string text = lower::print_func(f);
   EXPECT_NE(text.find("i0.m in 0..3"), std::string::npos) << text;
@@ -155,18 +158,12 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-// A blocked 1x1 conv, out[ob, h, w, o] = sum_{ib, i} in[ib, h, w, i] * wt[ob, ib, i, o] with 16-wide
-// blocks: each step of the input-channel block loop first asks for the input lines of the next tile
-// of output pixels (one per pixel row of the tile), never for the weights (read along the vector).
+// A blocked 1x1 conv: each step of the input-channel block loop first asks for the input lines of the
+// next tile of output pixels (one per pixel row of the tile), never for the weights (read along the
+// vector).
 TEST(LowerDag, BlockedConvPrefetchesTheNextTilesInput) {
-  te::TensorRef in = te::placeholder("in", DType::Float32, {2, 3, 12, 16});
-  te::TensorRef wt = te::placeholder("wt", DType::Float32, {4, 2, 16, 16});
-  te::TensorRef out = te::reduce(
-      "out", "conv", DType::Float32, {4, 3, 12, 16}, te::Reducer::Sum, {2, 16},
-      [&](const std::vector<te::Expr>& o, const std::vector<te::Expr>& r) {
-        return te::at(in, {r[0], o[1], o[2], r[1]}) * te::at(wt, {o[0], r[0], r[1], o[3]});
-      });
-  const std::string text = lower::print_func(lower::lower_dag(te::make_dag({out}), "k", {}));
+  const std::string text =
+      lower::print_func(lower::lower_dag(te::make_dag({blocked_1x1_conv(2, 4, 3, 12)}), "k", {}));
   EXPECT_EQ(count(text, "prefetch wt["), 0u) << text;
   // Tiles of 6 pixel rows (12 = 2 x 6): one prefetch per row, inside the block loop, before `for r1`.
   EXPECT_EQ(count(text, "prefetch in["), 6u) << text;
