@@ -7,11 +7,12 @@
 # headed `# sN` in `kiln dump MODEL --dump-after lower`, or in `kiln compile ... --dump-after lower`
 # with records): its 1-thread time, each half's time at 2 threads, and the time lost against a
 # perfect split, the biggest losses first (ORDER `lost`, the default) or the longest 1-thread times
-# first (ORDER `time`). Not part of ctest.
+# first (ORDER `time`); the first 25 loops, or $TOP. Not part of ctest.
 set -euo pipefail
 pkg=${1:?usage: bench/parallel_profile.sh PKG [REPEAT] [lost|time]}
 repeat=${2:-10}
 order=${3:-lost}
+top=${TOP:-25}
 case $order in lost|time) ;; *) echo "parallel_profile.sh: ORDER is lost or time, not $order" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 json=$(ls "$pkg"/*.json | head -n 1)
@@ -29,9 +30,9 @@ cc -O2 -no-pie -I "$pkg" -DKP_HEADER="\"$name.h\"" -DKP_M="$name" -DKP_NUM_INPUT
 "$work/profile" 1 "$repeat" >"$work/t1"
 "$work/profile" 2 "$repeat" >"$work/t2"
 nm "$work/profile" >"$work/syms"
-python3 - "$work" "$order" <<'PY'
+python3 - "$work" "$order" "$top" <<'PY'
 import re, sys
-work, order = sys.argv[1], sys.argv[2]
+work, order, top = sys.argv[1], sys.argv[2], int(sys.argv[3])
 syms = {int(a, 16): n for a, _, n in (l.split() for l in open(f"{work}/syms") if len(l.split()) == 3)}
 def calls(f):
     rows = []
@@ -49,6 +50,6 @@ print(f"parallel loops: {len(one)}; 1 thread {t1 / 1e3:.2f} ms, 2 threads {t2 / 
 print(f"{'loop':32} {'n':>5} {'1 thread us':>12} {'caller us':>10} {'worker us':>10} {'lost us':>8}")
 lost = lambda p: p[1][2] + p[1][4] - p[0][2] / 2
 rows = sorted(zip(one, two), key=(lambda p: -p[0][2]) if order == "time" else (lambda p: -lost(p)))
-for a, b in rows[:int(__import__("os").environ.get("TOP", "25"))]:
+for a, b in rows[:top]:
     print(f"{a[0]:32} {a[1]:5d} {a[2]:12.1f} {b[2]:10.1f} {b[3]:10.1f} {lost((a, b)):8.1f}")
 PY

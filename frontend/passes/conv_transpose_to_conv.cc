@@ -61,7 +61,10 @@ std::optional<std::vector<ExactPhase>> exact_phases(const Graph& g, const Node& 
   if (win.rank() != 2) return std::nullopt;
   const int64_t s = win.strides[0];
   if (s < 2) return std::nullopt;
-  std::vector<std::vector<ExactPhase>> per_axis(2);  // per axis, per rho: that axis's part of a phase
+  struct AxisPhase {  // one axis's part of a phase
+    int64_t r, taps, before, after;
+  };
+  std::vector<AxisPhase> per_axis[2];  // per axis, per rho
   for (size_t a = 0; a < 2; ++a) {
     if (win.dilations[a] != 1 || win.strides[a] != s || win.out[a] % s != 0) return std::nullopt;
     const int64_t in = x.shape[a + 2], rows = win.out[a] / s;
@@ -70,13 +73,13 @@ std::optional<std::vector<ExactPhase>> exact_phases(const Graph& g, const Node& 
       const int64_t m = nn::ceil_div(win.kernel[a] - r, s);
       const int64_t before = m - 1 - off, after = rows - 1 + off - (in - 1);
       if (m < 1 || before < 0 || after < 0) return std::nullopt;
-      per_axis[a].push_back({{r}, {m}, {before}, {after}});
+      per_axis[a].push_back({r, m, before, after});
     }
   }
   std::vector<ExactPhase> phases;  // row-major in (rho_h, rho_w): DepthToSpace DCR's channel order
-  for (const ExactPhase& h : per_axis[0])
-    for (const ExactPhase& w : per_axis[1])
-      phases.push_back({{h.r[0], w.r[0]}, {h.taps[0], w.taps[0]}, {h.pads_begin[0], w.pads_begin[0]}, {h.pads_end[0], w.pads_end[0]}});
+  for (const AxisPhase& h : per_axis[0])
+    for (const AxisPhase& w : per_axis[1])
+      phases.push_back({{h.r, w.r}, {h.taps, w.taps}, {h.before, w.before}, {h.after, w.after}});
   return phases;
 }
 
@@ -178,11 +181,10 @@ Tensor int64_vector(const std::vector<int64_t>& v) {
 
 // The nodes that replace ConvTranspose `n` by its exact split: a Conv per phase, their Concat along
 // channels in DCR order, and DepthToSpace (DCR) into the output.
-std::vector<Node> rewrite_exact(Graph& g, const Node& n, const std::vector<ExactPhase>& phases) {
+std::vector<Node> rewrite_exact(Graph& g, const Node& n, int64_t s, const std::vector<ExactPhase>& phases) {
   const Value& x = g.value(n.inputs[0]);
   const Shape y = g.value(n.outputs[0]).shape;
   const int64_t group = n.attr_int("group", 1);
-  const int64_t s = nn::conv_transpose_window(n, x.shape, g.constant_input(n, 1)->shape()).strides[0];
   const bool bias = n.inputs.size() > 2 && !n.inputs[2].empty();
   std::vector<Node> out;
   std::vector<std::string> parts;
@@ -262,7 +264,7 @@ int conv_transpose_to_conv(Graph& g) {
     }
     std::optional<std::vector<ExactPhase>> exact;
     if (p->stride > 1 && exact_split_pays(*p, g.value(n.outputs[0]).shape)) exact = exact_phases(g, n);
-    for (Node& r : exact ? rewrite_exact(g, n, *exact) : rewrite(g, n, *p)) nodes.push_back(std::move(r));
+    for (Node& r : exact ? rewrite_exact(g, n, p->stride, *exact) : rewrite(g, n, *p)) nodes.push_back(std::move(r));
     ++rewritten;
   }
   g.nodes = std::move(nodes);

@@ -160,42 +160,24 @@ std::optional<size_t> operand_block_axis(const te::Stage& s) {
 }
 
 EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
-  std::map<const te::TensorNode*, std::vector<size_t>> readers;
-  for (size_t i = 0; i < dag.tensors.size(); ++i)
-    for (const te::TensorRef& in : dag.tensors[i]->stage->inputs()) readers[in.get()].push_back(i);
-  std::set<const te::TensorNode*> outputs;
-  for (const te::TensorRef& o : dag.outputs) outputs.insert(o.get());
   std::map<const te::TensorNode*, size_t> index;
   for (size_t i = 0; i < dag.tensors.size(); ++i) index[dag.tensors[i].get()] = i;
   // Stages that fold into their one reader (te::DagAnalysis::inlines_into_its_reader, SiLU's
   // sigmoid): a chain sees through them, so x * sigmoid(x) finishes x's reduction like a bias does.
   const te::DagAnalysis analysis(dag);
-  auto folds = [&](size_t i) { return analysis.inlines_into_its_reader(dag.tensors[i].get()); };
+  const te::InlinedFn folded_stage = [&](const te::TensorNode* t) { return analysis.inlines_into_its_reader(t); };
   // A stage's body with the stages folded into it expanded in place; `folded` collects those.
-  std::function<Expr(size_t, std::set<const te::TensorNode*>&)> expanded = [&](size_t i, std::set<const te::TensorNode*>& folded) {
-    const te::Stage& c = *dag.tensors[i]->stage;
-    return te::rewrite_loads(c.body, [&](const Expr& l) -> Expr {
-      auto it = index.find(l->tensor.get());
-      if (it == index.end() || !folds(it->second)) return nullptr;
-      folded.insert(l->tensor.get());
-      const te::Stage& f = *dag.tensors[it->second]->stage;
-      std::map<const te::ExprNode*, Expr> axes;
-      for (size_t k = 0; k < f.axes.size(); ++k) axes[f.axes[k].get()] = l->args[k];
-      return te::substitute(expanded(it->second, folded), axes);
-    });
-  };
-  // Who reads t once folded stages are looked through.
-  std::function<std::set<size_t>(const te::TensorNode*)> effective_readers = [&](const te::TensorNode* t) {
-    std::set<size_t> out;
-    for (size_t r : readers[t]) {
-      if (!folds(r)) {
-        out.insert(r);
-        continue;
-      }
-      for (size_t rr : effective_readers(dag.tensors[r].get())) out.insert(rr);
-    }
-    return out;
-  };
+  std::function<Expr(const te::Stage&, std::set<const te::TensorNode*>&)> expanded =
+      [&](const te::Stage& c, std::set<const te::TensorNode*>& folded) {
+        return te::rewrite_loads(c.body, [&](const Expr& l) -> Expr {
+          if (!folded_stage(l->tensor.get())) return nullptr;
+          folded.insert(l->tensor.get());
+          const te::Stage& f = *l->tensor->stage;
+          std::map<const te::ExprNode*, Expr> axes;
+          for (size_t k = 0; k < f.axes.size(); ++k) axes[f.axes[k].get()] = l->args[k];
+          return te::substitute(expanded(f, folded), axes);
+        });
+      };
   EpiloguePlan plan;
   // The stage that finishes `t` elementwise inside the loop nest of the reduction at `root`, with its
   // body (folded stages expanded), or none. Whatever else it reads must be stored before that nest
@@ -207,14 +189,14 @@ EpiloguePlan plan_epilogues(const te::ComputeDAG& dag) {
     std::set<const te::TensorNode*> folded;
   };
   auto finisher = [&](const te::TensorRef& t, size_t root) -> std::optional<Finisher> {
-    const std::set<size_t> r = effective_readers(t.get());
-    if (r.size() != 1 || outputs.count(t.get())) return std::nullopt;
-    const size_t c_index = *r.begin();
+    const std::vector<te::TensorRef> r = analysis.consumers(t.get(), folded_stage);  // through folded stages
+    if (r.size() != 1 || analysis.is_output(t.get())) return std::nullopt;
+    const size_t c_index = index.at(r[0].get());
     const te::Stage& c = *dag.tensors[c_index]->stage;
     if (c.is_extern() || c.reducer != te::Reducer::None || c.shape != t->shape) return std::nullopt;
     if (plan.chain_members.count(dag.tensors[c_index].get())) return std::nullopt;
     Finisher f{c_index, nullptr, {}};
-    f.body = expanded(c_index, f.folded);
+    f.body = expanded(c, f.folded);
     bool at_own_index = true, inputs_ready = true;
     te::visit_loads(f.body, [&](const Expr& l) {
       const te::TensorNode* in = l->tensor.get();

@@ -25,7 +25,8 @@
 ///   where kiln departs from Ansor, whose always-inline rule keeps every stage with an exp: the
 ///   sigmoid of SiLU (x * sigmoid(x), after every conv of YOLOX) or the erf of GELU then stays a
 ///   stage, the conv or matmul gets two readers, and its epilogue runs as separate passes over
-///   memory (in YOLOX, a quarter of the model's time).
+///   memory (in YOLOX's tuned package, 1.4 ms of Sigmoid passes and most of 0.9 ms of copies and
+///   Muls, of 8.8 ms).
 /// - *Needs multi-level tiling*: count the input tensors whose reads (all together) never mention
 ///   some spatial axis of extent > 1 of the stage; the stage needs tiling when the count is >= 2,
 ///   or when it is 1 and the stage has reduce axes. Matmul and convolution need it (each operand
