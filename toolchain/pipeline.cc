@@ -44,13 +44,14 @@ std::string print_package(const std::string& dir, const std::string& name) {
 }
 
 // The whole model under the default GPU schedule: one kernel per stage.
-lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const CompileOptions& c) {
+lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const CompileOptions& c,
+                                  const std::vector<lower::InPlaceConcat>& in_place) {
   lower::GpuScheduleParams gp;
   if (c.target.gpu) {
     gp.threads_per_block = std::min(gp.threads_per_block, c.target.gpu->max_threads_per_block);
     gp.min_threads = int64_t{c.target.cores} * 1024;  // a CUDA target's cores are its multiprocessors
   }
-  lower::ModelProgram program = lower::lower_model(g, sdag, c.name + "_kernel", lower::gpu_subgraph_scheduler(gp));
+  lower::ModelProgram program = lower::lower_model(g, sdag, c.name + "_kernel", lower::gpu_subgraph_scheduler(gp), in_place);
   program.func.body = lower::gpu_kernels_only(program.func.body, gp);
   return program;
 }
@@ -102,7 +103,8 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
 
 std::vector<Task> target_tasks(const Graph& model, int vector_bits) {
   const Graph g = optimize_graph(model, vector_bits);
-  return extract_tasks(g, partition_graph(g));
+  const SubgraphDAG sdag = partition_graph(g);
+  return extract_tasks(g, sdag, lower::subgraphs_of(lower::plan_in_place_concats(g, sdag)));
 }
 
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
@@ -120,7 +122,9 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   const SubgraphDAG sdag = partition_graph(g);
   if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;
 
-  const std::vector<Task> tasks = extract_tasks(g, sdag);
+  // A Concat's inputs are computed straight into its output where they can be.
+  const std::vector<lower::InPlaceConcat> in_place = lower::plan_in_place_concats(g, sdag);
+  const std::vector<Task> tasks = extract_tasks(g, sdag, lower::subgraphs_of(in_place));
   if (!after(o, "tasks", [&] { return format_task_table(sdag, tasks); })) return std::nullopt;
 
   // Prints "analysis", "sketch" and "schedule" per task itself.
@@ -130,8 +134,8 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   // A CUDA target's program, or with GpuSerial the same program on this CPU, each kernel's threads one
   // after another.
   const lower::ModelProgram program = gpu_program
-                                          ? lower_for_gpu(g, sdag, c)
-                                          : lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule));
+                                          ? lower_for_gpu(g, sdag, c, in_place)
+                                          : lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule), in_place);
   if (!after(o, "lower", [&] { return lower::print_func(program.func, true) + "\n" + lower::print_model_params(program); }))
     return std::nullopt;
 

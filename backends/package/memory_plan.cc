@@ -6,6 +6,8 @@
 #include <map>
 #include <numeric>
 
+#include "frontend/ir/error.h"
+
 namespace kiln::package {
 
 MemoryPlan plan_memory(const std::vector<LiveRange>& ranges, int64_t align) {
@@ -52,20 +54,55 @@ MemoryPlan plan_memory(const std::vector<LiveRange>& ranges, int64_t align) {
   return plan;
 }
 
+namespace {
+
+// The buffer whose bytes parameter `i` occupies (itself, or the outermost `within`) and where in them.
+std::pair<size_t, int64_t> outermost(const lower::ModelProgram& prog, size_t i,
+                                     const std::map<const lower::Buffer*, size_t>& param_of) {
+  int64_t offset = 0;
+  for (size_t hops = 0; prog.params[i].within; ++hops) {
+    auto it = param_of.find(prog.params[i].within.get());
+    if (it == param_of.end() || hops > prog.params.size() || prog.params[it->second].kind != lower::ModelParam::Kind::Workspace)
+      throw InternalError("plan_model_memory: '" + prog.func.params[i]->name + "' lies within no workspace buffer");
+    offset += prog.params[i].offset_within;
+    i = it->second;
+  }
+  return {i, offset};
+}
+
+}  // namespace
+
 ModelMemoryPlan plan_model_memory(const lower::ModelProgram& prog) {
+  std::map<const lower::Buffer*, size_t> param_of;
+  for (size_t i = 0; i < prog.params.size(); ++i) param_of[prog.func.params[i].get()] = i;
+  // A buffer within another takes no bytes of its own; the outer one lives as long as any of them.
+  std::vector<std::pair<size_t, int64_t>> place(prog.params.size());
+  std::map<size_t, std::pair<int, int>> steps;  // outermost workspace buffer -> first and last statement
+  for (size_t i = 0; i < prog.params.size(); ++i) {
+    if (prog.params[i].kind != lower::ModelParam::Kind::Workspace) continue;
+    place[i] = outermost(prog, i, param_of);
+    const auto [outer, offset] = place[i];
+    if (offset < 0 || offset + prog.params[i].bytes > prog.params[outer].bytes)
+      throw InternalError("plan_model_memory: '" + prog.func.params[i]->name + "' does not fit within '" +
+                          prog.func.params[outer]->name + "'");
+    auto [it, fresh] = steps.try_emplace(outer, prog.params[i].first_step, prog.params[i].last_step);
+    it->second = {std::min(it->second.first, prog.params[i].first_step), std::max(it->second.second, prog.params[i].last_step)};
+  }
   // Ranges listed in the order their buffers come alive: the planner breaks ties between equal sizes
   // by that order.
   std::vector<size_t> workspace;
-  for (size_t i = 0; i < prog.params.size(); ++i)
-    if (prog.params[i].kind == lower::ModelParam::Kind::Workspace) workspace.push_back(i);
+  for (const auto& [outer, range] : steps) workspace.push_back(outer);
   std::stable_sort(workspace.begin(), workspace.end(),
-                   [&](size_t a, size_t b) { return prog.params[a].first_step < prog.params[b].first_step; });
+                   [&](size_t a, size_t b) { return steps.at(a).first < steps.at(b).first; });
   std::vector<LiveRange> ranges;
-  for (size_t i : workspace) ranges.push_back({prog.params[i].bytes, prog.params[i].first_step, prog.params[i].last_step});
+  for (size_t i : workspace) ranges.push_back({prog.params[i].bytes, steps.at(i).first, steps.at(i).second});
   const MemoryPlan plan = plan_memory(ranges, kWorkspaceAlign);
   ModelMemoryPlan m;
   m.offset_of_param.assign(prog.params.size(), -1);
   for (size_t k = 0; k < workspace.size(); ++k) m.offset_of_param[workspace[k]] = plan.offsets[k];
+  for (size_t i = 0; i < prog.params.size(); ++i)
+    if (prog.params[i].kind == lower::ModelParam::Kind::Workspace && place[i].first != i)
+      m.offset_of_param[i] = m.offset_of_param[place[i].first] + place[i].second;
   m.size = plan.size;
   m.lower_bound = plan.lower_bound;
   m.intermediates = static_cast<int>(ranges.size());
@@ -82,8 +119,8 @@ std::string print_model_memory_plan(const lower::ModelProgram& prog, const Model
                    [&](size_t a, size_t b) { return plan.offset_of_param[a] < plan.offset_of_param[b]; });
   for (size_t i : order) {
     const lower::ModelParam& p = prog.params[i];
-    s += fmt::format("  {:>10}  {} ({} bytes, statements {}..{})\n", plan.offset_of_param[i], prog.func.params[i]->name,
-                     p.bytes, p.first_step, p.last_step);
+    s += fmt::format("  {:>10}  {} ({} bytes, statements {}..{}{})\n", plan.offset_of_param[i], prog.func.params[i]->name,
+                     p.bytes, p.first_step, p.last_step, p.within ? ", within " + p.within->name : "");
   }
   return s;
 }

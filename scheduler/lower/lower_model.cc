@@ -151,17 +151,18 @@ class ModelLowering {
     prog_.func.name = func_name;
   }
 
-  ModelProgram run(const SubgraphScheduler& schedule) {
+  ModelProgram run(const SubgraphScheduler& schedule, const std::vector<InPlaceConcat>& in_place) {
     lower_subgraphs();
     find_output_copies();
     place_inputs_and_weights();
     place_outputs();
     place_values_between_subgraphs();
+    const std::set<int> skipped = place_concat_inputs_in_place(in_place);
     std::vector<Stmt> body;
     std::vector<int> subgraph_start;
     for (size_t k = 0; k < sdag_.subgraphs.size(); ++k) {
       subgraph_start.push_back(static_cast<int>(body.size()));
-      schedule_subgraph(k, schedule, body);
+      if (!skipped.count(static_cast<int>(k))) schedule_subgraph(k, schedule, body);
     }
     for (const auto& [i, source] : copies_)
       if (output_buffers_[i]->size > 0) body.push_back(copy_loop(output_buffers_[i], value_buffer_.at(source)));
@@ -269,6 +270,32 @@ class ModelLowering {
       }
   }
 
+  // Each in-place Concat's inputs become runs of its output buffer; returns their subgraphs, which
+  // then run nothing.
+  std::set<int> place_concat_inputs_in_place(const std::vector<InPlaceConcat>& in_place) {
+    std::map<const Buffer*, size_t> param_of;
+    for (size_t i = 0; i < prog_.func.params.size(); ++i) param_of[prog_.func.params[i].get()] = i;
+    auto workspace = [&](const std::string& value) -> ModelParam& {
+      auto b = value_buffer_.find(value);
+      auto p = b == value_buffer_.end() ? param_of.end() : param_of.find(b->second.get());
+      if (p == param_of.end() || prog_.params[p->second].kind != ModelParam::Kind::Workspace)
+        throw InternalError("lower_model: in-place Concat value '" + value + "' is no workspace buffer");
+      return prog_.params[p->second];
+    };
+    std::set<int> skipped;
+    for (const InPlaceConcat& c : in_place) {
+      workspace(c.output);
+      for (const InPlaceConcat::Slice& s : c.inputs) {
+        ModelParam& p = workspace(s.value);
+        if (p.within) throw InternalError("lower_model: value '" + s.value + "' is placed within two Concats");
+        p.within = value_buffer_.at(c.output);
+        p.offset_within = s.offset;
+      }
+      skipped.insert(c.subgraph);
+    }
+    return skipped;
+  }
+
   // Subgraph k's statements from the scheduler (a Block spliced into `body`); its temporaries live in
   // it alone.
   void schedule_subgraph(size_t k, const SubgraphScheduler& schedule, std::vector<Stmt>& body) {
@@ -363,9 +390,9 @@ SubgraphScheduler default_subgraph_scheduler(const ScheduleParams& params) {
 }
 
 ModelProgram lower_model(const Graph& g, const SubgraphDAG& sdag, const std::string& func_name,
-                         const SubgraphScheduler& schedule) {
+                         const SubgraphScheduler& schedule, const std::vector<InPlaceConcat>& in_place) {
   if (!schedule) throw InternalError("lower_model: no subgraph scheduler");
-  return ModelLowering(g, sdag, func_name).run(schedule);
+  return ModelLowering(g, sdag, func_name).run(schedule, in_place);
 }
 
 std::string print_model_params(const ModelProgram& p) {
@@ -377,6 +404,7 @@ std::string print_model_params(const ModelProgram& p) {
     out += fmt::format("{}: {} bytes", p.func.params[i]->name, m.bytes);
     if (m.kind == ModelParam::Kind::Workspace)
       out += fmt::format(", live {}..{} (statements {}..{})", m.live_from, m.live_to, m.first_step, m.last_step);
+    if (m.within) out += fmt::format(", within {} at byte {}", m.within->name, m.offset_within);
     out += "\n";
   }
   return out;

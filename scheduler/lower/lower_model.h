@@ -17,6 +17,7 @@
 
 #include "frontend/ir/graph.h"
 #include "frontend/partition/partition.h"
+#include "scheduler/lower/in_place_concat.h"
 #include "scheduler/lower/lower_dag.h"
 #include "scheduler/lower/loop_ir.h"
 #include "scheduler/tasks/lower_subgraph.h"
@@ -69,6 +70,11 @@ struct ModelParam {
   /// subgraph instead of staying reserved for the whole subgraph. (A buffer no statement touches gets
   /// its subgraph's first statement.)
   int first_step = 0, last_step = 0;
+  /// Workspace: when set, the buffer has no bytes of its own but is the run of `within`'s bytes that
+  /// starts at `offset_within` (an input of an in-place Concat, in_place_concat.h). `within` may itself
+  /// lie within another buffer.
+  BufferRef within;
+  int64_t offset_within = 0;
 };
 
 /// The model's function and what each of its parameters is.
@@ -85,10 +91,11 @@ struct ModelProgram {
 /// lowerings made (index and weight tables), every graph output, the values passed between subgraphs
 /// (workspace), then each subgraph's temporaries. A subgraph output whose tensor is not a stage of its
 /// own (an op passing its input or a constant through, or two outputs of one tensor) gets a copy stage,
-/// so every output buffer is written by exactly one stage. Throws Unsupported for an op without a
-/// lowering and Error when the scheduler breaks its contract.
+/// so every output buffer is written by exactly one stage. The subgraphs of `in_place` (Concats,
+/// plan_in_place_concats) get no statements: their inputs' buffers lie within their output's.
+/// Throws Unsupported for an op without a lowering and Error when the scheduler breaks its contract.
 ModelProgram lower_model(const Graph& g, const SubgraphDAG& sdag, const std::string& func_name,
-                         const SubgraphScheduler& schedule);
+                         const SubgraphScheduler& schedule, const std::vector<InPlaceConcat>& in_place = {});
 
 /// One line per parameter ("input 0 x: 48 bytes", "workspace t: 64 bytes, live 1..2"), for tests and
 /// dumps.

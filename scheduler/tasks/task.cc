@@ -10,10 +10,12 @@
 
 namespace kiln {
 
-std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag) {
+std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag, const std::set<int>& runs_no_code) {
   std::vector<Task> tasks;
   std::map<std::string, size_t> by_key;
-  for (const Subgraph& sg : dag.subgraphs) {
+  for (size_t k = 0; k < dag.subgraphs.size(); ++k) {
+    const Subgraph& sg = dag.subgraphs[k];
+    if (runs_no_code.count(static_cast<int>(k))) continue;
     LoweredSubgraph ls = lower_subgraph(g, sg);
     std::string canonical = canonical_dag_text(ls.dag);
     std::string key = fnv1a64_hex(canonical);

@@ -5,6 +5,7 @@
 /// (workload_key.h), so identical layers of one model (ResNet's repeated blocks) and of different
 /// models share tuning work and records.
 #pragma once
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,9 @@ struct Task {
   std::vector<std::string> node_names;  // of the first occurrence
 };
 
-/// One task per distinct workload key, in order of first occurrence. Lowers every subgraph (throws
-/// Unsupported for an op without a lowering).
-std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag);
+/// One task per distinct workload key, in order of first occurrence. Lowers every subgraph but those
+/// at the positions in `runs_no_code` (in-place Concats: nothing to tune); throws Unsupported for an
+/// op without a lowering.
+std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag, const std::set<int>& runs_no_code = {});
 
 }  // namespace kiln

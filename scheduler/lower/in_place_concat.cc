@@ -1,0 +1,65 @@
+#include "scheduler/lower/in_place_concat.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "frontend/ir/dtype.h"
+#include "frontend/ir/tensor.h"
+
+namespace kiln::lower {
+namespace {
+
+constexpr int64_t kSliceAlign = 64;  // package::kWorkspaceAlign: every buffer starts on it
+
+}  // namespace
+
+std::vector<InPlaceConcat> plan_in_place_concats(const Graph& g, const SubgraphDAG& sdag) {
+  std::set<std::string> computed, graph_outputs(g.outputs.begin(), g.outputs.end()), placed;
+  for (const Subgraph& sg : sdag.subgraphs) computed.insert(sg.outputs.begin(), sg.outputs.end());
+  std::vector<InPlaceConcat> plans;
+  for (size_t k = 0; k < sdag.subgraphs.size(); ++k) {
+    const Subgraph& sg = sdag.subgraphs[k];
+    if (sg.nodes.empty() || sg.outputs.size() != 1 || graph_outputs.count(sg.outputs[0])) continue;
+    const Node& n = g.nodes[static_cast<size_t>(sg.nodes[0])];
+    if (n.op_type != "Concat" || !n.domain.empty() || n.outputs.size() != 1) continue;
+    // Identities after it (an inference-time Dropout) pass the same bytes on.
+    std::string last = n.outputs[0];
+    for (size_t i = 1; i < sg.nodes.size() && !last.empty(); ++i) {
+      const Node& m = g.nodes[static_cast<size_t>(sg.nodes[i])];
+      last = m.op_type == "Identity" && m.domain.empty() && m.inputs.size() == 1 && m.inputs[0] == last ? m.outputs[0] : "";
+    }
+    if (last != sg.outputs[0]) continue;
+    const Value& out = g.value(last);
+    const auto rank = static_cast<int64_t>(out.shape.size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) continue;
+    if (num_elements(Shape(out.shape.begin(), out.shape.begin() + axis)) != 1) continue;
+    InPlaceConcat plan{static_cast<int>(k), last, {}};
+    std::set<std::string> seen;
+    int64_t offset = 0;
+    bool ok = true;
+    for (const std::string& in : n.inputs) {
+      const Value& v = g.value(in);
+      const int64_t count = num_elements(v.shape);
+      ok = !in.empty() && computed.count(in) && !graph_outputs.count(in) && !placed.count(in) && seen.insert(in).second &&
+           count > 0 && v.dtype == out.dtype && offset % kSliceAlign == 0;
+      if (!ok) break;
+      plan.inputs.push_back({in, offset});
+      offset += count * static_cast<int64_t>(dtype_size(v.dtype));
+    }
+    if (!ok || plan.inputs.empty()) continue;
+    for (const auto& s : plan.inputs) placed.insert(s.value);
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+std::set<int> subgraphs_of(const std::vector<InPlaceConcat>& plans) {
+  std::set<int> ids;
+  for (const InPlaceConcat& p : plans) ids.insert(p.subgraph);
+  return ids;
+}
+
+}  // namespace kiln::lower
