@@ -3,6 +3,8 @@
 // importer's). `make_seeds DIR tensors`: .npy and TensorProto files of several dtypes and ranks, each
 // behind the selector byte of fuzz_tensor_files.cc (0: .npy, 1: TensorProto). `make_seeds DIR rpc`:
 // what a client sends an RPC server or tracker: a preamble, then frames of every message it decodes.
+// `make_seeds DIR records`: record lines of random programs for every task of record_tasks.h, each
+// behind its task's selector byte, and a default-schedule record.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -11,7 +13,12 @@
 #include "frontend/onnx/model_builder.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "frontend/zoo/zoo.h"
+#include "backends/measure/records.h"
 #include "runtime/rpc/protocol.h"
+#include "scheduler/sketch/random_program.h"
+#include "scheduler/sketch/sketch_rule.h"
+#include "tests/fuzz/record_tasks.h"
+#include "targets/target.h"
 #include "toolchain/npy.h"
 
 using namespace kiln;
@@ -81,17 +88,46 @@ int rpc_seeds(const std::string& dir) {
   return ok ? 0 : 1;
 }
 
+// Four random programs per task (fewer where sampling fails), as the tuner would have recorded them.
+int record_seeds(const std::string& dir) {
+  const std::vector<Task> tasks = fuzz::record_tasks();
+  const Target target = host_target();
+  measure::MeasureResult result;
+  result.costs = {1e-4, 1.1e-4};
+  int written = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const state::State initial(std::make_shared<const te::ComputeDAG>(tasks[i].dag));
+    const std::vector<state::State> sketches = sketch::generate_sketches(initial, sketch::SearchParams{});
+    sketch::Rng rng(i);
+    for (int k = 0; k < 4; ++k) {
+      std::string line;
+      try {
+        line = measure::record_line(tasks[i].key, target, sketch::sample_program(sketches, {}, rng), result);
+      } catch (const Error&) {
+        continue;
+      }
+      std::ofstream(dir + "/task" + std::to_string(i) + "_" + std::to_string(k), std::ios::binary)
+          << static_cast<char>(i) << line;
+      ++written;
+    }
+  }
+  std::ofstream(dir + "/default", std::ios::binary)
+      << '\0' << measure::record_line(tasks[0].key, target, state::State(std::make_shared<const te::ComputeDAG>(tasks[0].dag)), result, true);
+  return written > 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string kind = argc == 3 ? argv[2] : "";
-  if (argc < 2 || argc > 3 || (argc == 3 && kind != "tensors" && kind != "rpc")) {
-    std::fprintf(stderr, "usage: make_seeds DIR [tensors|rpc]\n");
+  if (argc < 2 || argc > 3 || (argc == 3 && kind != "tensors" && kind != "rpc" && kind != "records")) {
+    std::fprintf(stderr, "usage: make_seeds DIR [tensors|rpc|records]\n");
     return 2;
   }
   std::string dir = argv[1];
   if (kind == "tensors") return tensor_seeds(dir);
   if (kind == "rpc") return rpc_seeds(dir);
+  if (kind == "records") return record_seeds(dir);
   build_zoo_model("tiny_cnn", ZooOptions{}).save(dir + "/tiny_cnn.onnx");
 
   ModelBuilder b("seed_attrs", 13);
