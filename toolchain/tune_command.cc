@@ -113,6 +113,10 @@ TuneCommand::TuneCommand(CLI::App& app) {
   cmd_->add_option("--population", population_, "Evolutionary search population")->capture_default_str();
   cmd_->add_option("--strategy", strategy_, "Task scheduler: gradient or round-robin")->capture_default_str();
   cmd_->add_option("--build-timeout", build_timeout_s_, "Build time limit per program, seconds")->capture_default_str();
+  cmd_->add_option("--device-wait", device_wait_s_,
+                   "Seconds to wait for a lost device (every program of a round lost) before stopping; the "
+                   "programs it lost are measured again, never counted or recorded as failures")
+      ->capture_default_str();
   cmd_->add_option("--curve", curve_, "Where the tuning curve (SVG) goes; default: RECORDS.curve.svg");
   cmd_->add_flag("--plain", plain_, "Plain progress lines even on a terminal");
   bindings_.add_to(cmd_);
@@ -128,6 +132,7 @@ int TuneCommand::run() {
   if (per_round_ <= 0) throw Error("tune: --measures-per-round must be positive");
   if (finalists_ < 0) throw Error("tune: --finalists must be 0 or more");
   if (database_samples_ <= 0) throw Error("tune: --database-samples must be positive");
+  if (!(device_wait_s_ >= 0) || !std::isfinite(device_wait_s_)) throw Error("tune: --device-wait must be 0 or more seconds");
   if (!(peak_gflops_ >= 0) || !(bandwidth_gbs_ >= 0) || !std::isfinite(peak_gflops_) || !std::isfinite(bandwidth_gbs_))
     throw Error("tune: --peak-gflops and --bandwidth-gbs must be positive numbers");
   search::TaskSchedulerOptions::Strategy strategy;
@@ -152,6 +157,8 @@ int TuneCommand::run() {
   options.scheduler.early_stopping = early_stopping_;
   options.peak_flops = peak_gflops_ * 1e9;
   options.bandwidth = bandwidth_gbs_ * 1e9;
+  options.device_wait_s = device_wait_s_;
+  options.on_note = [](const std::string& note) { std::cerr << note << "\n"; };
 
   measure::BuilderOptions bo;
   bo.timeout_s = build_timeout_s_;

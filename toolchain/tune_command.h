@@ -26,6 +26,7 @@ class TuneCommand {
   int trials_ = 1000, trials_per_task_ = 0, early_stopping_ = -1, threads_ = 0, per_round_ = 64, population_ = 2048;
   int finalists_ = 3, database_samples_ = 4096;
   double peak_gflops_ = 0, bandwidth_gbs_ = 0;
+  double device_wait_s_ = 600;
   std::string database_;
   uint64_t seed_ = 0;
   double build_timeout_s_ = 15;

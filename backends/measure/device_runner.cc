@@ -28,7 +28,9 @@ MeasureError error_of(rpc::RunError e) {
   switch (e) {
     case rpc::RunError::kNone: return MeasureError::None;
     case rpc::RunError::kRunTimeout: return MeasureError::RunTimeout;
-    default: return MeasureError::RuntimeDevice;  // crash, or the device or its session went away
+    case rpc::RunError::kConnection:
+    case rpc::RunError::kSessionTimeout: return MeasureError::DeviceLost;  // not the program's doing
+    default: return MeasureError::RuntimeDevice;  // a crash, or a request the server refused
   }
 }
 
@@ -146,7 +148,9 @@ std::vector<MeasureResult> DeviceRunner::run(const std::vector<MeasureInput>& in
     if (options_.check_outputs) {
       auto ref = references_.find(inputs[i].task_key);
       if (ref == references_.end() || !ref->second.error.empty()) {
-        m.error = MeasureError::RuntimeDevice;
+        // No reference run came back (the device went away): ask again later. One that did not build
+        // never will.
+        m.error = ref == references_.end() ? MeasureError::DeviceLost : MeasureError::RuntimeDevice;
         m.error_msg = ref == references_.end() ? "no reference: the default schedule did not run on the device"
                                                : "no reference: " + ref->second.error;
         continue;

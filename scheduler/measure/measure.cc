@@ -9,9 +9,10 @@
 namespace kiln::measure {
 namespace {
 
-constexpr std::array<const char*, 9> kErrorNames = {"none",        "instantiation", "compile-host",
-                                                    "compile-device", "runtime-device", "wrong-answer",
-                                                    "build-timeout", "run-timeout",   "unknown"};
+constexpr std::array<const char*, 10> kErrorNames = {"none",           "instantiation",  "compile-host",
+                                                     "compile-device", "runtime-device", "wrong-answer",
+                                                     "build-timeout",  "run-timeout",    "unknown",
+                                                     "device-lost"};
 
 // A required field of a JSON object, with a message naming it when it is missing or has the wrong type.
 template <typename T>

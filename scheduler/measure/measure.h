@@ -33,6 +33,10 @@ enum class MeasureError {
   BuildTimeout = 6,    // building took longer than the builder's time limit
   RunTimeout = 7,      // running took longer than the runner's time limit
   Unknown = 8,         // anything else (a builder worker that died without saying why)
+  /// The device or the session to it went away before the program's result came back (a board that
+  /// rebooted, a dropped connection, no device to lease): no fact about the program. The tuner measures
+  /// it again later and neither counts nor records it.
+  DeviceLost = 9,
 };
 
 /// "none", "instantiation", "compile-host", ..., as records and tables print them.

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "frontend/ir/error.h"
 
@@ -76,6 +79,7 @@ Tuner::Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model
     searches_.push_back(std::make_unique<TaskSearch>(t.key, t.dag, options_.params, options_.search,
                                                      task_seed(options_.seed, t.key)));
   restored_.resize(tasks_.size());
+  lost_.resize(tasks_.size());
   restored_trials_.assign(tasks_.size(), 0);
   default_cost_.assign(tasks_.size(), std::numeric_limits<double>::infinity());
   default_measured_.assign(tasks_.size(), false);
@@ -143,14 +147,30 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
     // several moments on a machine whose speed drifts.
     const bool with_default = !default_measured_[t] || (options_.default_each_round && n >= 8);
     if (with_default) report.inputs.push_back({tasks_[t].key, tasks_[t].dag, state::State(tasks_[t].dag), 0, true});
-    const std::vector<state::State> states = search.next_batch(model_, n - (with_default ? 1 : 0));
+    // Programs a lost device never timed go first, once more.
+    std::vector<state::State> states = std::move(lost_[t]);
+    lost_[t].clear();
+    if (static_cast<int>(states.size()) > n - (with_default ? 1 : 0)) states.resize(static_cast<size_t>(n - (with_default ? 1 : 0)));
+    const size_t retries = states.size();
+    for (state::State& s : search.next_batch(model_, n - (with_default ? 1 : 0) - static_cast<int>(retries)))
+      states.push_back(std::move(s));
     if (states.empty() && !with_default) {
       scheduler_.report(t, 0, best_cost(t), true);
       continue;
     }
-    for (const state::State& s : states) report.inputs.push_back({tasks_[t].key, tasks_[t].dag, s});
+    std::vector<bool> is_retry(with_default ? 1 : 0, false);
+    for (size_t i = 0; i < states.size(); ++i) {
+      report.inputs.push_back({tasks_[t].key, tasks_[t].dag, states[i]});
+      is_retry.push_back(i < retries);
+    }
     const std::vector<measure::BuildResult> builds = builder_.build(report.inputs);
     report.results = run_in_chunks(report.inputs, builds, best_cost(t));
+    if (take_out_lost(report, is_retry) > 0 && report.inputs.empty()) {
+      wait_for_device(report);
+      continue;  // nothing was measured: no trials, no report, the same task again
+    }
+    waited_s_ = 0;
+    next_wait_s_ = 0;
 
     std::vector<MeasuredSample> samples;
     for (size_t i = 0; i < report.inputs.size(); ++i) {
@@ -178,6 +198,44 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
     on_round(report);  // before retraining: the records hold the batch as soon as possible
     model_.update(samples);
   }
+}
+
+int Tuner::take_out_lost(RoundReport& report, const std::vector<bool>& is_retry) {
+  int lost = 0;
+  size_t kept = 0;
+  for (size_t i = 0; i < report.inputs.size(); ++i) {
+    if (report.results[i].error != measure::MeasureError::DeviceLost) {
+      if (kept != i) {  // never a self-move: it may leave the element empty
+        report.inputs[kept] = std::move(report.inputs[i]);
+        report.results[kept] = std::move(report.results[i]);
+      }
+      ++kept;
+      continue;
+    }
+    ++lost;
+    last_lost_ = report.results[i].error_msg;
+    // Lost twice: a program that takes its device down with it is no program to wait for.
+    if (!report.inputs[i].default_schedule && !is_retry[i]) lost_[report.task].push_back(report.inputs[i].state);
+  }
+  report.inputs.resize(kept);
+  report.results.resize(kept);
+  return lost;
+}
+
+void Tuner::wait_for_device(const RoundReport& lost) {
+  if (waited_s_ >= options_.device_wait_s)
+    throw Error(fmt::format("tune: the device has been lost for {:.0f} s ({}); the records so far are kept: run the "
+                            "same command again to resume",
+                            waited_s_, last_lost_));
+  if (next_wait_s_ <= 0) next_wait_s_ = options_.device_first_wait_s;
+  const double wait = std::min({next_wait_s_, 30.0, options_.device_wait_s - waited_s_});
+  if (options_.on_note)
+    options_.on_note(fmt::format("kiln: note: the device was lost in a round of task {} ({}); trying again in {:.0f} s, "
+                                 "nothing of it counted or recorded",
+                                 lost.task, last_lost_, wait));
+  std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  waited_s_ += wait;
+  next_wait_s_ = std::min(next_wait_s_ * 2, 30.0);
 }
 
 void Tuner::remeasure_finalists(int per_task, const std::function<void(const RoundReport&)>& on_batch) {
@@ -217,8 +275,11 @@ void Tuner::remeasure_finalists(int per_task, const std::function<void(const Rou
       fastest = std::min(fastest, mean_cost(r));
     }
     report.results = std::move(first);
-    final_cost_[t] = fastest;
-    on_batch(report);
+    // A finalist whose device was lost is not re-measured and not recorded; if nothing was, the
+    // search's times stand.
+    const int lost = take_out_lost(report, std::vector<bool>(report.inputs.size(), true));
+    if (std::isfinite(fastest) || lost == 0) final_cost_[t] = fastest;
+    if (!report.inputs.empty()) on_batch(report);
   }
 }
 
@@ -230,14 +291,26 @@ std::vector<measure::MeasureResult> Tuner::run_in_chunks(std::vector<measure::Me
   // soon after. Running in chunks lets the first round of a task learn its best as it goes (in chunks
   // of 2 until a time is known, so at most two candidates run without a cutoff).
   std::vector<measure::MeasureResult> results;
+  bool device_lost = false;  // a whole chunk came back lost: the rest of the batch would wait for it too
   for (size_t from = 0, to = 0; from < inputs.size(); from = to) {
     to = std::min(inputs.size(), from + (std::isfinite(best) ? 8 : 2));
+    if (device_lost) {
+      for (size_t i = from; i < to; ++i) {
+        measure::MeasureResult r;
+        r.error = measure::MeasureError::DeviceLost;
+        r.error_msg = results.back().error_msg;
+        results.push_back(std::move(r));
+      }
+      continue;
+    }
     const double slow = std::isfinite(best) ? std::max(20 * best, 0.05) : 0;
     std::vector<measure::MeasureInput> chunk(inputs.begin() + from, inputs.begin() + to);
     for (measure::MeasureInput& in : chunk) in.slow_call_s = slow;
     const std::vector<measure::BuildResult> chunk_builds(builds.begin() + from, builds.begin() + to);
+    device_lost = true;
     for (measure::MeasureResult& r : runner_.run(chunk, chunk_builds)) {
       best = std::min(best, mean_cost(r));
+      device_lost = device_lost && r.error == measure::MeasureError::DeviceLost;
       results.push_back(std::move(r));
     }
     for (size_t i = from; i < to; ++i) inputs[i].slow_call_s = slow;

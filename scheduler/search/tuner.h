@@ -51,6 +51,13 @@ struct TunerOptions {
   double peak_flops = 0;
   double bandwidth = 0;
   uint64_t seed = 0;
+  /// How long the device may stay lost (MeasureError::DeviceLost for every program of a round) before
+  /// tune() gives up with an Error; meanwhile it waits, device_first_wait_s at first and twice as long
+  /// each time, up to 30 s, and tries again. The records stay resumable either way.
+  double device_wait_s = 600;
+  double device_first_wait_s = 1;
+  /// Told each time a round lost its device, and what the tuner does about it ("kiln: note: ...").
+  std::function<void(const std::string&)> on_note;
   sketch::SearchParams params;
   SearchOptions search;
   TaskSchedulerOptions scheduler;
@@ -136,6 +143,11 @@ class Tuner {
 
  private:
   void finish_restore();
+  // Takes the programs whose device was lost out of `report` (they are measured again in the task's
+  // next round, once) and returns how many there were; a default schedule lost is simply due again.
+  int take_out_lost(RoundReport& report, const std::vector<bool>& is_retry);
+  // After a round that lost everything: waits for the device, or throws once device_wait_s is spent.
+  void wait_for_device(const RoundReport& lost);
   // Runs a built batch a few candidates at a time, cutting off candidates far slower than the best.
   std::vector<measure::MeasureResult> run_in_chunks(std::vector<measure::MeasureInput>& inputs,
                                                     const std::vector<measure::BuildResult>& builds, double best);
@@ -156,6 +168,10 @@ class Tuner {
   std::vector<double> final_cost_;  // per task: fastest re-measured finalist, NaN before remeasure_finalists
   int trials_ = 0;
   int noisy_rounds_ = 0;
+  std::vector<std::vector<state::State>> lost_;  // per task: programs to measure again, lost once
+  double waited_s_ = 0;                          // in the current outage; 0 once a round measures anything
+  double next_wait_s_ = 0;                       // 0: device_first_wait_s
+  std::string last_lost_;                        // the last device error, for the note and the Error
 };
 
 /// Seconds of a result: the mean of its repeats; infinity for an error or no repeats.

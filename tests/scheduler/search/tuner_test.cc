@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -375,6 +376,80 @@ TEST(Tuner, PretrainedSamplesTrainTheModelBeforeTheFirstRound) {
   EXPECT_EQ(model.samples_at_update.front(), 100u);
   EXPECT_EQ(tuner.trials(), 16);
   EXPECT_EQ(programs, with_features) << "every program of these DAGs lowers";
+}
+
+// FakeRunner behind a device that comes and goes: the first `down_calls` calls lose every program,
+// and after that every program whose time hash is a multiple of 5 is lost the first time it runs.
+class FlakyDevice : public FakeRunner {
+ public:
+  int down_calls = 0;
+  int calls = 0;
+  std::map<std::string, int> runs;  // per printed program (the default schedule included)
+  std::vector<measure::MeasureResult> run(const std::vector<measure::MeasureInput>& inputs,
+                                          const std::vector<measure::BuildResult>& builds) override {
+    std::vector<measure::MeasureResult> out = FakeRunner::run(inputs, builds);
+    const bool down = calls++ < down_calls;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string p = state::print_state(inputs[i].state);
+      const bool first = runs[p]++ == 0;
+      if (down || (first && !inputs[i].default_schedule && std::hash<std::string>()(p) % 5 == 0)) {
+        out[i] = {};
+        out[i].error = measure::MeasureError::DeviceLost;
+        out[i].error_msg = "connection: the board went away";
+      }
+    }
+    return out;
+  }
+};
+
+TEST(Tuner, ALostDeviceCostsNoTrialsAndItsProgramsAreMeasuredAgain) {
+  FakeBuilder builder;
+  FlakyDevice device;
+  device.down_calls = 3;  // the first rounds' chunks, whole
+  auto model = search::make_random_model(1);
+  search::TunerOptions o = small_options(40);
+  o.device_first_wait_s = 0.001;
+  std::vector<std::string> notes;
+  o.on_note = [&](const std::string& n) { notes.push_back(n); };
+  Tuner tuner(two_tasks(), o, *model, builder, device);
+  const TuneRun run = tune(tuner);
+  EXPECT_EQ(tuner.trials(), 40) << "lost programs are no trials";
+  EXPECT_EQ(run.programs.size() + static_cast<size_t>(run.defaults), 40u);
+  EXPECT_FALSE(notes.empty());
+  EXPECT_NE(notes[0].find("the board went away"), std::string::npos) << notes[0];
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_FALSE(tuner.scheduler().progress(t).dead) << tuner.scheduler().progress(t).why_dead;
+    EXPECT_TRUE(std::isfinite(tuner.search(t).best_cost()));
+  }
+  // Every program lost once ran again and was reported once, with its time.
+  int lost_then_measured = 0;
+  for (const auto& [p, n] : device.runs)
+    if (n == 2 && std::count(run.programs.begin(), run.programs.end(), p) == 1) ++lost_then_measured;
+  EXPECT_GT(lost_then_measured, 0);
+  EXPECT_EQ(std::set<std::string>(run.programs.begin(), run.programs.end()).size(), run.programs.size());
+}
+
+TEST(Tuner, ADeviceLostForGoodStopsTheTuneWithAnErrorAndNoRecord) {
+  FakeBuilder builder;
+  FlakyDevice device;
+  device.down_calls = 1 << 30;
+  auto model = search::make_random_model(1);
+  search::TunerOptions o = small_options(40);
+  o.device_first_wait_s = 0.001;
+  o.device_wait_s = 0.01;
+  int rounds = 0;
+  Tuner tuner(two_tasks(), o, *model, builder, device);
+  try {
+    tuner.tune([&](const RoundReport&) { ++rounds; });
+    ADD_FAILURE() << "tune returned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the device has been lost"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(rounds, 0);
+  EXPECT_EQ(tuner.trials(), 0);
+  EXPECT_FALSE(tuner.scheduler().progress(0).dead);
+  // Each lost round ran one chunk: the rest of its batch was not sent to a device known to be gone.
+  EXPECT_LT(device.calls, 12);
 }
 
 }  // namespace
