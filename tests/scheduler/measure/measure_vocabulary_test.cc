@@ -10,13 +10,15 @@ TEST(MeasureVocabulary, ErrorCodesKeepTheirNumbersAndNames) {
   EXPECT_EQ(static_cast<int>(MeasureError::None), 0);
   EXPECT_EQ(static_cast<int>(MeasureError::WrongAnswer), 5);
   EXPECT_EQ(static_cast<int>(MeasureError::Unknown), 8);
-  for (int i = 0; i <= 8; ++i) {
+  EXPECT_EQ(static_cast<int>(MeasureError::DeviceLost), 9);  // kiln's own, after TVM's
+  for (int i = 0; i <= 9; ++i) {
     const MeasureError e = static_cast<MeasureError>(i);
     EXPECT_EQ(parse_measure_error(measure_error_name(e)), e) << i;
     EXPECT_EQ(measure_error_from_int(i), e);
   }
   EXPECT_STREQ(measure_error_name(MeasureError::CompileHost), "compile-host");
   EXPECT_STREQ(measure_error_name(MeasureError::BuildTimeout), "build-timeout");
+  EXPECT_STREQ(measure_error_name(MeasureError::DeviceLost), "device-lost");
   EXPECT_EQ(parse_measure_error("compile_host"), std::nullopt);
   EXPECT_EQ(measure_error_from_int(42), MeasureError::Unknown);
 }
