@@ -2,7 +2,7 @@
 // from its records without measuring a program twice, survives SIGKILL at random moments losing at
 // most the batch in flight, reproduces its candidates from a seed, feeds `kiln compile --records`,
 // rejects bad arguments with one line, and tunes mnist-8 through the RPC runner against an AArch64
-// server under QEMU.
+// server under QEMU, and survives 20 kills of itself and of its device server.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -209,6 +209,77 @@ TEST(TuneCli, KilledAtRandomMomentsAndRestartedEndsWithTheBudgetAndNoRepeats) {
   if (f.malformed > 0) {
     EXPECT_NE(o.err.find("skipped"), std::string::npos) << o.err;
   }
+}
+
+// Issue 16's chaos test: a tune through a tracker and a device server, with 20 SIGKILLs at random
+// moments (seeded from the clock, printed), each of the tuner (restarted at once: it resumes) or of the
+// device server (restarted after a pause: the tuner waits for it). No record may be corrupt beyond a
+// line cut by a tuner kill, none measured may be lost, a lost device must never be recorded as a
+// failed program, and the tune must end with exactly its budget.
+TEST(TuneCli, ChaosKillsOfTheTunerAndTheDeviceServerLoseNothingAndEndAtTheBudget) {
+  TempDir dir;
+  const std::string model = write_model(dir), records = dir.path("r.json");
+  const unsigned seed = static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("kill schedule seed " + std::to_string(seed));
+  auto ms = [&](int lo, int hi) { return std::chrono::milliseconds(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+  rpc::test::Process tracker({KILN_BINARY, "tracker", "--host", "127.0.0.1"});
+  ASSERT_NE(tracker.port(), 0);
+  const std::string at = "127.0.0.1:" + std::to_string(tracker.port());
+  auto start_server = [&] {
+    return std::make_unique<rpc::test::Process>(
+        std::vector<std::string>{KILN_BINARY, "rpc-server", "--host", "127.0.0.1", "--tracker", at, "--key", "host"});
+  };
+  std::unique_ptr<rpc::test::Process> server = start_server();
+  ASSERT_TRUE(server->started());
+  ASSERT_TRUE(rpc::test::wait_for_servers(tracker.port(), "host", 1));
+  const int budget = 96;
+  const std::string args = tune_args(model, records, budget) + " --runner rpc://" + at + "/host --min-repeat-ms 30" +
+                           " --device-wait 120 --finalists 0";
+  auto start_tuner = [&] {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/sh", "sh", "-c", ("exec " + std::string(KILN_BINARY) + " " + args + " >/dev/null 2>&1").c_str(), nullptr);
+      _exit(127);
+    }
+    return pid;
+  };
+  pid_t tuner = start_tuner();
+  ASSERT_GT(tuner, 0);
+  size_t before = 0;
+  int tuner_kills = 0, server_kills = 0;
+  for (int kill = 0; kill < 20; ++kill) {
+    std::this_thread::sleep_for(ms(300, 1500));
+    if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
+      ::kill(tuner, SIGKILL);
+      waitpid(tuner, nullptr, 0);
+      ++tuner_kills;
+      const RecordsFile f = read_records(records);
+      EXPECT_LE(f.malformed, tuner_kills) << "only a line cut by a kill may be malformed";
+      EXPECT_GE(f.programs.size() + f.defaults, before) << "records were lost";
+      before = f.programs.size() + f.defaults;
+      tuner = start_tuner();
+      ASSERT_GT(tuner, 0);
+    } else {
+      server->kill();
+      ++server_kills;
+      std::this_thread::sleep_for(ms(0, 1500));
+      server = start_server();
+      ASSERT_TRUE(server->started());
+    }
+  }
+  ::kill(tuner, SIGKILL);
+  waitpid(tuner, nullptr, 0);
+  EXPECT_LT(read_records(records).programs.size(), static_cast<size_t>(budget)) << "the kills came after the tune ended";
+  const Output o = run(args, dir);
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  const RecordsFile f = read_records(records);
+  EXPECT_EQ(f.programs.size() + f.defaults, static_cast<size_t>(budget)) << tuner_kills << " tuner kills, " << server_kills << " server kills";
+  EXPECT_EQ(std::set<std::string>(f.programs.begin(), f.programs.end()).size(), f.programs.size())
+      << "a program was measured twice";
+  EXPECT_LE(f.malformed, tuner_kills + 1);
+  // The model's programs all run: any failed record would be an outage recorded against a program.
+  EXPECT_EQ(static_cast<size_t>(f.valid), f.programs.size() + f.defaults) << testing::read_file(records);
 }
 
 TEST(TuneCli, BadArgumentsGetOneLineAndExitCode2) {
