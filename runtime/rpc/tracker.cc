@@ -319,6 +319,12 @@ bool Tracker::listen(std::string* error) {
 uint16_t Tracker::port() const { return impl_->bound_port; }
 void Tracker::stop() { impl_->stopping = true; }
 
+void Tracker::serve_authenticated(int fd, bool device_server) {
+  const std::string peer = peer_host(fd);
+  if (device_server) impl_->serve_device_server(fd, peer, !impl_->opts.auth_key.empty());
+  else impl_->serve_tuner(fd, peer);
+}
+
 void Tracker::serve() {
   std::thread reaper([impl = impl_] { impl->reap_leases(); });
   accept_loop(impl_->listener.get(), impl_->stopping, impl_->counts, impl_->opts.max_unauthenticated,

@@ -46,6 +46,11 @@ class Tracker {
   /// Accepts connections until stop().
   void serve();
   void stop();
+  /// Serves, on the calling thread, a connection whose handshake already succeeded with `device_server`
+  /// as its role (else a tuner's): what serve() runs for each connection after HELLO verified (a device
+  /// server's REGISTER and heartbeats, or a tuner's requests, releases and status queries) until it
+  /// closes. The tracker keeps its pool across calls. For the session fuzzer and tests.
+  void serve_authenticated(int fd, bool device_server);
 
   struct Impl;
 

@@ -3,7 +3,9 @@
 // importer's). `make_seeds DIR tensors`: .npy and TensorProto files of several dtypes and ranks, each
 // behind the selector byte of fuzz_tensor_files.cc (0: .npy, 1: TensorProto). `make_seeds DIR rpc`:
 // what a client sends an RPC server or tracker: a preamble, then frames of every message it decodes.
-// `make_seeds DIR records`: record lines of random programs for every task of record_tasks.h, each
+// `make_seeds DIR sessions`: for fuzz_rpc_sessions.cc's four handlers (the selector byte first), a
+// client's preamble and HELLO, a tuner's REQUEST, STATUS and RELEASE, a server's REGISTER and
+// heartbeats. `make_seeds DIR records`: record lines of random programs for every task of record_tasks.h, each
 // behind its task's selector byte, and a default-schedule record.
 #include <cstdio>
 #include <fstream>
@@ -116,18 +118,50 @@ int record_seeds(const std::string& dir) {
   return written > 0 ? 0 : 1;
 }
 
+int session_seeds(const std::string& dir) {
+  using namespace kiln::rpc;
+  auto seed = [&](const std::string& name, uint8_t mode, bool preamble, const std::vector<std::pair<MsgType, Writer>>& frames) {
+    const std::string path = dir + "/" + name;
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) return false;
+    std::fputc(mode, f);
+    std::fflush(f);
+    const int fd = fileno(f);
+    bool ok = !preamble || write_preamble(fd, static_cast<uint16_t>(Role::kClient), 1000).ok();
+    for (const auto& [type, body] : frames) ok = ok && write_frame(fd, type, body.bytes(), 1000).ok();
+    std::fclose(f);
+    return ok;
+  };
+  Writer hello, request, status, release, reg, heartbeat;
+  hello.str("fuzz");
+  const std::vector<uint8_t> zeros(kNonceBytes + kProofBytes, 0);
+  hello.raw(zeros.data(), zeros.size());
+  request.u32(1);
+  request.str("host");
+  request.i32(0);
+  release.u64(1);
+  reg.str("host");
+  reg.str("");
+  reg.u16(9090);
+  bool ok = seed("hello", 0, true, {{MsgType::kHello, hello}}) && seed("hello_keyed", 1, true, {{MsgType::kHello, hello}}) &&
+            seed("tuner", 2, false, {{MsgType::kRequest, request}, {MsgType::kStatus, status}, {MsgType::kRelease, release}}) &&
+            seed("server", 3, false, {{MsgType::kRegister, reg}, {MsgType::kHeartbeat, heartbeat}, {MsgType::kHeartbeat, heartbeat}});
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string kind = argc == 3 ? argv[2] : "";
-  if (argc < 2 || argc > 3 || (argc == 3 && kind != "tensors" && kind != "rpc" && kind != "records")) {
-    std::fprintf(stderr, "usage: make_seeds DIR [tensors|rpc|records]\n");
+  if (argc < 2 || argc > 3 || (argc == 3 && kind != "tensors" && kind != "rpc" && kind != "records" && kind != "sessions")) {
+    std::fprintf(stderr, "usage: make_seeds DIR [tensors|rpc|records|sessions]\n");
     return 2;
   }
   std::string dir = argv[1];
   if (kind == "tensors") return tensor_seeds(dir);
   if (kind == "rpc") return rpc_seeds(dir);
   if (kind == "records") return record_seeds(dir);
+  if (kind == "sessions") return session_seeds(dir);
   build_zoo_model("tiny_cnn", ZooOptions{}).save(dir + "/tiny_cnn.onnx");
 
   ModelBuilder b("seed_attrs", 13);
