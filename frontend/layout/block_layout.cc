@@ -44,7 +44,7 @@ class BlockLayout {
       if (v.constant) produced_.insert(name);
     for (Node& n : g_.nodes) {
       if (try_conv(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_global_average_pool(n) ||
-          try_depth_to_space(n))
+          try_depth_to_space(n) || try_resize(n))
         continue;
       for (const auto& in : n.inputs) need_nchw(in);
       for (const auto& o : n.outputs) produced_.insert(o);
@@ -356,6 +356,46 @@ class BlockLayout {
     t.attrs["perm"] = AttrValue(std::vector<int64_t>{0, 3, 4, 1, 5, 2, 6});
     const std::string ob = add_blocked(n.outputs[0], blocked_shape(ys, cb, b));
     emit("Reshape", n.name, {moved, shape_constant(n.name + ".blocked_shape", {ys[0], cb, ys[2], ys[3], b})}, {ob}, "").opset = 14;
+    blocked_[n.outputs[0]] = ob;
+    return true;
+  }
+
+  // Resize of a blocked tensor that keeps its batch and channels resizes every channel's planes on
+  // their own, so the same Resize runs over the blocks with the block axis at scale 1: an axis of
+  // scale 1 maps each coordinate to itself in every mode and coordinate transformation but
+  // tf_crop_and_resize (refused), and the padded channels' zeros stay zeros. YOLOX's two upsampling
+  // paths were a reorder out of the blocks, the resize and a reorder back in. Constant scales or sizes
+  // only (what the blocked ones are made from); the roi only matters to tf_crop_and_resize and is dropped.
+  bool try_resize(const Node& n) {
+    if (!n.domain.empty() || n.op_type != "Resize" || n.opset < 11 || n.outputs.size() != 1 || n.inputs.empty()) return false;
+    if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0]) || n.has_attr("axes")) return false;
+    if (n.attr_string("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize") return false;
+    const Shape& xs = g_.value(n.inputs[0]).shape;
+    const Shape& ys = g_.value(n.outputs[0]).shape;
+    if (xs.size() != ys.size() || xs.size() < 3 || xs[0] != ys[0] || xs[1] != ys[1]) return false;
+    const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
+    const auto rank = static_cast<int64_t>(xs.size());
+    std::vector<std::string> ins{blocked_.at(n.inputs[0]), "", "", ""};
+    const Tensor* scales = n.inputs.size() > 2 ? constant(n.inputs[2]) : nullptr;
+    const Tensor* sizes = n.inputs.size() > 3 ? constant(n.inputs[3]) : nullptr;
+    if (scales && scales->size() > 0) {
+      if (scales->size() != rank || scales->get_double(0) != 1 || scales->get_double(1) != 1) return false;
+      std::vector<double> v = scales->to_doubles();
+      v.push_back(1);
+      ins[2] = g_.add_constant(n.name + ".blocked_scales", Tensor::from_doubles(DType::Float32, {rank + 1}, v));
+    } else if (sizes && sizes->size() == rank) {
+      for (int64_t a = 0; a < rank; ++a)
+        if (sizes->get_int(a) != ys[a]) return false;  // keep_aspect_ratio_policy moved them: not this simple case
+      const Shape yb = blocked_shape(ys, xb[1], xb.back());
+      ins[3] = g_.add_constant(n.name + ".blocked_sizes", Tensor::from_ints(DType::Int64, {rank + 1}, yb));
+    } else {
+      return false;
+    }
+    if (ins[3].empty()) ins.pop_back();
+    const std::string ob = add_blocked(n.outputs[0], blocked_shape(ys, xb[1], xb.back()));
+    Node& resize = emit("Resize", n.name, ins, {ob}, "");
+    resize.opset = n.opset;
+    resize.attrs = n.attrs;
     blocked_[n.outputs[0]] = ob;
     return true;
   }

@@ -17,7 +17,8 @@
 /// squeeze-and-excitation scale, reordered: one value per channel); Div by a constant without zeros;
 /// Dropout (an Identity at inference); MaxPool without Indices and AveragePool
 /// (kiln.MaxPoolBlocked / AveragePoolBlocked); Concat along channels of whole blocks;
-/// GlobalAveragePool (a ReduceMean over the blocked tensor's spatial axes). Everything else reads
+/// GlobalAveragePool (a ReduceMean over the blocked tensor's spatial axes); DepthToSpace (DCR) of whole
+/// blocks; Resize of the spatial axes by constant scales or sizes (the same Resize over the blocks). Everything else reads
 /// NCHW: a kiln.ReorderFromBlocked is placed before the first such reader (and for graph outputs),
 /// and a kiln.ReorderToBlocked before a conv whose input is not blocked yet, so reorders sit only at
 /// the edges of blocked regions and a reorder back and forth never happens. Channels past a multiple

@@ -219,6 +219,43 @@ TEST(BlockLayout, DepthToSpaceOfWholeBlocksStaysBlocked) {
   }
 }
 
+// Resize of the planes stays blocked (the block axis at scale 1), by scales or by sizes and in every
+// mode; one that crops (tf_crop_and_resize) or touches the channels reads NCHW.
+TEST(BlockLayout, ResizeOfThePlanesStaysBlocked) {
+  struct Case {
+    std::string mode, transform;
+    std::vector<double> scales;  // empty: sizes
+    bool blocked;
+  };
+  for (const Case& c : std::vector<Case>{{"nearest", "asymmetric", {1, 1, 2, 2}, true},
+                                         {"linear", "half_pixel", {1, 1, 1.5, 2}, true},
+                                         {"cubic", "align_corners", {}, true},
+                                         {"nearest", "half_pixel", {1, 2, 2, 2}, false},
+                                         {"linear", "tf_crop_and_resize", {1, 1, 2, 2}, false}}) {
+    SCOPED_TRACE(c.mode + " " + c.transform);
+    ModelBuilder b("resize", 13);
+    b.input("x", DType::Float32, Shape{1, 4, 5, 5});
+    conv(b, "x", "p", 4, 20, 1);  // 20 channels: the second block half padding
+    b.initializer("roi", Tensor::from_doubles(DType::Float32, {8}, std::vector<double>{0, 0, 0.1, 0.2, 1, 1, 0.9, 0.8}));
+    if (c.scales.empty()) {
+      b.initializer("sizes", Tensor::from_ints(DType::Int64, {4}, std::vector<int64_t>{1, 20, 7, 9}));
+      b.node("Resize", {"p", "roi", "", "sizes"}, {"r"}).attr("mode", c.mode).attr("coordinate_transformation_mode", c.transform);
+    } else {
+      b.initializer("scales", Tensor::from_doubles(DType::Float32, {4}, c.scales));
+      b.node("Resize", {"p", "roi", "scales"}, {"r"}).attr("mode", c.mode).attr("coordinate_transformation_mode", c.transform);
+    }
+    b.node("Relu", {"r"}, {"y"});
+    b.output("y", DType::Float32, Shape{});
+    Graph g = prepared_graph(b);
+    EXPECT_EQ(lay_out_and_compare(g, 16), 1);
+    const std::vector<std::string> ops = op_types(g);
+    const auto resize = std::find(ops.begin(), ops.end(), "Resize");
+    ASSERT_NE(resize, ops.end());
+    const auto reorder = std::find(ops.begin(), ops.end(), "ReorderFromBlocked");
+    EXPECT_EQ(reorder > resize, c.blocked) << "the reorder out of the blocks comes after the Resize when it stays blocked";
+  }
+}
+
 // A MobileNet block: expand (1x1), depthwise 3x3 stride 2, project, all blocked; the depthwise conv
 // keeps its input's blocks (20 channels: 2 blocks of 16, the second padded).
 TEST(BlockLayout, DepthwiseConvsStayBlocked) {
