@@ -3,7 +3,7 @@
 ///
 /// In the blocked layout a Concat over channels (batch 1) puts each input at one contiguous run of
 /// the output: [1, C/16, H, W, 16] sliced on the block axis. Copying them took 1-5% of squeezenet,
-/// YOLOX and dcgan (the per-input copies of `partitioned_on_outer_axis`). When every input qualifies
+/// YOLOX and dcgan (the per-input copies of `partitioned_on_select_axis`). When every input qualifies
 /// the lowering places each input's buffer inside the output's (an alias at a byte offset), so its
 /// producer writes it there and the Concat's subgraph is dropped; chains (DenseNet's concat of a
 /// concat) alias transitively into the last one. The memory plan then keeps the outermost buffer

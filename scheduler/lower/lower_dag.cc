@@ -300,10 +300,12 @@ Expr split_divmod(const Expr& e, const Expr& o, const Expr& i, int64_t L) {
 }
 
 // An elementwise stage whose value is a chain select(a < c1, v1, select(a < c2, v2, ... vn)) on one
-// of its outer axes `a` (a Concat's: which input an output channel comes from) as one loop nest per
-// range of a, each storing its own branch: otherwise every vector loads from every input and keeps
-// one (squeezenet's channel concats took ~4x a copy). Null when the body is no such chain.
-Stmt partitioned_on_outer_axis(const te::Stage& s, const Expr& body, const BufferRef& out, const Expr& out_index,
+// of its axes `a` (a Concat's: which input an output channel comes from) as one loop nest per range
+// of a, each storing its own branch: otherwise every vector loads from every input and keeps one
+// (squeezenet's channel concats took ~4x a copy). On the innermost axis (YOLOX's head concatenates
+// its three scales along the flattened pixels) each range is its own vectorized loop. Null when the
+// body is no such chain.
+Stmt partitioned_on_select_axis(const te::Stage& s, const Expr& body, const BufferRef& out, const Expr& out_index,
                                size_t parallel_axis, ForKind inner_kind) {
   const size_t rank = s.axes.size();
   size_t axis = rank;
@@ -314,9 +316,9 @@ Stmt partitioned_on_outer_axis(const te::Stage& s, const Expr& body, const Buffe
     const Expr& cond = rest->args[0];
     if (cond->op != ExprOp::Lt || cond->args[0]->op != ExprOp::Var || cond->args[1]->op != ExprOp::IntImm) break;
     size_t k = 0;
-    while (k + 1 < rank && s.axes[k].get() != cond->args[0].get()) ++k;
+    while (k < rank && s.axes[k].get() != cond->args[0].get()) ++k;
     const int64_t end = cond->args[1]->int_value;
-    if (k + 1 >= rank || (axis != rank && k != axis) || end <= begin || end >= s.shape[k]) break;
+    if (k >= rank || (axis != rank && k != axis) || end <= begin || end >= s.shape[k]) break;
     axis = k;
     pieces.emplace_back(end, rest->args[1]);
     rest = rest->args[2];
@@ -330,7 +332,7 @@ Stmt partitioned_on_outer_axis(const te::Stage& s, const Expr& body, const Buffe
     // The axis runs over [begin, end) as a loop from 0: every use of it becomes axis + begin.
     const Expr& a = s.axes[axis];
     const std::map<const te::ExprNode*, Expr> shift{{a.get(), a + begin}};
-    Stmt st = for_loop(s.axes[rank - 1], s.shape[rank - 1], inner_kind,
+    Stmt st = for_loop(s.axes[rank - 1], axis == rank - 1 ? end - begin : s.shape[rank - 1], inner_kind,
                        store(out, te::substitute(out_index, shift), te::substitute(value, shift)));
     for (size_t k = rank - 1; k-- > 0;) {
       const ForKind kind = k == parallel_axis ? ForKind::Parallel : ForKind::Serial;
@@ -469,7 +471,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   }
 
   if (s.reducer == te::Reducer::None && rank >= 2)
-    if (Stmt st = partitioned_on_outer_axis(s, body, out, out_index, parallel_axis, inner_kind)) return st;
+    if (Stmt st = partitioned_on_select_axis(s, body, out, out_index, parallel_axis, inner_kind)) return st;
   if (s.reducer == te::Reducer::None && vectorize)
     if (Stmt st = transposed_tiles(s, body, out, out_index, parallel_axis, lanes_for(s.dtype, p))) return st;
   if (s.reducer == te::Reducer::None) {

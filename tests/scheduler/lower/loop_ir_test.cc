@@ -276,8 +276,8 @@ TEST(LowerDag, TrailingUnitAxesLeaveTheVectorToTheRow) {
   EXPECT_EQ(lowered.find("for i4"), std::string::npos) << lowered;
 }
 
-// A Concat's select chain on an outer axis becomes one loop nest per input, each a plain copy; a
-// select on the vectorized axis, or one whose ranges are not increasing, stays a select.
+// A Concat's select chain on an axis becomes one loop nest per input, each a plain copy (on the
+// vectorized axis too); a select on anything but an axis below a constant stays a select.
 TEST(LowerDag, AConcatIsOneCopyPerInput) {
   te::TensorRef a = te::placeholder("a", DType::Float32, {3, 40}), b = te::placeholder("b", DType::Float32, {2, 40}),
                 c = te::placeholder("c", DType::Float32, {4, 40});
@@ -291,10 +291,18 @@ TEST(LowerDag, AConcatIsOneCopyPerInput) {
   EXPECT_NE(lowered.find("for i0 in 0..3"), std::string::npos) << lowered;
   EXPECT_NE(lowered.find("for i0 in 0..2"), std::string::npos) << lowered;
   EXPECT_NE(lowered.find("for i0 in 0..4"), std::string::npos) << lowered;
+  // On the vectorized axis: one vectorized loop per range.
   te::TensorRef z = te::compute("z", "injective", DType::Float32, {3, 40}, [&](const std::vector<te::Expr>& i) {
     return te::select(i[1] < i64(20), te::at(a, {i[0], i[1]}), te::const_of(DType::Float32, 0));
   });
-  const std::string kept = lower::print_func(lower::lower_dag(te::make_dag({z}), "k", {}));
+  const std::string inner = lower::print_func(lower::lower_dag(te::make_dag({z}), "k", {}));
+  EXPECT_EQ(inner.find("select"), std::string::npos) << inner;
+  EXPECT_NE(inner.find("vectorized for i1 in 0..20"), inner.rfind("vectorized for i1 in 0..20")) << inner;
+  // A condition that is no axis below a constant stays a select.
+  te::TensorRef w = te::compute("w", "injective", DType::Float32, {3, 40}, [&](const std::vector<te::Expr>& i) {
+    return te::select(i[0] + i[1] < i64(20), te::at(a, {i[0], i[1]}), te::const_of(DType::Float32, 0));
+  });
+  const std::string kept = lower::print_func(lower::lower_dag(te::make_dag({w}), "k", {}));
   EXPECT_NE(kept.find("select"), std::string::npos) << kept;
 }
 
