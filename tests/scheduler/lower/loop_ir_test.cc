@@ -151,6 +151,19 @@ TEST(LowerDag, ABlockCountOfThreesGetsThreeBlockRegisterTiles) {
   EXPECT_LT(testing::max_error(f, dag), 1e-3) << text;
 }
 
+// Two blocks when one is all that fits half the L2 and two fit 3/4 of it (ResNet's 7x7 convs: 295 KB
+// of weights per block); none when two would not. Here a 40 KB L2 and 12 KB or 16 KB per block.
+TEST(LowerDag, TwoOperandBlocksWhenOneIsAllThatFitsHalfTheL2) {
+  lower::ScheduleParams p;
+  p.l2_bytes = 40 << 10;
+  const te::ComputeDAG two = te::make_dag({blocked_1x1_conv(12, 4, 3, 7)});
+  const lower::LoweredFunc f = lower::lower_dag(two, "k", p);
+  EXPECT_NE(lower::print_func(f).find("i0.m in 0..2"), std::string::npos) << lower::print_func(f);
+  EXPECT_LT(testing::max_error(f, two), 1e-3);
+  const std::string one = lower::print_func(lower::lower_dag(te::make_dag({blocked_1x1_conv(16, 4, 3, 7)}), "k", p));
+  EXPECT_EQ(one.find("i0.m in"), std::string::npos) << one;
+}
+
 // Occurrences of `what` in `text`.
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
