@@ -39,10 +39,19 @@ namespace {
 // mostly elements it throws away.
 constexpr int64_t kMaxShuffledStride = 4;
 
+// The function's parameters by buffer and by tensor, built once and shared by the functions of its
+// statements and their parallel tasks: each rebuilding them made a 5000-MatMul chain's codegen
+// quadratic in its buffers.
+struct ParamMaps {
+  std::unordered_map<const Buffer*, size_t> index;
+  std::unordered_map<const te::TensorNode*, const Buffer*> by_node;
+};
+
 class FuncEmitter {
  public:
-  FuncEmitter(llvm::Module& m, const CodegenOptions& opts, const std::vector<lower::BufferRef>& params)
-      : m_(m), ctx_(m.getContext()), b_(ctx_), opts_(opts), params_(params) {}
+  FuncEmitter(llvm::Module& m, const CodegenOptions& opts, const std::vector<lower::BufferRef>& params,
+              std::shared_ptr<const ParamMaps> maps = nullptr)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), opts_(opts), params_(params), maps_(std::move(maps)) {}
 
   llvm::Function* emit(const lower::LoweredFunc& f) {
     auto* ptr = llvm::PointerType::get(ctx_, 0);
@@ -59,7 +68,8 @@ class FuncEmitter {
       // linearly with function size, and a model has thousands of stages.
       for (size_t i = 0; i < f.body->body.size(); ++i) {
         lower::LoweredFunc part{f.name + ".s" + std::to_string(i), f.params, f.body->body[i], {}};
-        FuncEmitter sub(m_, opts_, params_);
+        bind_params();
+        FuncEmitter sub(m_, opts_, params_, maps_);
         llvm::Function* pf = sub.emit(part);
         pf->setLinkage(llvm::GlobalValue::InternalLinkage);
         pf->addFnAttr(llvm::Attribute::NoInline);
@@ -115,17 +125,20 @@ class FuncEmitter {
   // ---- buffers -----------------------------------------------------------------------------------
   // Global buffers are bound lazily: a stage touches a few of a model's thousands of tensors.
   void bind_params() {
+    if (maps_) return;
+    auto maps = std::make_shared<ParamMaps>();
     for (size_t i = 0; i < params_.size(); ++i) {
-      param_index_[params_[i].get()] = i;
-      node_to_buf_[params_[i]->node.get()] = params_[i].get();
+      maps->index[params_[i].get()] = i;
+      maps->by_node[params_[i]->node.get()] = params_[i].get();
     }
+    maps_ = std::move(maps);
   }
 
   llvm::Value* base_of(const Buffer* buf) {
     auto it = base_.find(buf);
     if (it != base_.end()) return it->second;
-    auto pi = param_index_.find(buf);
-    if (pi == param_index_.end()) throw InternalError("codegen: buffer '" + buf->name + "' is not bound in " + name_);
+    auto pi = maps_->index.find(buf);
+    if (pi == maps_->index.end()) throw InternalError("codegen: buffer '" + buf->name + "' is not bound in " + name_);
     auto* ptr = llvm::PointerType::get(ctx_, 0);
     // At the top of the entry block, or right after the buffer array is loaded (task functions).
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().getFirstInsertionPt());
@@ -140,9 +153,11 @@ class FuncEmitter {
   }
 
   const Buffer* buffer_of(const te::TensorNode* node) {
-    auto it = node_to_buf_.find(node);
-    if (it == node_to_buf_.end()) throw InternalError("codegen: buffer '" + node->name + "' is not bound in " + name_);
-    return it->second;
+    auto it = node_to_buf_.find(node);  // a local first: it may shadow a parameter
+    if (it != node_to_buf_.end()) return it->second;
+    auto p = maps_->by_node.find(node);
+    if (p == maps_->by_node.end()) throw InternalError("codegen: buffer '" + node->name + "' is not bound in " + name_);
+    return p->second;
   }
   llvm::Value* buffer_base(const te::TensorNode* node) { return base_of(buffer_of(node)); }
 
@@ -762,8 +777,8 @@ class FuncEmitter {
   llvm::Value* buffers_arg_ = nullptr;
   llvm::Value* parallel_arg_ = nullptr;
   std::unordered_map<const Buffer*, llvm::Value*> base_;
-  std::unordered_map<const Buffer*, size_t> param_index_;
-  std::unordered_map<const te::TensorNode*, const Buffer*> node_to_buf_;
+  std::shared_ptr<const ParamMaps> maps_;                // set by bind_params
+  std::unordered_map<const te::TensorNode*, const Buffer*> node_to_buf_;  // local buffers in scope
   std::unordered_map<const ExprNode*, llvm::Value*> vars_;
   const ExprNode* vec_var_ = nullptr;
   llvm::Value* vec_base_ = nullptr;
@@ -806,7 +821,7 @@ void FuncEmitter::emit_parallel(const Stmt& s) {
                                       name_ + ".task" + std::to_string(outlined_++), m_);
   task->addFnAttr(llvm::Attribute::NoUnwind);
   {
-    FuncEmitter inner(m_, opts_, params_);
+    FuncEmitter inner(m_, opts_, params_, maps_);
     inner.fn_ = task;
     inner.name_ = task->getName().str();
     inner.in_task_ = true;

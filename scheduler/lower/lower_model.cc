@@ -53,10 +53,13 @@ class ParamList {
   void add(const BufferRef& b, ModelParam param) {
     p_.func.params.push_back(b);
     p_.params.push_back(std::move(param));
+    added_.insert(b.get());
   }
+  bool has(const Buffer* b) const { return added_.count(b) != 0; }
 
  private:
   ModelProgram& p_;
+  std::set<const Buffer*> added_;
 };
 
 ModelParam param_of(ModelParam::Kind kind, int io_index = -1) {
@@ -315,10 +318,8 @@ class ModelLowering {
     Stmt s = schedule(ls, sg.id, buffers, temporaries);
     if (s && s->kind == StmtKind::Block) body.insert(body.end(), s->body.begin(), s->body.end());
     else if (s) body.push_back(s);
-    std::set<const Buffer*> model_buffers;
-    for (const BufferRef& b : prog_.func.params) model_buffers.insert(b.get());
     for (const BufferRef& t : temporaries) {
-      if (!t || t->local || !model_buffers.insert(t.get()).second)
+      if (!t || t->local || params_.has(t.get()))
         throw InternalError(fmt::format("lower_model: subgraph {}: temporary '{}' is null, local or already a model buffer", sg.id,
                                 t ? t->name : "?"));
       ModelParam p = param_of(t->relayout ? ModelParam::Kind::Weight : ModelParam::Kind::Workspace);
