@@ -66,15 +66,31 @@ class FuncEmitter {
     if (f.body && f.body->kind == StmtKind::Block && f.body->body.size() > 1) {
       // One function per top-level statement (one per stage): the optimiser's cost grows faster than
       // linearly with function size, and a model has thousands of stages.
-      for (size_t i = 0; i < f.body->body.size(); ++i) {
+      // The calls themselves go in functions of kCallsPerChunk when there are many: the code
+      // generator's scheduling of one block of thousands of calls is superlinear too.
+      constexpr size_t kCallsPerChunk = 256;
+      const size_t n = f.body->body.size();
+      llvm::IRBuilder<> caller(entry);
+      llvm::Function* chunk = fn_;
+      bind_params();
+      for (size_t i = 0; i < n; ++i) {
+        if (n > 2 * kCallsPerChunk && i % kCallsPerChunk == 0) {
+          if (chunk != fn_) caller.CreateRetVoid();
+          chunk = llvm::Function::Create(fty, llvm::Function::InternalLinkage, f.name + ".c" + std::to_string(i / kCallsPerChunk), m_);
+          chunk->addFnAttr(llvm::Attribute::NoUnwind);
+          chunk->addFnAttr(llvm::Attribute::NoInline);
+          b_.CreateCall(chunk, {buffers_arg_, parallel_arg_});
+          caller.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", chunk));
+        }
         lower::LoweredFunc part{f.name + ".s" + std::to_string(i), f.params, f.body->body[i], {}};
-        bind_params();
         FuncEmitter sub(m_, opts_, params_, maps_);
         llvm::Function* pf = sub.emit(part);
         pf->setLinkage(llvm::GlobalValue::InternalLinkage);
         pf->addFnAttr(llvm::Attribute::NoInline);
-        b_.CreateCall(pf, {buffers_arg_, parallel_arg_});
+        if (chunk == fn_) caller.CreateCall(pf, {buffers_arg_, parallel_arg_});
+        else caller.CreateCall(pf, {chunk->getArg(0), chunk->getArg(1)});
       }
+      if (chunk != fn_) caller.CreateRetVoid();
       b_.CreateRetVoid();
       return fn_;
     }

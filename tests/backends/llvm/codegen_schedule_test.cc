@@ -734,5 +734,25 @@ TEST(CodegenSchedule, VectorizedLoopsOfEveryLengthAndStridedLoads) {
   }
 }
 
+// A function of many statements calls them from functions of 256 calls each (compile time: one block
+// of thousands of calls is slow to schedule), in order: 700 statements, each A[k % 7] = A[k % 7] * 2 +
+// k, reproduce the serial result (3 chunks, the last one partial).
+TEST(CodegenSchedule, ManyStatementsRunInOrderThroughChunks) {
+  const Target target = runnable_targets().front();
+  BufferRef A = lower::make_buffer("A", DType::Float64, 7);
+  std::vector<Stmt> body;
+  for (int64_t k = 0; k < 700; ++k)
+    body.push_back(lower::store(A, imm(k % 7), lower::load(A, imm(k % 7)) * cst(DType::Float64, 2) + cst(DType::Float64, static_cast<double>(k))));
+  LoweredFunc f{"many", {A}, lower::block(std::move(body)), {}};
+  Compiled compiled({f}, target);
+  Buffers bufs(f);
+  bufs["A"].fill([](int64_t x) { return static_cast<double>(x); });
+  bufs.run(compiled.kernel("many"), nullptr);
+  std::vector<double> want(7);
+  for (int64_t x = 0; x < 7; ++x) want[static_cast<size_t>(x)] = static_cast<double>(x);
+  for (int64_t k = 0; k < 700; ++k) want[static_cast<size_t>(k % 7)] = want[static_cast<size_t>(k % 7)] * 2 + static_cast<double>(k);
+  expect_equal(bufs["A"], want, "A");
+}
+
 }  // namespace
 }  // namespace kiln
