@@ -87,8 +87,7 @@ class FuncEmitter {
         llvm::Function* pf = sub.emit(part);
         pf->setLinkage(llvm::GlobalValue::InternalLinkage);
         pf->addFnAttr(llvm::Attribute::NoInline);
-        if (chunk == fn_) caller.CreateCall(pf, {buffers_arg_, parallel_arg_});
-        else caller.CreateCall(pf, {chunk->getArg(0), chunk->getArg(1)});
+        caller.CreateCall(pf, {chunk->getArg(0), chunk->getArg(1)});
       }
       if (chunk != fn_) caller.CreateRetVoid();
       b_.CreateRetVoid();

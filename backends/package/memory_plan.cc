@@ -85,7 +85,7 @@ ModelMemoryPlan plan_model_memory(const lower::ModelProgram& prog) {
     if (offset < 0 || offset + prog.params[i].bytes > prog.params[outer].bytes)
       throw InternalError("plan_model_memory: '" + prog.func.params[i]->name + "' does not fit within '" +
                           prog.func.params[outer]->name + "'");
-    auto [it, fresh] = steps.try_emplace(outer, prog.params[i].first_step, prog.params[i].last_step);
+    const auto it = steps.try_emplace(outer, prog.params[i].first_step, prog.params[i].last_step).first;
     it->second = {std::min(it->second.first, prog.params[i].first_step), std::max(it->second.second, prog.params[i].last_step)};
   }
   // Ranges listed in the order their buffers come alive: the planner breaks ties between equal sizes

@@ -1,7 +1,5 @@
 #include "scheduler/lower/in_place_concat.h"
 
-#include <algorithm>
-#include <map>
 #include <set>
 
 #include "frontend/ir/dtype.h"

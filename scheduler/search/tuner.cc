@@ -80,6 +80,7 @@ Tuner::Tuner(std::vector<TuneTask> tasks, TunerOptions options, CostModel& model
                                                      task_seed(options_.seed, t.key)));
   restored_.resize(tasks_.size());
   lost_.resize(tasks_.size());
+  next_wait_s_ = options_.device_first_wait_s;
   restored_trials_.assign(tasks_.size(), 0);
   default_cost_.assign(tasks_.size(), std::numeric_limits<double>::infinity());
   default_measured_.assign(tasks_.size(), false);
@@ -170,7 +171,7 @@ void Tuner::tune(const std::function<void(const RoundReport&)>& on_round) {
       continue;  // nothing was measured: no trials, no report, the same task again
     }
     waited_s_ = 0;
-    next_wait_s_ = 0;
+    next_wait_s_ = options_.device_first_wait_s;
 
     std::vector<MeasuredSample> samples;
     for (size_t i = 0; i < report.inputs.size(); ++i) {
@@ -227,7 +228,6 @@ void Tuner::wait_for_device(const RoundReport& lost) {
     throw Error(fmt::format("tune: the device has been lost for {:.0f} s ({}); the records so far are kept: run the "
                             "same command again to resume",
                             waited_s_, last_lost_));
-  if (next_wait_s_ <= 0) next_wait_s_ = options_.device_first_wait_s;
   const double wait = std::min({next_wait_s_, 30.0, options_.device_wait_s - waited_s_});
   if (options_.on_note)
     options_.on_note(fmt::format("kiln: note: the device was lost in a round of task {} ({}); trying again in {:.0f} s, "

@@ -170,7 +170,7 @@ class Tuner {
   int noisy_rounds_ = 0;
   std::vector<std::vector<state::State>> lost_;  // per task: programs to measure again, lost once
   double waited_s_ = 0;                          // in the current outage; 0 once a round measures anything
-  double next_wait_s_ = 0;                       // 0: device_first_wait_s
+  double next_wait_s_ = 0;                       // the next wait; device_first_wait_s after a measurement
   std::string last_lost_;                        // the last device error, for the note and the Error
 };
 

@@ -9,6 +9,7 @@
 // behind its task's selector byte, and a default-schedule record.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -56,19 +57,26 @@ int tensor_seeds(const std::string& dir) {
   return 0;
 }
 
-// One seed per message: a client preamble, then the frame (written through the protocol's own writers
-// into the file, which is an fd like a socket).
+// Writes `path`: the selector byte (when given), a client preamble (when asked), then `frames` through
+// the protocol's own writers (the file is an fd like a socket).
+bool write_frames(const std::string& path, std::optional<uint8_t> selector, bool preamble,
+                  const std::vector<std::pair<rpc::MsgType, rpc::Writer>>& frames) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  if (selector) std::fputc(*selector, f);
+  std::fflush(f);
+  const int fd = fileno(f);
+  bool ok = !preamble || rpc::write_preamble(fd, static_cast<uint16_t>(rpc::Role::kClient), 1000).ok();
+  for (const auto& [type, body] : frames) ok = ok && rpc::write_frame(fd, type, body.bytes(), 1000).ok();
+  std::fclose(f);
+  return ok;
+}
+
+// One seed per message a server or tracker decodes: a client preamble, then the frame.
 int rpc_seeds(const std::string& dir) {
   using namespace kiln::rpc;
   auto seed = [&](const std::string& name, MsgType type, const Writer& body) {
-    const std::string path = dir + "/" + name;
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) return false;
-    const int fd = fileno(f);
-    const bool ok = write_preamble(fd, static_cast<uint16_t>(Role::kClient), 1000).ok() &&
-                    write_frame(fd, type, body.bytes(), 1000).ok();
-    std::fclose(f);
-    return ok;
+    return write_frames(dir + "/" + name, std::nullopt, true, {{type, body}});
   };
   RunSpec spec;
   spec.func = "kiln_program";
@@ -121,16 +129,7 @@ int record_seeds(const std::string& dir) {
 int session_seeds(const std::string& dir) {
   using namespace kiln::rpc;
   auto seed = [&](const std::string& name, uint8_t mode, bool preamble, const std::vector<std::pair<MsgType, Writer>>& frames) {
-    const std::string path = dir + "/" + name;
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) return false;
-    std::fputc(mode, f);
-    std::fflush(f);
-    const int fd = fileno(f);
-    bool ok = !preamble || write_preamble(fd, static_cast<uint16_t>(Role::kClient), 1000).ok();
-    for (const auto& [type, body] : frames) ok = ok && write_frame(fd, type, body.bytes(), 1000).ok();
-    std::fclose(f);
-    return ok;
+    return write_frames(dir + "/" + name, mode, preamble, frames);
   };
   Writer hello, request, status, release, reg, heartbeat;
   hello.str("fuzz");
