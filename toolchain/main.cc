@@ -105,6 +105,10 @@ int main(int argc, char** argv) {
   std::string compile_schedule = "default";
   kiln::ScheduleChoice compile_choice;
   compile->add_option("--schedule", compile_schedule, "default, random (a random program from each task's sketches), or gpu-serial (the default GPU schedule, its threads run one after another on a CPU target)")->capture_default_str();
+  bool compile_no_shared_tiles = false;
+  compile->add_flag("--no-shared-tiles", compile_no_shared_tiles,
+                    "GPU programs: matmuls and convolutions without shared-memory block tiles (one thread per output or "
+                    "register tile), to compare with");
   compile->add_option("--seed", compile_choice.seed, "Seed of --schedule random")->capture_default_str();
   compile->add_option("--records", compile_choice.records_path,
                       "Tuning records file: each task gets its best record for the target (others the default schedule)");
@@ -205,6 +209,7 @@ int main(int argc, char** argv) {
       co.name = compile_name.empty() ? kiln::package::c_identifier(std::filesystem::path(model_path).stem().string()) : compile_name;
       co.schedule = compile_choice;
       co.schedule.kind = kiln::schedule_kind_of_flags(compile_schedule, compile_choice.records_path);
+      co.gpu_shared_tiles = !compile_no_shared_tiles;
       kiln::PipelineOptions po;
       po.bindings = compile_bindings.parse();
       po.dump = kiln::StageDump(compile_dump_after);

@@ -47,9 +47,11 @@ std::string print_package(const std::string& dir, const std::string& name) {
 lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const CompileOptions& c,
                                   const std::vector<lower::InPlaceConcat>& in_place) {
   lower::GpuScheduleParams gp;
+  gp.shared_tiles = c.gpu_shared_tiles;
   if (c.target.gpu) {
     gp.threads_per_block = std::min(gp.threads_per_block, c.target.gpu->max_threads_per_block);
     gp.min_threads = int64_t{c.target.cores} * 1024;  // a CUDA target's cores are its multiprocessors
+    gp.multiprocessors = c.target.cores;
   }
   lower::ModelProgram program = lower::lower_model(g, sdag, c.name + "_kernel", lower::gpu_subgraph_scheduler(gp), in_place);
   program.func.body = lower::gpu_kernels_only(program.func.body, gp);

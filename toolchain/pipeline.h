@@ -42,6 +42,9 @@ struct CompileOptions {
   CompileTarget target;
   std::string name = "model";  // the package's C prefix
   ScheduleChoice schedule;
+  /// GPU programs (CUDA targets, gpu-serial): matmuls and convolutions as shared-memory block tiles
+  /// (scheduler/lower/gpu_shared_tiles.h); off, one thread per output or register tile.
+  bool gpu_shared_tiles = true;
 };
 
 /// The frontend stages: import -> bind input shapes -> infer shapes (+ constant folding) -> remove dead nodes.

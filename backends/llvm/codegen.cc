@@ -218,11 +218,21 @@ class FuncEmitter {
     const Buffer* buf = buffer_of(e->tensor.get());
     if (guarded) idx = clamp_index(idx, buf->size);
     llvm::Type* mt = mem_type(buf->dtype);
-    llvm::Value* p = b_.CreateGEP(mt, buffer_base(e->tensor.get()), idx);
+    llvm::Value* p = b_.CreateGEP(mt, buffer_base(e->tensor.get()), this_threads_copy(buf, idx));
     llvm::Value* v = b_.CreateLoad(mt, p);
     if (buf->dtype == DType::Float16 || buf->dtype == DType::BFloat16) return b_.CreateFPExt(v, b_.getFloatTy());
     if (buf->dtype == DType::Bool) return b_.CreateICmpNE(v, llvm::ConstantInt::get(mt, 0));
     return v;
+  }
+
+  // A per-thread buffer's index where the threads of a block run one after another (a GPU program on a
+  // CPU): the buffer holds a copy per thread, and the enclosing thread loop's index picks one. In a
+  // kernel each thread allocates its own copy, and the index stands.
+  llvm::Value* this_threads_copy(const Buffer* buf, llvm::Value* idx) {
+    if (buf->scope != lower::BufferScope::GpuPerThread || gpu_kernel_) return idx;
+    if (!thread_index_) throw InternalError("codegen: per-thread buffer '" + buf->name + "' used outside a thread loop in " + name_);
+    if (vec_var_) throw InternalError("codegen: per-thread buffer '" + buf->name + "' inside a vectorized loop in " + name_);
+    return b_.CreateAdd(idx, b_.CreateMul(thread_index_, b_.getInt64(static_cast<uint64_t>(buf->size))));
   }
 
   // ---- vector memory access ----------------------------------------------------------------------
@@ -369,7 +379,7 @@ class FuncEmitter {
     llvm::Type* mt = mem_type(buf->dtype);
     llvm::Value* basep = base_of(buf);
     if (!vec_var_) {
-      b_.CreateStore(to_mem(value, buf->dtype), b_.CreateGEP(mt, basep, emit_expr(s->index, false)));
+      b_.CreateStore(to_mem(value, buf->dtype), b_.CreateGEP(mt, basep, this_threads_copy(buf, emit_expr(s->index, false))));
       return;
     }
     llvm::Value* mem = to_mem(value, buf->dtype);
@@ -599,6 +609,17 @@ class FuncEmitter {
       vars_.erase(var);
       return;
     }
+    if (s->for_kind == ForKind::GpuThread) {
+      // On a CPU: a serial loop whose index also selects each per-thread buffer's copy.
+      ranges_[var] = {0, last};
+      counted_loop(b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(s->extent)), 1, var->name, [&](llvm::Value* v) {
+        vars_[var] = thread_index_ = v;
+        emit_stmt(s->body[0]);
+        vars_.erase(var);
+        thread_index_ = nullptr;
+      });
+      return;
+    }
     if (s->for_kind == ForKind::Vectorized && !vec_var_) {
       int lanes = lanes_for(dtype_of_body(s->body[0]));
       int64_t main = s->extent / lanes * lanes;
@@ -749,13 +770,22 @@ class FuncEmitter {
       case StmtKind::For: emit_for(s); return;
       case StmtKind::Store: emit_store(s); return;
       case StmtKind::Allocate: {
-        // Inside a vectorized loop each lane gets its own copy (lane-private buffers, above).
-        const uint64_t copies = vec_var_ ? static_cast<uint64_t>(lanes_) : 1;
-        llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-        auto* arr = llvm::ArrayType::get(mem_type(s->buffer->dtype), static_cast<uint64_t>(s->buffer->size) * copies);
-        llvm::AllocaInst* a = entry.CreateAlloca(arr, nullptr, s->buffer->name);
-        a->setAlignment(llvm::Align(64));
-        base_[s->buffer.get()] = a;
+        // Inside a vectorized loop each lane gets its own copy (lane-private buffers, above), and a
+        // per-thread buffer one per thread where the threads run one after another.
+        const Buffer* buf = s->buffer.get();
+        uint64_t copies = vec_var_ ? static_cast<uint64_t>(lanes_) : 1;
+        if (buf->scope == lower::BufferScope::GpuPerThread && !gpu_kernel_) copies = static_cast<uint64_t>(buf->threads);
+        auto* arr = llvm::ArrayType::get(mem_type(buf->dtype), static_cast<uint64_t>(buf->size) * copies);
+        if (buf->scope == lower::BufferScope::GpuShared && gpu_kernel_) {
+          // Addressed in the shared space itself (not through a generic pointer), so that the load-store
+          // vectorizer sees the array's alignment and joins a thread's adjacent loads into one vector.
+          base_[buf] = shared_array(arr, buf->name);
+        } else {
+          llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+          llvm::AllocaInst* a = entry.CreateAlloca(arr, nullptr, buf->name);
+          a->setAlignment(llvm::Align(64));
+          base_[buf] = a;
+        }
         node_to_buf_[s->buffer->node.get()] = s->buffer.get();
         if (vec_var_) lane_private_.insert(s->buffer.get());
         emit_stmt(s->body[0]);
@@ -779,7 +809,20 @@ class FuncEmitter {
         emit_extern_call(s);
         return;
       case StmtKind::Prefetch: emit_prefetch(s); return;
+      case StmtKind::Barrier:
+        // Threads that run one after another need none: each thread loop has finished all threads.
+        if (gpu_kernel_) b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::nvvm_barrier0));
+        return;
     }
+  }
+
+  // A block's shared-memory array: a module variable in NVPTX's shared address space (3), one per
+  // Allocate, its contents undefined at the start of each block.
+  llvm::Value* shared_array(llvm::ArrayType* type, const std::string& name) {
+    auto* g = new llvm::GlobalVariable(m_, type, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(type),
+                                       name_ + "." + name, nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+    g->setAlignment(llvm::Align(16));
+    return g;
   }
 
   llvm::Module& m_;
@@ -799,6 +842,7 @@ class FuncEmitter {
   llvm::Value* vec_base_ = nullptr;
   int lanes_ = 1;
   llvm::Value* mask_ = nullptr;                          // active lanes under a varying `if`; null: all
+  llvm::Value* thread_index_ = nullptr;                  // a GpuThread loop's index on a CPU (per-thread copies)
   std::unordered_set<const Buffer*> lane_private_;      // allocated inside the vectorized loop
   std::unordered_set<const Buffer*> shared_locals_;     // another function's locals, via a closure
   VarRanges ranges_;                                    // loop variables in scope
@@ -892,12 +936,24 @@ void FuncEmitter::emit_parallel(const Stmt& s) {
   b_.SetInsertPoint(done);
 }
 
-// The grid and block of a kernel statement: a GpuBlock loop whose body is a GpuThread loop.
+// The threadIdx.x loops of a block's body (not looking inside them), in order.
+void thread_loops(const Stmt& s, std::vector<const lower::StmtNode*>& out) {
+  if (!s) return;
+  if (s->kind == StmtKind::For && s->for_kind == ForKind::GpuThread) return out.push_back(s.get());
+  for (const Stmt& b : s->body) thread_loops(b, out);
+}
+
+// The grid and block of a kernel statement: a GpuBlock loop whose body holds threadIdx.x loops, all of
+// one extent (the block's threads: a thread loop runs every thread once, with no guard).
 GpuKernel launch_of(const Stmt& s, const std::string& name) {
-  if (!s || s->kind != StmtKind::For || s->for_kind != ForKind::GpuBlock || !s->body[0] ||
-      s->body[0]->kind != StmtKind::For || s->body[0]->for_kind != ForKind::GpuThread)
-    throw Error("GPU code generation: " + name + " is not a blockIdx.x loop around a threadIdx.x loop");
-  return {name, s->extent, s->body[0]->extent};
+  std::vector<const lower::StmtNode*> threads;
+  if (s && s->kind == StmtKind::For && s->for_kind == ForKind::GpuBlock) thread_loops(s->body[0], threads);
+  if (threads.empty()) throw Error("GPU code generation: " + name + " is not a blockIdx.x loop around threadIdx.x loops");
+  for (const lower::StmtNode* t : threads)
+    if (t->extent != threads[0]->extent)
+      throw Error("GPU code generation: the threadIdx.x loops of " + name + " differ in extent (" +
+                  std::to_string(threads[0]->extent) + ", " + std::to_string(t->extent) + ")");
+  return {name, s->extent, threads[0]->extent};
 }
 
 }  // namespace
@@ -917,9 +973,15 @@ std::vector<GpuKernel> emit_gpu_kernels(const lower::LoweredFunc& f, const Codeg
     std::string err;
     llvm::raw_string_ostream os(err);
     if (llvm::verifyFunction(*fn, &os)) throw InternalError("codegen: invalid LLVM IR for " + k.name + ": " + os.str());
-    // NVPTX makes a function an entry point (.entry) when nvvm.annotations marks it a kernel.
-    annotations->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "kernel"),
-                                                    llvm::ValueAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), 1))}));
+    // NVPTX makes a function an entry point (.entry) when nvvm.annotations marks it a kernel; maxntidx
+    // (.maxntid) tells ptxas the block's exact size, which bounds the registers it may give a thread.
+    auto annotate = [&](const char* key, int64_t value) {
+      annotations->addOperand(llvm::MDNode::get(
+          ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, key),
+                llvm::ValueAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), static_cast<uint64_t>(value)))}));
+    };
+    annotate("kernel", 1);
+    annotate("maxntidx", k.block);
     kernels.push_back(std::move(k));
   }
   return kernels;

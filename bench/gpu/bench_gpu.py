@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/gpu/bench_gpu.py: issue 21's GPU benchmarks, side by side in one run on one GPU.
 
-kiln's CUDA packages (default GPU schedule; `kiln run PKG --repeat N`, GPU time from CUDA events) against
+kiln's CUDA packages (default GPU schedule, and the same without shared-memory tiles, --no-shared-tiles;
+`kiln run PKG --repeat N`, GPU time from CUDA events) against
 cuBLAS SGEMM (torch.mm, TF32 off) and the GPU's measured fp32 FMA peak, and ResNet-50 / BERT-base from
 `kiln zoo` against PyTorch eager (cuDNN, torchvision's / transformers' same architectures with random
 weights; timing does not depend on weights) and ONNX Runtime when its CUDA provider exists. Every kiln
@@ -14,9 +15,9 @@ import numpy as np
 def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
 
-def kiln_time(kiln, target, model, work, repeat, shapes=()):
+def kiln_time(kiln, target, model, work, repeat, shapes=(), extra=()):
     pkg = os.path.join(work, "pkg")
-    args = [kiln, "compile", model, "--target", target, "-o", pkg]
+    args = [kiln, "compile", model, "--target", target, "-o", pkg, *extra]
     for s in shapes: args += ["--input-shape", s]
     t0 = time.time(); sh(args); compile_s = time.time() - t0
     outdir, indir = os.path.join(work, "out"), os.path.join(work, "in")
@@ -80,6 +81,14 @@ def fma_peak_tflops():
         best = min(best, cp.cuda.get_elapsed_time(s, e))
     return blocks * threads * iters * 8 * 2 / (best * 1e-3) / 1e12
 
+# (batch, in channels, out channels, input size, kernel, stride): ResNet-50's convolution shapes.
+RESNET50_CONVS = [
+    (1, 3, 64, 224, 7, 2), (1, 64, 64, 56, 3, 1), (1, 64, 256, 56, 1, 1), (1, 256, 64, 56, 1, 1),
+    (1, 128, 128, 28, 3, 1), (1, 512, 128, 28, 1, 1), (1, 256, 256, 14, 3, 1), (1, 1024, 256, 14, 1, 1),
+    (1, 512, 512, 7, 3, 1), (1, 2048, 512, 7, 1, 1), (1, 512, 2048, 7, 1, 1),
+    (16, 64, 64, 56, 3, 1), (16, 256, 256, 14, 3, 1), (16, 512, 512, 7, 3, 1),
+]
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True); ap.add_argument("--target", default="cuda-sm90")
@@ -103,13 +112,16 @@ def main():
         sh([a.kiln, "zoo", "matmul", "--m", str(n), "--n", str(n), "--k", str(n), "-o", model])
         med, mn, cs, indir, outdir = kiln_time(a.kiln, a.target, model, os.path.join(work, "mm"), 5)
         err = check_vs_ort(model, indir, outdir)
+        _, nmn, _, nin, nout = kiln_time(a.kiln, a.target, model, os.path.join(work, "mm-ns"), 5, extra=["--no-shared-tiles"])
+        nerr = check_vs_ort(model, nin, nout)
         torch.backends.cuda.matmul.allow_tf32 = False
         x = torch.randn(n, n, device="cuda"); y = torch.randn(n, n, device="cuda")
         tmed, tmn = cuda_time(lambda: torch.mm(x, y))
         fl = 2 * n ** 3
         log(f"matmul {n}^3 fp32: kiln median {med:.3f} ms (min {mn:.3f}) = {fl / mn / 1e9:.1f} TFLOP/s; "
             f"cuBLAS (torch.mm, TF32 off) median {tmed:.3f} ms (min {tmn:.3f}) = {fl / tmn / 1e9:.1f} TFLOP/s; "
-            f"kiln/cuBLAS time {mn / tmn:.2f}x; compile {cs:.1f} s; max rel err vs ORT CPU {err:.2e}")
+            f"kiln/cuBLAS time {mn / tmn:.2f}x; compile {cs:.1f} s; max rel err vs ORT CPU {err:.2e}; "
+            f"without shared tiles min {nmn:.3f} ms = {fl / nmn / 1e9:.1f} TFLOP/s (err {nerr:.2e})")
 
     for net, batches in (("resnet50", (1, 16)), ("bert_base", (1,))):
         if only and net not in only: continue
@@ -119,6 +131,9 @@ def main():
                 sh([a.kiln, "zoo", net, "--batch", str(b), "-o", model])
                 med, mn, cs, indir, outdir = kiln_time(a.kiln, a.target, model, os.path.join(work, f"{net}{b}"), 10)
                 err = check_vs_ort(model, indir, outdir)
+                _, nmn, _, nin, nout = kiln_time(a.kiln, a.target, model, os.path.join(work, f"{net}{b}-ns"), 10,
+                                                 extra=["--no-shared-tiles"])
+                nerr = check_vs_ort(model, nin, nout)
             except subprocess.CalledProcessError as e:
                 log(f"{net} batch {b}: kiln failed: {(e.stderr or '')[-400:]}"); continue
             ref = ""
@@ -136,7 +151,30 @@ def main():
                 ref = f"PyTorch eager median {pmed:.3f} ms (min {pmn:.3f}); kiln/PyTorch time {mn / pmn:.2f}x"
             except Exception as e:
                 ref = f"PyTorch eager: not measured ({type(e).__name__}: {e})"
-            log(f"{net} batch {b}: kiln median {med:.3f} ms (min {mn:.3f}), compile {cs:.1f} s, max rel err vs ORT CPU {err:.2e}; {ref}")
+            log(f"{net} batch {b}: kiln median {med:.3f} ms (min {mn:.3f}), compile {cs:.1f} s, max rel err vs ORT CPU {err:.2e}; "
+                f"without shared tiles min {nmn:.3f} ms (err {nerr:.2e}); {ref}")
+    if not only or "layers" in only:
+        # ResNet-50's convolutions one at a time: kiln with and without shared-memory tiles, and cuDNN
+        # (torch conv2d, TF32 off, no autotuning), each the fastest of its runs.
+        import torch.nn.functional as F
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = False
+        for batch, cin, cout, size, kernel, stride in RESNET50_CONVS:
+            pad = kernel // 2
+            name = f"conv{kernel}x{kernel} {cin}->{cout} @{size} s{stride} b{batch}"
+            model = os.path.join(work, f"layer_{batch}_{cin}_{cout}_{size}_{kernel}_{stride}.onnx")
+            sh([a.kiln, "zoo", "conv2d", "--batch", str(batch), "--in-channels", str(cin), "--out-channels", str(cout),
+                "--size", str(size), "--kernel", str(kernel), "--stride", str(stride), "--padding", str(pad), "-o", model])
+            w = os.path.join(work, "layer")
+            _, mn, _, indir, outdir = kiln_time(a.kiln, a.target, model, w, 20)
+            err = check_vs_ort(model, indir, outdir)
+            _, nmn, _, _, _ = kiln_time(a.kiln, a.target, model, w + "-ns", 20, extra=["--no-shared-tiles"])
+            x = torch.randn(batch, cin, size, size, device="cuda")
+            wt = torch.randn(cout, cin, kernel, kernel, device="cuda")
+            _, cmn = cuda_time(lambda: F.conv2d(x, wt, stride=stride, padding=pad))
+            fl = 2 * batch * cout * ((size + 2 * pad - kernel) // stride + 1) ** 2 * cin * kernel * kernel
+            log(f"layer {name}: kiln {mn:.4f} ms ({fl / mn / 1e9:.1f} TFLOP/s), without shared tiles {nmn:.4f} ms, "
+                f"cuDNN {cmn:.4f} ms; kiln/cuDNN {mn / cmn:.2f}x; shared/without {mn / nmn:.2f}x; err {err:.1e}")
     import onnxruntime as ort
     log(f"ONNX Runtime providers here: {ort.get_available_providers()}")
 

@@ -181,9 +181,11 @@ class Checker {
         return;
       case StmtKind::Allocate: {
         // Every local lives in its function's frame for the whole call (codegen allocates them all at
-        // entry), one copy per lane inside a vectorized loop.
+        // entry), one copy per lane inside a vectorized loop, one per thread of a GPU block for a
+        // per-thread buffer (its threads run one after another on a CPU).
         const int64_t bytes = s->buffer->size * static_cast<int64_t>(dtype_size(s->buffer->dtype)) *
-                              (vectorized_depth_ > 0 ? lanes : 1);
+                              (vectorized_depth_ > 0 ? lanes : 1) *
+                              (s->buffer->scope == BufferScope::GpuPerThread ? s->buffer->threads : 1);
         (parallel_depth_ > 0 ? task_stack : own_stack) += bytes;
         for (const Stmt& b : s->body) stmt(b);
         return;
@@ -192,7 +194,8 @@ class Checker {
         for (const Stmt& b : s->body) stmt(b);
         return;
       case StmtKind::ExternCall:
-      case StmtKind::Prefetch: return;  // a runtime kernel checks its own sizes; a prefetch never faults
+      case StmtKind::Prefetch:  // a runtime kernel checks its own sizes; a prefetch never faults
+      case StmtKind::Barrier: return;
     }
   }
 

@@ -19,7 +19,9 @@ namespace {
 
 Stmt legalize(const Stmt& s, bool in_parallel) {
   if (!s) return s;
-  if (s->kind == StmtKind::Store || s->kind == StmtKind::ExternCall || s->kind == StmtKind::Prefetch) return s;
+  if (s->kind == StmtKind::Store || s->kind == StmtKind::ExternCall || s->kind == StmtKind::Prefetch ||
+      s->kind == StmtKind::Barrier)
+    return s;
   auto copy = std::make_shared<StmtNode>(*s);
   bool inner_parallel = in_parallel;
   if (s->kind == StmtKind::For) {

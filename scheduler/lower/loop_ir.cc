@@ -96,6 +96,8 @@ Stmt prefetch(const BufferRef& b, const Expr& index) {
   return n;
 }
 
+Stmt barrier() { return node(StmtKind::Barrier); }
+
 std::string print_stmt(const Stmt& s, int indent) {
   std::string pad(static_cast<size_t>(indent) * 2, ' ');
   if (!s) return "";
@@ -105,9 +107,14 @@ std::string print_stmt(const Stmt& s, int indent) {
                          print_stmt(s->body[0], indent + 1));
     case StmtKind::Store:
       return fmt::format("{}{}[{}] = {}\n", pad, s->buffer->name, te::print_expr(s->index), te::print_expr(s->value));
-    case StmtKind::Allocate:
-      return fmt::format("{}allocate {}: {}[{}]\n{}", pad, s->buffer->name, dtype_name(s->buffer->dtype),
+    case StmtKind::Allocate: {
+      const char* scope = s->buffer->scope == BufferScope::GpuShared      ? "shared "
+                          : s->buffer->scope == BufferScope::GpuPerThread ? "per-thread "
+                                                                          : "";
+      return fmt::format("{}allocate {}{}: {}[{}]\n{}", pad, scope, s->buffer->name, dtype_name(s->buffer->dtype),
                          s->buffer->size, print_stmt(s->body[0], indent));
+    }
+    case StmtKind::Barrier: return pad + "barrier\n";
     case StmtKind::IfThenElse: {
       std::string out = fmt::format("{}if {}:\n{}", pad, te::print_expr(s->cond), print_stmt(s->body[0], indent + 1));
       if (s->body[1]) out += pad + "else:\n" + print_stmt(s->body[1], indent + 1);

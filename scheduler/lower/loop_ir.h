@@ -16,6 +16,12 @@ using te::Expr;
 /// tensors; Local ones are allocated by an Allocate statement (accumulators, register tiles).
 /// Loads name a buffer through a te::TensorNode of shape {size}, so one expression language serves.
 struct ConstantLayout;
+/// Where a GPU kernel keeps a local buffer. GpuShared: one copy per block, in shared memory, written
+/// and read by all of its threads (a staged tile). GpuPerThread: one copy per thread, allocated
+/// outside the block's thread loops so that it lives across them (a register tile that several
+/// phases of the block, separated by barriers, update); its indices are within one copy.
+enum class BufferScope { Default, GpuShared, GpuPerThread };
+
 struct Buffer {
   std::string name;
   DType dtype;
@@ -25,6 +31,10 @@ struct Buffer {
   /// Set when the buffer is a constant of the program stored in another layout (constant_layout.h):
   /// its values follow from the source's when the program is compiled.
   std::shared_ptr<const ConstantLayout> relayout;
+  BufferScope scope = BufferScope::Default;
+  /// GpuPerThread: the threads of the block. Where threads run one after another (a GPU program on a
+  /// CPU) the buffer holds `threads` copies, and the thread loop around an access picks one.
+  int64_t threads = 0;
 };
 using BufferRef = std::shared_ptr<const Buffer>;
 
@@ -46,7 +56,7 @@ Expr load(const BufferRef& b, const Expr& index);
 enum class ForKind { Serial, Parallel, Vectorized, Unrolled, GpuBlock, GpuThread };
 const char* for_kind_name(ForKind k);
 
-enum class StmtKind { For, Store, Allocate, IfThenElse, Block, ExternCall, Prefetch };
+enum class StmtKind { For, Store, Allocate, IfThenElse, Block, ExternCall, Prefetch, Barrier };
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
@@ -57,7 +67,14 @@ using Stmt = std::shared_ptr<const StmtNode>;
 /// (runtime/kernels/) for an op that is not a loop nest; a null entry in `args` passes a null pointer
 /// (an output the model does not use). Prefetch: a hint that buffer[index] will be read soon, so its
 /// cache line is requested now; it never faults and changes no value, so `index` may lie outside the
-/// buffer (a micro-kernel's last tile asks for the one after it).
+/// buffer (a micro-kernel's last tile asks for the one after it). Barrier: in a GPU kernel, every thread
+/// of the block waits here until all have arrived (__syncthreads); it stands between two thread loops
+/// of one block, at a place every thread reaches. Where threads run one after another it does
+/// nothing: each thread loop has then finished all threads before the next begins.
+///
+/// A GpuBlock loop's body may hold several GpuThread loops of one extent (the phases of a block:
+/// stage a tile, barrier, compute, barrier), and statements between them that every thread runs
+/// alike (the loop over the reduction's chunks, allocations of shared and per-thread buffers).
 struct StmtNode {
   StmtKind kind;
   Expr var;
@@ -78,6 +95,7 @@ Stmt if_then_else(const Expr& cond, Stmt then_case, Stmt else_case = nullptr);
 Stmt block(std::vector<Stmt> stmts);
 Stmt extern_call(const std::string& callee, std::vector<BufferRef> args, std::vector<int64_t> int_args);
 Stmt prefetch(const BufferRef& b, const Expr& index);
+Stmt barrier();
 
 /// Workspace an extern call needs only while it runs; `stage` is the position (in the DAG's stage
 /// order) of the call, so the memory plan can reuse the bytes before and after it.

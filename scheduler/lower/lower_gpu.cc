@@ -1,6 +1,7 @@
 #include "scheduler/lower/lower_gpu.h"
 
 #include "frontend/ir/error.h"
+#include "scheduler/lower/gpu_shared_tiles.h"
 #include "scheduler/te/substitute.h"
 
 namespace kiln::lower {
@@ -74,6 +75,8 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
   if (s.is_extern()) throw Unsupported("stage '" + s.name + "': op " + s.tag + " has no GPU kernel yet");
   const int64_t total = num_elements(s.shape);
   if (total == 0) return block({});
+  if (p.shared_tiles)
+    if (std::optional<GpuSharedTile> shared = choose_shared_tile(s, p)) return lower_stage_gpu_shared(t, *shared, buffers, epilogue);
   const BufferRef& out = buffers.at(epilogue ? epilogue->out.get() : t.get());
   const GpuTile tile = choose_tile(s, p);
   // The tile a thread computes: its flat index f over the tiles, each axis's tile recovered from it,

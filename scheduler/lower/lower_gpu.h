@@ -22,6 +22,12 @@ struct GpuScheduleParams {
   /// Register tiles shrink until a stage has this many threads: 1024 per multiprocessor (half of what
   /// one holds), the H100's 132 by default.
   int64_t min_threads = 132 * 1024;
+  int64_t multiprocessors = 132;
+  /// Matmuls and convolutions as block tiles staged through shared memory (gpu_shared_tiles.h), each
+  /// block's boxes within shared_bytes: a 128 x 128 tile's two 16-step boxes with their padding, well
+  /// under a block's 48 KiB, so several blocks fit a multiprocessor.
+  bool shared_tiles = true;
+  int64_t shared_bytes = 20480;
 };
 
 /// `body`, a statement over the flat index `var` in 0..n, as a kernel: a GpuBlock loop of

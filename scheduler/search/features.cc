@@ -256,6 +256,7 @@ class StoreFeatureWalker {
         return;
       case StmtKind::ExternCall: return;  // a runtime kernel: no loop nest to describe
       case StmtKind::Prefetch: return;    // a hint: no value read or written
+      case StmtKind::Barrier: return;     // GPU programs are not featurized yet
     }
   }
 

@@ -1,0 +1,62 @@
+/// \file The GPU schedule of matmuls and convolutions: block tiles staged through shared memory.
+///
+/// Why: with one thread per output (or per small register tile, lower_gpu.h) every operand element is
+/// read from global memory once per output that uses it, and a 4096^3 matmul ran at 22% of the FMA
+/// peak. This is Ansor's GPU multi-level tile with cache reads into shared memory: a block computes a
+/// box of outputs; per chunk of the reduction its threads copy the operand boxes that chunk reads into
+/// shared memory together (cooperative fetching), wait at a barrier, and each thread accumulates a
+/// register tile of outputs from the shared copies; a second barrier guards the next chunk's copy.
+///
+/// The staged box of an operand follows from its indices, which must be affine in the stage's axes
+/// with non-negative coefficients (matmul, dense, conv over a padded input): per dimension, the index
+/// with the block's first output and the chunk's first step is the box's origin, and the spread of the
+/// coefficients over the block and the chunk its extent. A stage whose operands are read any other way
+/// (grouped convs, gathers) keeps the default GPU schedule.
+///
+/// The kernel (loop IR):
+///
+///     blockIdx.x for b:                                 # a block: its box of outputs
+///       allocate shared A.s, B.s; allocate per-thread acc
+///       threadIdx.x for t: acc = init                   # each thread: its register tile
+///       for ko in chunks:
+///         threadIdx.x for t: A.s, B.s = boxes of A, B    # cooperative fetching
+///         barrier
+///         threadIdx.x for t: acc += A.s * B.s            # the chunk's reduction, from shared memory
+///         barrier
+///       threadIdx.x for t: out = epilogue(acc)
+///
+/// Within a block, thread t's register tile along axis a is strided by the threads along a (output
+/// i * threads_a + thread_a): consecutive threads then write consecutive outputs and read consecutive
+/// shared elements (no bank conflicts).
+#pragma once
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "scheduler/lower/lower_gpu.h"
+
+namespace kiln::lower {
+
+/// A block's share of a reduction stage: per output axis, the block's extent and each thread's
+/// register tile along it (block[a] / thread_tile[a] threads along a); the reduction's first axis is
+/// staged `k_chunk` steps at a time (the others whole).
+struct GpuSharedTile {
+  std::vector<int64_t> block, thread_tile;
+  int64_t k_chunk = 1;
+  int64_t threads() const;
+};
+
+/// The tile for stage `s` under `p`, or none where this schedule does not apply (not a matmul or conv,
+/// a reduction shorter than 32, an operand read through an index that is not affine, nothing that
+/// fits p's threads and shared memory, or no tile that shares enough). Among the tiles that keep at
+/// least half the parallelism the best one keeps (threads per multiprocessor, multiprocessors busy),
+/// it takes the one whose threads would run their FMAs fastest by a simple model: working lanes per
+/// warp, register-tile reuse and shared-memory reuse (gpu_shared_tiles.cc).
+std::optional<GpuSharedTile> choose_shared_tile(const te::Stage& s, const GpuScheduleParams& p);
+
+/// The stage of `t` as one kernel under `tile` (from choose_shared_tile, or any tile whose block and
+/// thread tiles divide the axes and whose chunk divides the reduction's first axis), with `epilogue`.
+Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
+                            const std::map<const te::TensorNode*, BufferRef>& buffers, const Epilogue* epilogue);
+
+}  // namespace kiln::lower
