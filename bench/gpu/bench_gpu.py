@@ -95,7 +95,11 @@ def main():
     ap.add_argument("--out", required=True); ap.add_argument("--only", default="")
     a = ap.parse_args()
     import torch
-    lines = [f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}"]
+    # fp32 against fp32: PyTorch's default lets cuDNN convolutions use TF32 tensor cores (a 10-bit
+    # mantissa), which the runs of 2026-11-26 still had for the model rows.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    lines = [f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; TF32 off"]
     def log(s):
         print(s, flush=True); lines.append(s)
         open(a.out, "w").write("\n".join(lines) + "\n")
@@ -114,7 +118,6 @@ def main():
         err = check_vs_ort(model, indir, outdir)
         _, nmn, _, nin, nout = kiln_time(a.kiln, a.target, model, os.path.join(work, "mm-ns"), 5, extra=["--no-shared-tiles"])
         nerr = check_vs_ort(model, nin, nout)
-        torch.backends.cuda.matmul.allow_tf32 = False
         x = torch.randn(n, n, device="cuda"); y = torch.randn(n, n, device="cuda")
         tmed, tmn = cuda_time(lambda: torch.mm(x, y))
         fl = 2 * n ** 3
@@ -157,7 +160,6 @@ def main():
         # ResNet-50's convolutions one at a time: kiln with and without shared-memory tiles, and cuDNN
         # (torch conv2d, TF32 off, no autotuning), each the fastest of its runs.
         import torch.nn.functional as F
-        torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.benchmark = False
         for batch, cin, cout, size, kernel, stride in RESNET50_CONVS:
             pad = kernel // 2
@@ -165,7 +167,7 @@ def main():
             model = os.path.join(work, f"layer_{batch}_{cin}_{cout}_{size}_{kernel}_{stride}.onnx")
             sh([a.kiln, "zoo", "conv2d", "--batch", str(batch), "--in-channels", str(cin), "--out-channels", str(cout),
                 "--size", str(size), "--kernel", str(kernel), "--stride", str(stride), "--padding", str(pad), "-o", model])
-            w = os.path.join(work, "layer")
+            w = os.path.join(work, f"layer_{batch}_{cin}_{cout}_{size}_{kernel}_{stride}")
             _, mn, _, indir, outdir = kiln_time(a.kiln, a.target, model, w, 20)
             err = check_vs_ort(model, indir, outdir)
             _, nmn, _, _, _ = kiln_time(a.kiln, a.target, model, w + "-ns", 20, extra=["--no-shared-tiles"])
