@@ -53,8 +53,9 @@ int main(int argc, char** argv) {
   conformance->add_flag("-v,--verbose", conf.verbose, "Print every case, with the reason for unsupported ones");
   std::string conf_schedule = "default";
   conformance->add_option("--schedule", conf_schedule,
-                          "Compiled engine: default, random (a random program per task), or gpu-serial (the default GPU "
-                          "schedule run thread after thread on this CPU target)")->capture_default_str();
+                          "Compiled engine: default, random (a random program per task; with a CUDA target a random "
+                          "shared-memory tile per matmul and conv), gpu-serial (the default GPU schedule run thread after "
+                          "thread on this CPU target) or gpu-serial-random (random GPU tiles, run so)")->capture_default_str();
   conformance->add_flag("--compile-only", conf.compile_only,
                         "Compiled engine: build each package without running it (GPU targets where there is no GPU)");
   conformance->add_option("--seed", conf.schedule.seed, "Seed of --schedule random")->capture_default_str();
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
   compile_bindings.add_to(compile);
   std::string compile_schedule = "default";
   kiln::ScheduleChoice compile_choice;
-  compile->add_option("--schedule", compile_schedule, "default, random (a random program from each task's sketches), or gpu-serial (the default GPU schedule, its threads run one after another on a CPU target)")->capture_default_str();
+  compile->add_option("--schedule", compile_schedule, "default, random (a random program from each task's sketches; with a CUDA target a random shared-memory tile per matmul and conv), gpu-serial (the default GPU schedule, its threads run one after another on a CPU target) or gpu-serial-random (random GPU tiles, run so)")->capture_default_str();
   bool compile_no_shared_tiles = false;
   compile->add_flag("--no-shared-tiles", compile_no_shared_tiles,
                     "GPU programs: matmuls and convolutions without shared-memory block tiles (one thread per output or "

@@ -48,6 +48,8 @@ lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const
                                   const std::vector<lower::InPlaceConcat>& in_place) {
   lower::GpuScheduleParams gp;
   gp.shared_tiles = c.gpu_shared_tiles;
+  if (c.schedule.kind == ScheduleChoice::Kind::Random || c.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom)
+    gp.random_tiles = c.schedule.seed;
   if (c.target.gpu) {
     gp.threads_per_block = std::min(gp.threads_per_block, c.target.gpu->max_threads_per_block);
     gp.min_threads = int64_t{c.target.cores} * 1024;  // a CUDA target's cores are its multiprocessors
@@ -112,12 +114,16 @@ std::vector<Task> target_tasks(const Graph& model, int vector_bits) {
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
                                                   const PipelineOptions& o) {
   package::check_package_name(c.name);
-  if (c.target.is_cuda() && c.schedule.kind != ScheduleChoice::Kind::Default)
-    throw Unsupported("target " + c.target.name + ": CUDA targets compile with the default GPU schedule only so far "
-                      "(tuned and random GPU schedules are issue 21's next step)");
+  if (c.target.is_cuda() && c.schedule.kind != ScheduleChoice::Kind::Default && c.schedule.kind != ScheduleChoice::Kind::Random)
+    throw Unsupported("target " + c.target.name + ": CUDA targets compile with the default or a random GPU schedule only "
+                      "so far (tuned GPU schedules are issue 21's next step)");
 
-  // GPU programs keep NCHW: blocked layouts exist for CPU vectors.
-  const bool gpu_program = c.target.is_cuda() || c.schedule.kind == ScheduleChoice::Kind::GpuSerial;
+  // GPU programs keep NCHW: blocked layouts exist for CPU vectors. Their random tiles are drawn in the
+  // lower stage (lower_for_gpu), so the CPU schedule stage sees the default.
+  const bool gpu_program = c.target.is_cuda() || c.schedule.kind == ScheduleChoice::Kind::GpuSerial ||
+                           c.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom;
+  ScheduleChoice cpu_choice = c.schedule;
+  if (gpu_program) cpu_choice.kind = ScheduleChoice::Kind::Default;
   const Graph g = optimize_graph(model, gpu_program ? 0 : c.target.vector_bits, o);
   if (o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "layout") return std::nullopt;
 
@@ -130,7 +136,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   if (!after(o, "tasks", [&] { return format_task_table(sdag, tasks); })) return std::nullopt;
 
   // Prints "analysis", "sketch" and "schedule" per task itself.
-  auto schedule = std::make_shared<ModelSchedule>(choose_schedules(tasks, sdag.subgraphs.size(), c.schedule, c.target, o.dump));
+  auto schedule = std::make_shared<ModelSchedule>(choose_schedules(tasks, sdag.subgraphs.size(), cpu_choice, c.target, o.dump));
   if (o.stop_after == "analysis" || o.stop_after == "sketch" || o.stop_after == "schedule") return std::nullopt;
 
   // A CUDA target's program, or with GpuSerial the same program on this CPU, each kernel's threads one

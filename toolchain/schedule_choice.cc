@@ -20,7 +20,8 @@ ScheduleChoice::Kind parse_schedule_kind(const std::string& s) {
   if (s == "default") return ScheduleChoice::Kind::Default;
   if (s == "random") return ScheduleChoice::Kind::Random;
   if (s == "gpu-serial") return ScheduleChoice::Kind::GpuSerial;
-  throw Error("--schedule '" + s + "': expected default, random or gpu-serial");
+  if (s == "gpu-serial-random") return ScheduleChoice::Kind::GpuSerialRandom;
+  throw Error("--schedule '" + s + "': expected default, random, gpu-serial or gpu-serial-random");
 }
 
 ScheduleChoice::Kind schedule_kind_of_flags(const std::string& schedule, const std::string& records_path) {

@@ -28,7 +28,9 @@ struct ScheduleChoice {
   /// note, so a partial log still compiles a correct model.
   /// GpuSerial: the default GPU schedule (scheduler/lower/lower_gpu.h) compiled for a CPU target, its
   /// blocks and threads run one after another: how GPU programs are checked where there is no GPU.
-  enum class Kind { Default, Random, Records, GpuSerial };
+  /// GpuSerialRandom: the same with a random shared-memory tile (or none) for each matmul and
+  /// convolution, drawn with `seed`, as Random gives a CUDA target.
+  enum class Kind { Default, Random, Records, GpuSerial, GpuSerialRandom };
   Kind kind = Kind::Default;
   uint64_t seed = 0;
   std::string records_path;  // Kind::Records: the records file (JSON lines, docs/records.md)
@@ -37,7 +39,7 @@ struct ScheduleChoice {
   std::function<void(const std::string& line)> on_note;
 };
 
-/// Parses "default", "random" or "gpu-serial"; throws Error naming the flag otherwise. (Kind::Records comes from
+/// Parses "default", "random", "gpu-serial" or "gpu-serial-random"; throws Error naming the flag otherwise. (Kind::Records comes from
 /// `--records`, not from `--schedule`.)
 ScheduleChoice::Kind parse_schedule_kind(const std::string& s);
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <random>
+#include <string>
 #include <tuple>
 
 #include "frontend/ir/error.h"
@@ -156,27 +158,31 @@ std::vector<int64_t> divisors_up_to(int64_t n, int64_t limit) {
 
 }  // namespace
 
-std::optional<GpuSharedTile> choose_shared_tile(const te::Stage& s, const GpuScheduleParams& p) {
+namespace {
+
+// A tile the stage can take, with what choose_shared_tile weighs.
+struct Choice {
+  GpuSharedTile tile;
+  double parallelism, shared_reuse;
+  std::tuple<double, double, int64_t> merit;  // rate, then reuse, then threads
+};
+
+// Every tile of stage `s` that fits p's threads and shared memory, each with its longest chunk.
+std::vector<Choice> shared_tile_choices(const te::Stage& s, const GpuScheduleParams& p) {
   const size_t rank = s.axes.size();
   if (s.reducer != te::Reducer::Sum || (s.tag != "conv" && s.tag != "matmul") || rank < 2 || s.reduce_axes.empty())
-    return std::nullopt;
+    return {};
   int64_t reduction = 1;
   for (const te::IterVar& r : s.reduce_axes) reduction *= r.extent;
-  if (reduction < 32) return std::nullopt;
+  if (reduction < 32) return {};
   const auto ops = operands_of(s);
-  if (!ops) return std::nullopt;
+  if (!ops) return {};
   // Rows along the operand-block axis (conv's output channel) or the second-innermost; columns along the
   // innermost; for a conv also threads along the output rows (a 7 x 7 map has 7 columns).
   const size_t r = operand_block_axis(s).value_or(rank - 2), c = rank - 1;
   const bool rows_of_outputs = rank >= 3 && r != rank - 2;
   const size_t h = rank - 2;
   const int64_t inner_reduction = reduction / s.reduce_axes[0].extent;
-
-  struct Choice {
-    GpuSharedTile tile;
-    double parallelism, shared_reuse;
-    std::tuple<double, double, int64_t> merit;  // rate, then reuse, then threads
-  };
   std::vector<Choice> choices;
   for (int64_t tm : {1, 2, 4, 8}) {
     if (s.shape[r] % tm) continue;
@@ -226,6 +232,13 @@ std::optional<GpuSharedTile> choose_shared_tile(const te::Stage& s, const GpuSch
           }
     }
   }
+  return choices;
+}
+
+}  // namespace
+
+std::optional<GpuSharedTile> choose_shared_tile(const te::Stage& s, const GpuScheduleParams& p) {
+  const std::vector<Choice> choices = shared_tile_choices(s, p);
   if (choices.empty()) return std::nullopt;
   double best = 0;
   for (const Choice& ch : choices) best = std::max(best, ch.parallelism);
@@ -236,6 +249,17 @@ std::optional<GpuSharedTile> choose_shared_tile(const te::Stage& s, const GpuSch
   // layer too small to fill the GPU with blocks that share much) keeps the default schedule.
   if (pick->shared_reuse < kMinSharedReuse) return std::nullopt;
   return pick->tile;
+}
+
+std::optional<GpuSharedTile> random_shared_tile(const te::Stage& s, const GpuScheduleParams& p, uint64_t seed) {
+  const std::vector<Choice> choices = shared_tile_choices(s, p);
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull ^ std::hash<std::string>{}(s.name));
+  const size_t pick = std::uniform_int_distribution<size_t>(0, choices.size())(rng);
+  if (pick == choices.size()) return std::nullopt;  // the thread-per-output schedule is a choice too
+  GpuSharedTile t = choices[pick].tile;
+  const std::vector<int64_t> chunks = divisors_up_to(s.reduce_axes[0].extent, t.k_chunk);
+  t.k_chunk = chunks[std::uniform_int_distribution<size_t>(0, chunks.size() - 1)(rng)];
+  return t;
 }
 
 namespace {

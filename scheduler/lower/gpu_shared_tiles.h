@@ -54,6 +54,11 @@ struct GpuSharedTile {
 /// warp, register-tile reuse and shared-memory reuse (gpu_shared_tiles.cc).
 std::optional<GpuSharedTile> choose_shared_tile(const te::Stage& s, const GpuScheduleParams& p);
 
+/// A tile drawn at random (seeded by `seed` and the stage's name) from every tile that fits p's threads
+/// and shared memory, with a random chunk, or none (the thread-per-output schedule, one choice among
+/// them): the random GPU programs that check this lowering over its whole space.
+std::optional<GpuSharedTile> random_shared_tile(const te::Stage& s, const GpuScheduleParams& p, uint64_t seed);
+
 /// The stage of `t` as one kernel under `tile` (from choose_shared_tile, or any tile whose block and
 /// thread tiles divide the axes and whose chunk divides the reduction's first axis), with `epilogue`.
 Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,

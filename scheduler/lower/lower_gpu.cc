@@ -75,8 +75,10 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
   if (s.is_extern()) throw Unsupported("stage '" + s.name + "': op " + s.tag + " has no GPU kernel yet");
   const int64_t total = num_elements(s.shape);
   if (total == 0) return block({});
-  if (p.shared_tiles)
-    if (std::optional<GpuSharedTile> shared = choose_shared_tile(s, p)) return lower_stage_gpu_shared(t, *shared, buffers, epilogue);
+  const std::optional<GpuSharedTile> shared = p.random_tiles ? random_shared_tile(s, p, *p.random_tiles)
+                                              : p.shared_tiles  ? choose_shared_tile(s, p)
+                                                                : std::nullopt;
+  if (shared) return lower_stage_gpu_shared(t, *shared, buffers, epilogue);
   const BufferRef& out = buffers.at(epilogue ? epilogue->out.get() : t.get());
   const GpuTile tile = choose_tile(s, p);
   // The tile a thread computes: its flat index f over the tiles, each axis's tile recovered from it,

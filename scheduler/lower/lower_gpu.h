@@ -9,6 +9,7 @@
 /// elementwise chain after a reduction is applied to its accumulator before the one store.
 #pragma once
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "scheduler/lower/lower_dag.h"
@@ -28,6 +29,8 @@ struct GpuScheduleParams {
   /// under a block's 48 KiB, so several blocks fit a multiprocessor.
   bool shared_tiles = true;
   int64_t shared_bytes = 20480;
+  /// Set: each matmul and convolution takes a random tile (random_shared_tile with this seed) instead.
+  std::optional<uint64_t> random_tiles;
 };
 
 /// `body`, a statement over the flat index `var` in 0..n, as a kernel: a GpuBlock loop of

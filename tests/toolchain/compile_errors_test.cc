@@ -151,10 +151,11 @@ TEST(CompileErrors, CudaTargetWithoutTheToolkitNamesPtxas) {
   EXPECT_EQ(entries(dir.path("")), std::vector<std::string>{});
 }
 
-TEST(CompileErrors, CudaTargetWithARandomScheduleIsRefused) {
+TEST(CompileErrors, CudaTargetWithRecordsIsRefused) {
   testing::TempDir dir;
-  std::string msg = expect_compile_error(kModel + " --target cuda-sm90 --schedule random -o " + dir.path("pkg"), dir, "cuda-sm90");
-  EXPECT_NE(msg.find("default GPU schedule"), std::string::npos) << msg;
+  std::string msg = expect_compile_error(kModel + " --target cuda-sm90 --records " + dir.path("tune.jsonl") + " -o " + dir.path("pkg"),
+                                         dir, "cuda-sm90");
+  EXPECT_NE(msg.find("tuned GPU schedules"), std::string::npos) << msg;
   EXPECT_EQ(entries(dir.path("")), std::vector<std::string>{});
 }
 

@@ -150,6 +150,24 @@ TEST(GpuSharedTiles, KernelsRunThreadAfterThreadComputeWhatTheEvaluatorComputes)
   }
 }
 
+// The random GPU programs: each seed draws a tile from all that fit (or none) and a chunk; every draw
+// is checked thread-serially against the evaluator, as random CPU programs are.
+TEST(GpuSharedTiles, RandomTilesComputeWhatTheEvaluatorComputes) {
+  const std::vector<te::TensorRef> stages = {matmul(64, 96, 80), matmul(48, 48, 40, true), conv(8, 16, 10, 3, 1, 1),
+                                             conv(6, 8, 11, 3, 2, 1), conv(32, 32, 8, 1, 1, 0)};
+  int tiled = 0;
+  for (const te::TensorRef& out : stages)
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      const std::optional<lower::GpuSharedTile> t = lower::random_shared_tile(*out->stage, {}, seed);
+      if (!t) continue;
+      ++tiled;
+      const lower::LoweredFunc f = kernel_of(out, *t);
+      EXPECT_LT(testing::max_error(f, te::make_dag({out})), 1e-4) << out->name << " seed " << seed << "\n"
+                                                                   << lower::print_func(f);
+    }
+  EXPECT_GE(tiled, 30);  // "none" is one choice among many
+}
+
 TEST(GpuSharedTiles, TheEpilogueIsAppliedToEachAccumulatorBeforeTheStore) {
   const te::TensorRef mm = matmul(32, 64, 48);
   te::TensorRef bias = te::placeholder("bias", DType::Float32, {64});
