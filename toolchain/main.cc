@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
   compile->add_flag("--no-shared-tiles", compile_no_shared_tiles,
                     "GPU programs: matmuls and convolutions without shared-memory block tiles (one thread per output or "
                     "register tile), to compare with");
+  bool compile_no_cross_thread = false;
+  compile->add_flag("--no-cross-thread-reductions", compile_no_cross_thread,
+                    "GPU programs: reductions with few outputs one thread per output (to compare with)");
   compile->add_option("--seed", compile_choice.seed, "Seed of --schedule random")->capture_default_str();
   compile->add_option("--records", compile_choice.records_path,
                       "Tuning records file: each task gets its best record for the target (others the default schedule)");
@@ -211,6 +214,7 @@ int main(int argc, char** argv) {
       co.schedule = compile_choice;
       co.schedule.kind = kiln::schedule_kind_of_flags(compile_schedule, compile_choice.records_path);
       co.gpu_shared_tiles = !compile_no_shared_tiles;
+      co.gpu_cross_thread_reductions = !compile_no_cross_thread;
       kiln::PipelineOptions po;
       po.bindings = compile_bindings.parse();
       po.dump = kiln::StageDump(compile_dump_after);

@@ -48,6 +48,7 @@ lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const
                                   const std::vector<lower::InPlaceConcat>& in_place) {
   lower::GpuScheduleParams gp;
   gp.shared_tiles = c.gpu_shared_tiles;
+  gp.cross_thread_reductions = c.gpu_cross_thread_reductions;
   if (c.schedule.kind == ScheduleChoice::Kind::Random || c.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom)
     gp.random_tiles = c.schedule.seed;
   if (c.target.gpu) {

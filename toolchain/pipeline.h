@@ -45,6 +45,8 @@ struct CompileOptions {
   /// GPU programs (CUDA targets, gpu-serial): matmuls and convolutions as shared-memory block tiles
   /// (scheduler/lower/gpu_shared_tiles.h); off, one thread per output or register tile.
   bool gpu_shared_tiles = true;
+  /// GPU programs: reductions with few outputs spread over several threads each (gpu_cross_thread.h).
+  bool gpu_cross_thread_reductions = true;
 };
 
 /// The frontend stages: import -> bind input shapes -> infer shapes (+ constant folding) -> remove dead nodes.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/gpu/bench_gpu.py: issue 21's GPU benchmarks, side by side in one run on one GPU.
 
-kiln's CUDA packages (default GPU schedule, and the same without shared-memory tiles, --no-shared-tiles;
+kiln's CUDA packages (default GPU schedule, and the same without shared-memory tiles, --no-shared-tiles, and
+without cross-thread reductions, --no-cross-thread-reductions;
 `kiln run PKG --repeat N`, GPU time from CUDA events) against
 cuBLAS SGEMM (torch.mm, TF32 off) and the GPU's measured fp32 FMA peak, and ResNet-50 / BERT-base from
 `kiln zoo` against PyTorch eager (cuDNN, torchvision's / transformers' same architectures with random
@@ -137,6 +138,9 @@ def main():
                 _, nmn, _, nin, nout = kiln_time(a.kiln, a.target, model, os.path.join(work, f"{net}{b}-ns"), 10,
                                                  extra=["--no-shared-tiles"])
                 nerr = check_vs_ort(model, nin, nout)
+                _, xmn, _, xin, xout = kiln_time(a.kiln, a.target, model, os.path.join(work, f"{net}{b}-nx"), 10,
+                                                 extra=["--no-cross-thread-reductions"])
+                xerr = check_vs_ort(model, xin, xout)
             except subprocess.CalledProcessError as e:
                 log(f"{net} batch {b}: kiln failed: {(e.stderr or '')[-400:]}"); continue
             ref = ""
@@ -155,7 +159,8 @@ def main():
             except Exception as e:
                 ref = f"PyTorch eager: not measured ({type(e).__name__}: {e})"
             log(f"{net} batch {b}: kiln median {med:.3f} ms (min {mn:.3f}), compile {cs:.1f} s, max rel err vs ORT CPU {err:.2e}; "
-                f"without shared tiles min {nmn:.3f} ms (err {nerr:.2e}); {ref}")
+                f"without shared tiles min {nmn:.3f} ms (err {nerr:.2e}); without cross-thread reductions min {xmn:.3f} ms "
+                f"(err {xerr:.2e}); {ref}")
     if not only or "layers" in only:
         # ResNet-50's convolutions one at a time: kiln with and without shared-memory tiles, and cuDNN
         # (torch conv2d, TF32 off, no autotuning), each the fastest of its runs.

@@ -1,6 +1,7 @@
 #include "scheduler/lower/lower_gpu.h"
 
 #include "frontend/ir/error.h"
+#include "scheduler/lower/gpu_cross_thread.h"
 #include "scheduler/lower/gpu_shared_tiles.h"
 #include "scheduler/te/substitute.h"
 
@@ -79,6 +80,8 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
                                               : p.shared_tiles  ? choose_shared_tile(s, p)
                                                                 : std::nullopt;
   if (shared) return lower_stage_gpu_shared(t, *shared, buffers, epilogue);
+  if (p.cross_thread_reductions)
+    if (const int64_t lanes = cross_thread_lanes(s, p)) return lower_stage_gpu_cross_thread(t, lanes, buffers, p, epilogue);
   const BufferRef& out = buffers.at(epilogue ? epilogue->out.get() : t.get());
   const GpuTile tile = choose_tile(s, p);
   // The tile a thread computes: its flat index f over the tiles, each axis's tile recovered from it,

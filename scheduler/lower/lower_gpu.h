@@ -31,6 +31,8 @@ struct GpuScheduleParams {
   int64_t shared_bytes = 20480;
   /// Set: each matmul and convolution takes a random tile (random_shared_tile with this seed) instead.
   std::optional<uint64_t> random_tiles;
+  /// Reductions with few outputs use several threads per output (gpu_cross_thread.h).
+  bool cross_thread_reductions = true;
 };
 
 /// `body`, a statement over the flat index `var` in 0..n, as a kernel: a GpuBlock loop of

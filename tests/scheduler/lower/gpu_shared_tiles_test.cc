@@ -7,6 +7,7 @@
 
 #include "scheduler/lower/gpu_shared_tiles.h"
 #include "scheduler/te/substitute.h"
+#include "tests/scheduler/lower/gpu_stage_kernel.h"
 #include "tests/scheduler/lower/lowered_error.h"
 
 namespace kiln {
@@ -39,23 +40,13 @@ te::TensorRef conv(int64_t c, int64_t m, int64_t hw, int64_t k, int64_t stride, 
                     });
 }
 
-// The stage of `out` as one shared-tile kernel, its parameters the DAG's placeholders and the output
-// (with an epilogue when `epilogue` is given: the stored value is epilogue(acc, output index)).
+// The stage of `out` as one shared-tile kernel (with an epilogue when given: the stored value is
+// epilogue(acc, output index)).
 lower::LoweredFunc kernel_of(const te::TensorRef& out, const lower::GpuSharedTile& tile,
                              const lower::Epilogue* epilogue = nullptr) {
-  const te::ComputeDAG dag = te::make_dag({epilogue ? epilogue->out : out});
-  std::map<const te::TensorNode*, lower::BufferRef> buffers;
-  lower::LoweredFunc f{"k", {}, nullptr, {}};
-  for (const te::TensorRef& p : dag.placeholders) {
-    f.params.push_back(lower::make_buffer(p->name, p->dtype, num_elements(p->shape)));
-    buffers[p.get()] = f.params.back();
-  }
-  for (const te::TensorRef& t : dag.tensors) {
-    f.params.push_back(lower::make_buffer(t->name, t->dtype, num_elements(t->shape)));
-    buffers[t.get()] = f.params.back();
-  }
-  f.body = lower::lower_stage_gpu_shared(out, tile, buffers, epilogue);
-  return f;
+  return testing::gpu_stage_kernel(epilogue ? epilogue->out : out, [&](const auto& buffers) {
+    return lower::lower_stage_gpu_shared(out, tile, buffers, epilogue);
+  });
 }
 
 lower::GpuSharedTile tile_of(std::vector<int64_t> block, std::vector<int64_t> thread_tile, int64_t k_chunk) {
