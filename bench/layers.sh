@@ -9,7 +9,10 @@
 # (256 -> 64 at 56x56), a depthwise 3x3 (128 ch at 56x56), dcgan's stride-2 ConvTranspose (128 -> 64,
 # kernel 4, 16x16 -> 32x32; FLOPs counted as the ConvTranspose's own: every input pixel times the whole
 # kernel), matmul 1024^3, YOLOX's 13x13 SPP max pool (stride 1, pad 6, 128 ch at 13x13; its "FLOPs" are
-# the comparisons, one per tap, so its % of the FMA peak only compares runs). Not part of ctest.
+# the comparisons, one per tap, so its % of the FMA peak only compares runs). A layer's time includes
+# converting its NCHW input and output to and from the blocked layout, which a network does once, not per
+# layer: a short reduction's % understates its loop nest (bench/parallel_profile.sh times the nest
+# alone). Not part of ctest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kiln=${KILN:-$root/build/bin/kiln}
