@@ -97,15 +97,19 @@ std::string compare(const Tensor& got, const Tensor& want, const ConformanceOpti
   return fmt::format("{} of {} elements differ; {}", bad, want.size(), first);
 }
 
-// The graph inputs that `value` is computed from (itself, if it is one).
+// The graph inputs that `value` is computed from (itself, if it is one). A value of an If's branch
+// (named "<If's name>/...", inline_constant_if.h) is computed from what the If reads.
 std::set<std::string> graph_inputs_feeding(const Graph& g, const std::string& value) {
   std::set<std::string> wanted = {value}, found;
   for (auto n = g.nodes.rbegin(); n != g.nodes.rend(); ++n) {
     bool produces = false;
     for (const auto& o : n->outputs) produces |= !o.empty() && wanted.count(o);
+    if (n->op_type == "If")
+      for (const std::string& w : wanted) produces |= w.rfind(n->name + "/", 0) == 0;
     if (!produces) continue;
     for (const auto& in : n->inputs)
       if (!in.empty()) wanted.insert(in);
+    for (const std::string& in : implicit_inputs(*n)) wanted.insert(in);
   }
   for (const auto& in : g.inputs)
     if (wanted.count(in)) found.insert(in);

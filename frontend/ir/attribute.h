@@ -11,9 +11,14 @@
 
 namespace kiln {
 
-/// One attribute value, as ONNX's AttributeProto carries it. Subgraph attributes (If/Loop/Scan bodies)
-/// are kept only as a marker: kiln does not support control flow.
-struct SubgraphAttr {};
+struct Graph;
+
+/// A subgraph attribute (an If branch, a Loop or Scan body): a graph whose nodes may read values of the
+/// graphs around it (outer-scope references) by name. Null for a list of graphs (GRAPHS), which no op
+/// kiln handles takes.
+struct SubgraphAttr {
+  std::shared_ptr<const Graph> graph;
+};
 using AttrValue = std::variant<int64_t, double, std::string, Tensor, std::vector<int64_t>, std::vector<double>,
                                std::vector<std::string>, SubgraphAttr>;
 

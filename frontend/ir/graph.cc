@@ -1,5 +1,7 @@
 #include "frontend/ir/graph.h"
 
+#include <set>
+
 #include "frontend/ir/error.h"
 
 namespace kiln {
@@ -100,6 +102,35 @@ const Value& Graph::value(const std::string& name) const {
   auto it = values.find(name);
   if (it == values.end()) throw Error("graph '" + this->name + "': no value named '" + name + "'");
   return it->second;
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+std::vector<std::string> outer_references(const Graph& sub) {
+  std::set<std::string> defined(sub.inputs.begin(), sub.inputs.end()), outer;
+  for (const auto& [name, v] : sub.values)
+    if (v.constant) defined.insert(name);
+  auto read = [&](const std::string& name) {
+    if (!name.empty() && !defined.count(name)) outer.insert(name);
+  };
+  for (const Node& n : sub.nodes) {
+    for (const std::string& in : n.inputs) read(in);
+    for (const std::string& in : implicit_inputs(n)) read(in);
+    for (const std::string& o : n.outputs)
+      if (!o.empty()) defined.insert(o);
+  }
+  for (const std::string& o : sub.outputs) read(o);
+  return {outer.begin(), outer.end()};
+}
+
+std::vector<std::string> implicit_inputs(const Node& n) {
+  std::set<std::string> names;
+  for (const auto& [key, value] : n.attrs)
+    if (const auto* sub = std::get_if<SubgraphAttr>(&value); sub && sub->graph)
+      for (const std::string& name : outer_references(*sub->graph)) names.insert(name);
+  return {names.begin(), names.end()};
 }
 
 }  // namespace kiln

@@ -85,4 +85,12 @@ struct Graph {
   const Tensor* constant_input(const Node& n, size_t i) const;
 };
 
+/// The names a subgraph reads from the graphs around it: inputs of its nodes (and of their own
+/// subgraphs) that it neither declares as inputs nor defines, and outputs it passes through from
+/// outside, sorted. A node that holds subgraphs depends on these as on its inputs.
+std::vector<std::string> outer_references(const Graph& subgraph);
+
+/// The outer references of every subgraph attribute of `n`.
+std::vector<std::string> implicit_inputs(const Node& n);
+
 }  // namespace kiln

@@ -64,6 +64,11 @@ NodeRef& NodeRef::attr(const std::string& name, const Tensor& v) {
   return *this;
 }
 
+NodeRef& NodeRef::attr(const std::string& name, const ModelBuilder& body) {
+  *new_attr(n_, name, onnx::AttributeProto::GRAPH)->mutable_g() = body.model_->graph();
+  return *this;
+}
+
 ModelBuilder::ModelBuilder(const std::string& graph_name, int64_t opset, int64_t ir_version)
     : model_(std::make_unique<onnx::ModelProto>()) {
   model_->set_ir_version(ir_version);

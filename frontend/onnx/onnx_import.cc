@@ -4,6 +4,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <fstream>
 #include <map>
 #include <set>
@@ -16,8 +18,10 @@
 namespace kiln {
 namespace {
 
+using SubgraphImporter = std::function<std::shared_ptr<const Graph>(const onnx::GraphProto&, const std::string& where)>;
+
 // Attributes carry their kind in `type`; old exporters leave it unset, so fall back to the filled field.
-AttrValue convert_attribute(const onnx::AttributeProto& a, const std::string& where) {
+AttrValue convert_attribute(const onnx::AttributeProto& a, const std::string& where, const SubgraphImporter& subgraph) {
   using A = onnx::AttributeProto;
   A::AttributeType type = a.type();
   if (type == A::UNDEFINED) {
@@ -39,7 +43,7 @@ AttrValue convert_attribute(const onnx::AttributeProto& a, const std::string& wh
     case A::FLOATS: return std::vector<double>(a.floats().begin(), a.floats().end());
     case A::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
     case A::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
-    case A::GRAPH:
+    case A::GRAPH: return SubgraphAttr{subgraph(a.g(), where + ": attribute '" + a.name() + "'")};
     case A::GRAPHS: return SubgraphAttr{};
     case A::SPARSE_TENSOR:
     case A::SPARSE_TENSORS: throw Unsupported(where + ": sparse tensor attribute '" + a.name() + "' is not supported");
@@ -88,10 +92,16 @@ std::vector<size_t> topo_order(const std::vector<Node>& nodes, const Graph& g) {
   for (const Node& n : nodes)
     for (const auto& o : n.outputs)
       if (!o.empty()) produced_somewhere.insert(o);
-  for (const Node& n : nodes)
-    for (const auto& in : n.inputs)
+  // A node's inputs, and the values its subgraphs read from this graph (an If's branches).
+  std::vector<std::vector<std::string>> reads(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    reads[i] = nodes[i].inputs;
+    for (const std::string& name : implicit_inputs(nodes[i])) reads[i].push_back(name);
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const auto& in : reads[i])
       if (!in.empty() && !produced_somewhere.count(in))
-        throw Error(g.source + ": " + n.label() + ": input '" + in + "' is not produced by any node, initializer or graph input");
+        throw Error(g.source + ": " + nodes[i].label() + ": input '" + in + "' is not produced by any node, initializer or graph input");
 
   std::vector<size_t> sorted;
   std::vector<bool> done(nodes.size(), false);
@@ -101,7 +111,7 @@ std::vector<size_t> topo_order(const std::vector<Node>& nodes, const Graph& g) {
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (done[i]) continue;
       bool ready = true;
-      for (const auto& in : nodes[i].inputs)
+      for (const auto& in : reads[i])
         if (!in.empty() && !available.count(in)) { ready = false; break; }
       if (!ready) continue;
       for (const auto& o : nodes[i].outputs)
@@ -147,6 +157,84 @@ void run_onnx_checker(const onnx::ModelProto& m, const std::string& file, const 
   }
 }
 
+// Initializers as constant values of `g`.
+void import_initializers(const onnx::GraphProto& gp, const std::string& file, Graph& g) {
+  for (const auto& init : gp.initializer()) {
+    const std::string where = file + ": initializer '" + init.name() + "'";
+    if (init.name().empty()) throw Error(file + ": an initializer has no name");
+    Value v;
+    v.name = init.name();
+    Tensor t = tensor_from_proto(init, where);
+    v.dtype = t.dtype();
+    v.shape = t.shape();
+    v.typed = true;
+    v.constant = std::make_shared<const Tensor>(std::move(t));
+    g.values[v.name] = std::move(v);
+  }
+}
+
+// Node `i` of a graph whose opsets are `g`'s: its op must be one kiln knows (If is handled by
+// inline_constant_if rather than by an op of its own), its subgraphs imported too.
+Node convert_node(const onnx::NodeProto& np, int i, const Graph& g, const std::string& file, const SubgraphImporter& subgraph) {
+  Node n;
+  n.op_type = np.op_type();
+  n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+  n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+  const std::string where = file + ": " + n.label();
+  if (n.op_type.empty()) throw Error(file + ": node " + std::to_string(i) + " has no op_type");
+  auto ops = g.opsets.find(n.domain);
+  if (!find_op(n.domain, n.op_type) && !(n.domain.empty() && n.op_type == "If"))
+    throw Unsupported(where + ": op " + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " is not supported");
+  if (ops == g.opsets.end()) throw Error(where + ": domain '" + n.domain + "' is not imported by the model");
+  n.opset = ops->second;
+  n.inputs.assign(np.input().begin(), np.input().end());
+  n.outputs.assign(np.output().begin(), np.output().end());
+  for (const auto& a : np.attribute()) {
+    if (a.has_ref_attr_name() && !a.ref_attr_name().empty())
+      throw Error(where + ": attribute '" + a.name() + "' refers to a function attribute outside a function");
+    n.attrs[a.name()] = convert_attribute(a, where, subgraph);
+  }
+  return n;
+}
+
+// A subgraph (an If branch): its initializers, inputs (by name), outputs and nodes, in the order the
+// model gives them (ONNX orders a subgraph's nodes; values from outside it are available throughout).
+std::shared_ptr<const Graph> import_subgraph(const onnx::GraphProto& gp, const Graph& outer, const std::string& where,
+                                             int depth) {
+  // Subgraphs nest through attributes; a bounded depth keeps a hostile file from exhausting the stack.
+  constexpr int kMaxSubgraphDepth = 32;
+  if (depth > kMaxSubgraphDepth) throw Error(where + ": subgraphs nest more than " + std::to_string(kMaxSubgraphDepth) + " deep");
+  auto g = std::make_shared<Graph>();
+  g->source = outer.source;
+  g->name = gp.name().empty() ? "subgraph" : gp.name();
+  g->opsets = outer.opsets;
+  g->ir_version = outer.ir_version;
+  if (gp.sparse_initializer_size() > 0) throw Unsupported(where + ": sparse initializers are not supported");
+  import_initializers(gp, outer.source, *g);
+  for (const auto& in : gp.input()) {
+    if (in.name().empty()) throw Error(where + ": a subgraph input has no name");
+    g->inputs.push_back(in.name());
+    g->values[in.name()].name = in.name();
+  }
+  for (const auto& out : gp.output()) {
+    if (out.name().empty()) throw Error(where + ": a subgraph output has no name");
+    g->outputs.push_back(out.name());
+  }
+  const SubgraphImporter nested = [&](const onnx::GraphProto& sub, const std::string& w) {
+    return import_subgraph(sub, *g, w, depth + 1);
+  };
+  std::set<std::string> defined;
+  for (int i = 0; i < gp.node_size(); ++i) {
+    Node n = convert_node(gp.node(i), i, *g, outer.source, nested);
+    for (const std::string& o : n.outputs)
+      if (!o.empty() && (g->values.count(o) || !defined.insert(o).second))
+        throw Error(outer.source + ": " + n.label() + ": output '" + o + "' is defined more than once in " + where);
+    g->nodes.push_back(std::move(n));
+  }
+  for (const std::string& o : defined) g->values[o].name = o;
+  return g;
+}
+
 Graph import_model(const onnx::ModelProto& m, const std::string& file, const ImportOptions& opts) {
   Graph g;
   g.source = file;
@@ -169,18 +257,7 @@ Graph import_model(const onnx::ModelProto& m, const std::string& file, const Imp
   g.name = gp.name().empty() ? "main" : gp.name();
   if (gp.sparse_initializer_size() > 0) throw Unsupported(file + ": sparse initializers are not supported");
 
-  for (const auto& init : gp.initializer()) {
-    const std::string where = file + ": initializer '" + init.name() + "'";
-    if (init.name().empty()) throw Error(file + ": an initializer has no name");
-    Value v;
-    v.name = init.name();
-    Tensor t = tensor_from_proto(init, where);
-    v.dtype = t.dtype();
-    v.shape = t.shape();
-    v.typed = true;
-    v.constant = std::make_shared<const Tensor>(std::move(t));
-    g.values[v.name] = std::move(v);
-  }
+  import_initializers(gp, file, g);
   for (const auto& in : gp.input()) {
     if (in.name().empty()) throw Error(file + ": a graph input has no name");
     if (g.values.count(in.name())) continue;  // an initializer listed as input (IR < 4): a constant
@@ -195,21 +272,12 @@ Graph import_model(const onnx::ModelProto& m, const std::string& file, const Imp
   std::vector<Node> nodes;
   std::set<std::string> outputs_seen;
   std::map<std::pair<size_t, int>, std::string> renamed_outputs;  // (node, output index) -> new name
+  const SubgraphImporter subgraph = [&](const onnx::GraphProto& sub, const std::string& where) {
+    return import_subgraph(sub, g, where, 1);
+  };
   for (int i = 0; i < gp.node_size(); ++i) {
-    const auto& np = gp.node(i);
-    Node n;
-    n.op_type = np.op_type();
-    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
-    n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    Node n = convert_node(gp.node(i), i, g, file, subgraph);
     const std::string where = file + ": " + n.label();
-    if (n.op_type.empty()) throw Error(file + ": node " + std::to_string(i) + " has no op_type");
-    auto ops = g.opsets.find(n.domain);
-    if (!find_op(n.domain, n.op_type))
-      throw Unsupported(where + ": op " + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " is not supported");
-    if (ops == g.opsets.end()) throw Error(where + ": domain '" + n.domain + "' is not imported by the model");
-    n.opset = ops->second;
-    n.inputs.assign(np.input().begin(), np.input().end());
-    n.outputs.assign(np.output().begin(), np.output().end());
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       std::string& o = n.outputs[k];
       if (o.empty()) continue;
@@ -227,11 +295,6 @@ Graph import_model(const onnx::ModelProto& m, const std::string& file, const Imp
       renamed_outputs[{e, 0}] = fresh;
       earlier->outputs[0] = fresh;
       outputs_seen.insert(fresh);
-    }
-    for (const auto& a : np.attribute()) {
-      if (a.has_ref_attr_name() && !a.ref_attr_name().empty())
-        throw Error(where + ": attribute '" + a.name() + "' refers to a function attribute outside a function");
-      n.attrs[a.name()] = convert_attribute(a, where);
     }
     nodes.push_back(std::move(n));
   }

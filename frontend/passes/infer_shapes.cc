@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "frontend/ops/op_registry.h"
+#include "frontend/passes/inline_constant_if.h"
 
 namespace kiln {
 namespace {
@@ -68,7 +69,11 @@ void infer_all_nodes(Graph& g) {
     if (!g.value(in).typed) throw Error("graph input '" + in + "' has no bound shape");
     check_value_size("graph input '" + in + "'", g.value(in).dtype, g.value(in).shape);
   }
-  for (const Node& n : g.nodes) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    // An If becomes its branch's nodes (the first may be another If), inferred from here on.
+    while (i < g.nodes.size() && g.nodes[i].op_type == "If" && g.nodes[i].domain.empty()) inline_constant_if(g, i);
+    if (i == g.nodes.size()) break;
+    const Node& n = g.nodes[i];
     const OpDef* op = find_op(n.domain, n.op_type);
     if (!op) throw Unsupported(n.label() + ": op is not supported");
     for (const auto& in : n.inputs)

@@ -1,0 +1,162 @@
+// If nodes whose condition folds at compile time (frontend/passes/inline_constant_if.h): the branch
+// the condition picks replaces the If, its values renamed apart from the graph's, nested Ifs and their
+// reads of the branch's values included; an If on input data and a malformed branch are errors that
+// name the node.
+#include "frontend/passes/inline_constant_if.h"
+
+#include <gtest/gtest.h>
+
+#include "frontend/ir/error.h"
+#include "frontend/onnx/model_builder.h"
+#include "frontend/onnx/onnx_import.h"
+#include "frontend/passes/bind_input_shapes.h"
+#include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/remove_dead_nodes.h"
+#include "frontend/reference/interpreter.h"
+#include "tests/frontend/test_models.h"
+#include "toolchain/compile_target.h"
+#include "toolchain/pipeline.h"
+#include "toolchain/run_package.h"
+
+namespace kiln {
+namespace {
+
+Graph prepared(ModelBuilder& b) {
+  Graph g = import_onnx_bytes(b.serialize(), "if.onnx");
+  bind_input_shapes(g, {});
+  infer_shapes(g);
+  remove_dead_nodes(g);
+  return g;
+}
+
+// A branch computing `out` = x op c, with c a constant of the branch (named "t", as a value of the
+// main graph is: renaming must keep them apart).
+ModelBuilder branch(const std::string& op, double c, const std::string& out) {
+  ModelBuilder b(op + "_branch");
+  b.initializer("t", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{c}));
+  b.node(op, {"x", "t"}, {out});
+  b.output(out, DType::Float32, Shape{});
+  return b;
+}
+
+// y = If(x.shape[0] == rows) then x + 1 else x * 2, then y - t with the main graph's own t = 0.5.
+ModelBuilder shape_if(int64_t rows) {
+  ModelBuilder b("shape_if");
+  b.input("x", DType::Float32, Shape{2, 3});
+  b.initializer("zero", Tensor::scalar_int(DType::Int64, 0));
+  b.initializer("rows", Tensor::scalar_int(DType::Int64, rows));
+  b.initializer("t", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{0.5}));
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "zero"}, {"n"});
+  b.node("Equal", {"n", "rows"}, {"cond"});
+  b.node("If", {"cond"}, {"z"}, "choose").attr("then_branch", branch("Add", 1, "r")).attr("else_branch", branch("Mul", 2, "r"));
+  b.node("Sub", {"z", "t"}, {"y"});
+  b.output("y", DType::Float32, Shape{2, 3});
+  return b;
+}
+
+std::vector<double> run(const Graph& g) {
+  Tensor x = Tensor::from_doubles(DType::Float32, {2, 3}, std::vector<double>{0, 1, 2, 3, 4, 5});
+  return run_reference(g, {{"x", x}}).at(0).to_doubles();
+}
+
+TEST(InlineConstantIf, AConditionOnAShapeTakesItsBranch) {
+  ModelBuilder then_model = shape_if(2), else_model = shape_if(3);
+  const Graph taken = prepared(then_model), not_taken = prepared(else_model);
+  EXPECT_EQ(run(taken), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));        // x + 1 - 0.5
+  EXPECT_EQ(run(not_taken), (std::vector<double>{-0.5, 1.5, 3.5, 5.5, 7.5, 9.5}));  // x * 2 - 0.5
+  for (const Graph* g : {&taken, &not_taken}) {
+    for (const Node& n : g->nodes) EXPECT_NE(n.op_type, "If");
+    EXPECT_EQ(g->value("t").constant->to_doubles(), (std::vector<double>{0.5}));  // the branch's t is another value
+  }
+}
+
+TEST(InlineConstantIf, TheCompiledPackageComputesTheTakenBranch) {
+  ModelBuilder b = shape_if(2);
+  testing::TempDir dir;
+  b.save(dir.path("if.onnx"));
+  const Graph g = load_model(dir.path("if.onnx"), PipelineOptions{});
+  CompileOptions c;
+  c.target = resolve_target("host");
+  compile_graph(g, c, dir.path("pkg"));
+  const Tensor x = Tensor::from_doubles(DType::Float32, {2, 3}, std::vector<double>{0, 1, 2, 3, 4, 5});
+  const std::vector<Tensor> got = run_package(dir.path("pkg"), c.target, {{"x", x}}, 1).outputs;
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].to_doubles(), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));
+}
+
+TEST(InlineConstantIf, ANestedIfReadsTheOuterBranchsValues) {
+  // then: u = x + 1; If(true) then: v = u * 3 (u read from the outer branch) -> the If's output.
+  ModelBuilder inner_then("inner_then"), inner_else("inner_else");
+  inner_then.initializer("three", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{3}));
+  inner_then.node("Mul", {"u", "three"}, {"v"});
+  inner_then.output("v", DType::Float32, Shape{});
+  inner_else.node("Neg", {"u"}, {"w"});
+  inner_else.output("w", DType::Float32, Shape{});
+  ModelBuilder outer_then("outer_then");
+  outer_then.initializer("one", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{1}));
+  outer_then.initializer("yes", Tensor::scalar_int(DType::Bool, 1));
+  outer_then.node("Add", {"x", "one"}, {"u"});
+  outer_then.node("If", {"yes"}, {"inner"}, "inner").attr("then_branch", inner_then).attr("else_branch", inner_else);
+  outer_then.output("inner", DType::Float32, Shape{});
+  ModelBuilder b("nested");
+  b.input("x", DType::Float32, Shape{2, 3});
+  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  b.node("If", {"go"}, {"y"}, "outer").attr("then_branch", outer_then).attr("else_branch", branch("Mul", 2, "r"));
+  b.output("y", DType::Float32, Shape{2, 3});
+  const Graph g = prepared(b);
+  EXPECT_EQ(run(g), (std::vector<double>{3, 6, 9, 12, 15, 18}));  // (x + 1) * 3
+}
+
+TEST(InlineConstantIf, AConditionOnInputDataIsRefusedNamingTheNode) {
+  ModelBuilder b("data_if");
+  b.input("x", DType::Float32, Shape{2, 3});
+  b.input("flag", DType::Bool, Shape{});
+  b.node("If", {"flag"}, {"y"}, "gate").attr("then_branch", branch("Add", 1, "r")).attr("else_branch", branch("Mul", 2, "r"));
+  b.output("y", DType::Float32, Shape{2, 3});
+  try {
+    prepared(b);
+    FAIL() << "an If on input data compiled";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'gate' (If)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("depends on the input data"), std::string::npos) << e.what();
+  }
+}
+
+TEST(InlineConstantIf, ABranchWithTheWrongNumberOfOutputsIsAnError) {
+  ModelBuilder two("two");
+  two.node("Neg", {"x"}, {"a"});
+  two.node("Abs", {"x"}, {"b"});
+  two.output("a", DType::Float32, Shape{});
+  two.output("b", DType::Float32, Shape{});
+  ModelBuilder b("bad_branch");
+  b.input("x", DType::Float32, Shape{2, 3});
+  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  b.node("If", {"go"}, {"y"}, "bad").attr("then_branch", two).attr("else_branch", branch("Mul", 2, "r"));
+  b.output("y", DType::Float32, Shape{2, 3});
+  try {
+    prepared(b);
+    FAIL() << "a branch of two outputs for an If of one compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'bad' (If): then_branch has 2 outputs"), std::string::npos) << e.what();
+  }
+}
+
+TEST(InlineConstantIf, AnIfBeforeTheProducerOfWhatItsBranchReadsIsOrderedAfterIt) {
+  // The If's branch reads `h`, produced by a node that comes after the If in the file: the importer
+  // orders the If after it, as it does for a node's listed inputs.
+  ModelBuilder reads_h("reads_h");
+  reads_h.node("Neg", {"h"}, {"r"});
+  reads_h.output("r", DType::Float32, Shape{});
+  ModelBuilder b("order");
+  b.input("x", DType::Float32, Shape{2, 3});
+  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  b.node("If", {"go"}, {"y"}, "early").attr("then_branch", reads_h).attr("else_branch", reads_h);
+  b.node("Abs", {"x"}, {"h"});
+  b.output("y", DType::Float32, Shape{2, 3});
+  const Graph g = prepared(b);
+  EXPECT_EQ(run(g), (std::vector<double>{0, -1, -2, -3, -4, -5}));
+}
+
+}  // namespace
+}  // namespace kiln
