@@ -156,7 +156,12 @@ TEST(ProgramBuilder, FaultsAreReportedAndTheRestBuilds) {
   BuilderOptions o;
   o.timeout_s = 4;
   o.in_worker = [](size_t index) {
-    if (index == 3) std::raise(SIGSEGV);                                         // a worker that crashes
+    // A worker that crashes. The default action first: a handler an earlier test in this process
+    // installed (LLVM's crash handlers) could otherwise return from the raise, and the worker build on.
+    if (index == 3) {
+      std::signal(SIGSEGV, SIG_DFL);
+      std::raise(SIGSEGV);
+    }
     if (index == 4) std::this_thread::sleep_for(std::chrono::seconds(60));       // one that hangs
   };
   ProgramBuilder builder(host, o);
