@@ -4,7 +4,8 @@
 # .gpu/kiln.tar.xz (bench/gpu/pack.sh: a kiln linked with KILN_LLVM_STATIC plus its shared libraries),
 # so every package is compiled, linked and run on the GPU host exactly as a user's would be.
 # Phases: node (compiled conformance of ONNX's node tests, .gpu/onnx-node.tar.xz), models (compiled
-# conformance of .gpu/models.tar.xz), bench (bench/gpu/bench_gpu.py). Logs go to $OUT (or /tmp/gpu-out).
+# conformance of .gpu/models.tar.xz), bench (bench/gpu/bench_gpu.py), profile (per-kernel times with
+# Nsight Compute). Logs go to $OUT (or /tmp/gpu-out).
 set -uo pipefail
 out=${OUT:-/tmp/gpu-out}
 mkdir -p "$out" /tmp/k
@@ -42,6 +43,30 @@ for phase in "$@"; do
       conformance models-fp16 /tmp/models/models --rtol 5e-2 --atol 2e-3 --filter fp16 ;;
     bench)
       python3 bench/gpu/bench_gpu.py --kiln "$kiln" --target "$target" --out "$out/bench.txt" ;;
+    profile)
+      # Per-kernel GPU times of ResNet-50 (batch 16) and BERT-base (batch 1) with Nsight Compute (one
+      # pass per kernel, gpu__time_duration), the slowest first: where the next GPU schedule should go.
+      ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+      if [ -z "$ncu" ]; then echo "profile: no ncu here" | tee -a "$out/summary.txt"; continue; fi
+      for spec in "resnet50 16" "bert_base 1"; do
+        set -- $spec
+        "$kiln" zoo "$1" --batch "$2" -o "/tmp/$1.onnx" >/dev/null
+        "$kiln" compile "/tmp/$1.onnx" --target "$target" -o "/tmp/$1-pkg" >/dev/null
+        "$ncu" --metrics gpu__time_duration.sum --csv --print-units base "$kiln" run "/tmp/$1-pkg" --repeat 1 --print 0 > "/tmp/$1.ncu.csv" 2>/dev/null
+        python3 - "/tmp/$1.ncu.csv" "$1 b$2" <<'PY' | tee "$out/profile-$1.txt"
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]; k, u, v = head.index("Kernel Name"), head.index("Metric Unit"), head.index("Metric Value")
+scale = {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9}
+t = collections.Counter()
+for r in rows[1:]:
+    try: t[r[k]] += float(r[v].replace(",", "")) * scale.get(r[u], 1)
+    except ValueError: pass
+total = sum(t.values())
+print(f"{sys.argv[2]}: {len(t)} kernels, {total / 1e6:.3f} ms of GPU time")
+for name, ns in t.most_common(25): print(f"{ns / 1e3:10.1f} us  {100 * ns / total:5.1f}%  {name}")
+PY
+      done ;;
     *) echo "device_run.sh: unknown phase $phase" >&2; exit 2 ;;
   esac
   echo "phase $phase: $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
