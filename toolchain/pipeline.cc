@@ -162,17 +162,27 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   return info;
 }
 
-std::string print_graph(const Graph& g) {
-  std::ostringstream os;
+namespace {
+
+// The nodes and outputs of `g` at `depth` (two spaces a level); a node's subgraphs (an If's branches)
+// follow it, a level deeper. A name is typed by the innermost graph that has it ("?" when none does:
+// a value inference has not reached, or one a subgraph reads from outside).
+void print_nodes(std::ostringstream& os, const Graph& g, int depth, std::vector<const Graph*> scopes) {
+  scopes.push_back(&g);
   auto type_of = [&](const std::string& name) {
-    const Value& v = g.value(name);
-    if (!v.typed) return std::string("?");
-    return dtype_name(v.dtype) + "[" + shape_str(v.shape) + "]" + (v.constant ? " const" : "");
+    for (auto s = scopes.rbegin(); s != scopes.rend(); ++s)
+      if ((*s)->has_value(name)) {
+        const Value& v = (*s)->value(name);
+        if (!v.typed) return std::string("?");
+        return dtype_name(v.dtype) + "[" + shape_str(v.shape) + "]" + (v.constant ? " const" : "");
+      }
+    return std::string("?");
   };
-  os << "graph " << g.name << "\n";
-  for (const auto& in : g.inputs) os << "  input  " << in << ": " << type_of(in) << "\n";
+  const std::string pad(static_cast<size_t>(depth) * 2, ' ');
+  if (depth == 1)
+    for (const auto& in : g.inputs) os << pad << "input  " << in << ": " << type_of(in) << "\n";
   for (const Node& n : g.nodes) {
-    os << "  ";
+    os << pad;
     for (size_t i = 0; i < n.outputs.size(); ++i) os << (i ? ", " : "") << (n.outputs[i].empty() ? "_" : n.outputs[i]);
     os << " = " << n.op_type << "(";
     for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << (n.inputs[i].empty() ? "_" : n.inputs[i]);
@@ -180,8 +190,21 @@ std::string print_graph(const Graph& g) {
     for (const auto& out : n.outputs)
       if (!out.empty()) os << " " << type_of(out);
     os << "\n";
+    for (const auto& [key, value] : n.attrs)
+      if (const auto* sub = std::get_if<SubgraphAttr>(&value); sub && sub->graph) {
+        os << pad << "  " << key << ":\n";
+        print_nodes(os, *sub->graph, depth + 2, scopes);
+      }
   }
-  for (const auto& out : g.outputs) os << "  output " << out << ": " << type_of(out) << "\n";
+  for (const auto& out : g.outputs) os << pad << "output " << out << ": " << type_of(out) << "\n";
+}
+
+}  // namespace
+
+std::string print_graph(const Graph& g) {
+  std::ostringstream os;
+  os << "graph " << g.name << "\n";
+  print_nodes(os, g, 1, {});
   return os.str();
 }
 

@@ -68,7 +68,8 @@ std::vector<Task> target_tasks(const Graph& model, int vector_bits);
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
                                                   const PipelineOptions& opts = {});
 
-/// Prints a graph as text: inputs, outputs, and one line per node with its output types.
+/// Prints a graph as text: inputs, outputs, and one line per node with its output types; a node's
+/// subgraphs (an If's branches) follow it, indented.
 std::string print_graph(const Graph& g);
 
 }  // namespace kiln

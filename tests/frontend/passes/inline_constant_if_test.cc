@@ -106,6 +106,17 @@ TEST(InlineConstantIf, TheCompiledPackageComputesTheTakenBranch) {
   EXPECT_EQ(got[0].to_doubles(), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));
 }
 
+TEST(InlineConstantIf, TheImportedGraphPrintsEachBranchUnderItsIf) {
+  ModelBuilder b = shape_if(2);
+  const std::string text = print_graph(import_onnx_bytes(b.serialize(), "if.onnx"));
+  const size_t node = text.find("z = If(cond)  # choose"), then_at = text.find("    then_branch:\n"),
+               add = text.find("      r = Add(x, t)"), else_at = text.find("    else_branch:\n"),
+               mul = text.find("      r = Mul(x, t)"), sub = text.find("  y = Sub(z, t)");
+  for (size_t at : {node, then_at, add, else_at, mul, sub}) ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_TRUE(node < else_at && else_at < mul && mul < then_at && then_at < add && add < sub) << text;  // attributes by name
+  EXPECT_NE(text.find("      output r: ?"), std::string::npos) << text;
+}
+
 TEST(InlineConstantIf, ANestedIfReadsTheOuterBranchsValues) {
   // then: u = x + 1; If(true) then: v = u * 3 (u read from the outer branch) -> the If's output.
   ModelBuilder inner_then("inner_then"), inner_else("inner_else");
