@@ -1,6 +1,6 @@
 // Writes a fuzzer's seed corpus. `make_seeds DIR`: small models from kiln's own builder, covering raw
 // and typed initializers, attributes of every kind, symbolic dimensions and several dtypes (the
-// importer's). `make_seeds DIR tensors`: .npy and TensorProto files of several dtypes and ranks, each
+// importer's; one with If branches). `make_seeds DIR tensors`: .npy and TensorProto files of several dtypes and ranks, each
 // behind the selector byte of fuzz_tensor_files.cc (0: .npy, 1: TensorProto). `make_seeds DIR rpc`:
 // what a client sends an RPC server or tracker: a preamble, then frames of every message it decodes.
 // `make_seeds DIR sessions`: for fuzz_rpc_sessions.cc's four handlers (the selector byte first), a
@@ -185,5 +185,29 @@ int main(int argc, char** argv) {
   h.node("Add", {"x", "c"}, {"y"});
   h.output("y", DType::Float16, Shape{1, 8});
   h.save(dir + "/half.onnx");
+
+  // An If on a shape, its then-branch holding a nested If that reads the outer branch's value: the
+  // importer's subgraphs, their outer-scope reads and its ordering by them.
+  ModelBuilder inner("inner");
+  inner.node("Neg", {"u"}, {"v"});
+  inner.output("v", DType::Float32, Shape{});
+  ModelBuilder then_branch("then");
+  then_branch.initializer("yes", Tensor::scalar_int(DType::Bool, 1));
+  then_branch.node("Abs", {"x"}, {"u"});
+  then_branch.node("If", {"yes"}, {"w"}).attr("then_branch", inner).attr("else_branch", inner);
+  then_branch.output("w", DType::Float32, Shape{});
+  ModelBuilder else_branch("else");
+  else_branch.node("Relu", {"x"}, {"e"});
+  else_branch.output("e", DType::Float32, Shape{});
+  ModelBuilder c("seed_if", 13);
+  c.input("x", DType::Float32, std::vector<Dim>{{-1, "batch"}, {4, ""}});
+  c.initializer("zero", Tensor::scalar_int(DType::Int64, 0));
+  c.initializer("one", Tensor::scalar_int(DType::Int64, 1));
+  c.node("Shape", {"x"}, {"s"});
+  c.node("Gather", {"s", "zero"}, {"n"});
+  c.node("Equal", {"n", "one"}, {"cond"});
+  c.node("If", {"cond"}, {"y"}).attr("then_branch", then_branch).attr("else_branch", else_branch);
+  c.output("y", DType::Float32, Shape{});
+  c.save(dir + "/if.onnx");
   return 0;
 }
