@@ -97,19 +97,15 @@ std::string compare(const Tensor& got, const Tensor& want, const ConformanceOpti
   return fmt::format("{} of {} elements differ; {}", bad, want.size(), first);
 }
 
-// The graph inputs that `value` is computed from (itself, if it is one). A value of an If's branch
-// (named "<If's name>/...", inline_constant_if.h) is computed from what the If reads.
+// The graph inputs that `value` is computed from (itself, if it is one).
 std::set<std::string> graph_inputs_feeding(const Graph& g, const std::string& value) {
   std::set<std::string> wanted = {value}, found;
   for (auto n = g.nodes.rbegin(); n != g.nodes.rend(); ++n) {
     bool produces = false;
     for (const auto& o : n->outputs) produces |= !o.empty() && wanted.count(o);
-    if (n->op_type == "If")
-      for (const std::string& w : wanted) produces |= w.rfind(n->name + "/", 0) == 0;
     if (!produces) continue;
     for (const auto& in : n->inputs)
       if (!in.empty()) wanted.insert(in);
-    for (const std::string& in : implicit_inputs(*n)) wanted.insert(in);
   }
   for (const auto& in : g.inputs)
     if (wanted.count(in)) found.insert(in);
@@ -171,7 +167,8 @@ BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set
       break;
     } catch (const NotConstant& e) {
       bool froze = false;
-      for (const std::string& name : graph_inputs_feeding(unbound, e.value_name())) {
+      // Traced in the graph inference stopped in: it holds the nodes of the Ifs it inlined.
+      for (const std::string& name : graph_inputs_feeding(g, e.value_name())) {
         if (b.frozen.count(name) || !inputs.count(name)) continue;
         b.frozen[name] = inputs.at(name);
         b.input_shapes.erase(name);

@@ -104,10 +104,6 @@ const Value& Graph::value(const std::string& name) const {
   return it->second;
 }
 
-}  // namespace kiln
-
-namespace kiln {
-
 std::vector<std::string> outer_references(const Graph& sub) {
   std::set<std::string> defined(sub.inputs.begin(), sub.inputs.end()), outer;
   for (const auto& [name, v] : sub.values)

@@ -14,7 +14,7 @@ namespace kiln {
 
 /// Replaces the If at `g.nodes[index]` by the nodes of the branch its (constant) condition selects.
 /// The branch's nodes and values are named "<If's name>/<their name>" (made unique), so a message about
-/// one of them (a value that must be known at compile time) can be traced back to the If.
+/// one of them says which If it came from.
 /// Throws Unsupported naming the node when the condition is not a constant, Error when the branch is
 /// malformed (missing, or a number of outputs other than the If's); infer_shapes prefixes the file.
 void inline_constant_if(Graph& g, size_t index);

@@ -19,22 +19,6 @@ int64_t cross_thread_lanes(const te::Stage& s, const GpuScheduleParams& p) {
   return lanes;
 }
 
-namespace {
-
-// The row-major digits of `flat` over `extents`.
-std::vector<Expr> digits_of(const Expr& flat, const Shape& extents) {
-  std::vector<Expr> out(extents.size());
-  int64_t stride = 1;
-  for (size_t d = extents.size(); d-- > 0;) {
-    Expr x = stride == 1 ? flat : te::floordiv(flat, te::int_imm(stride));
-    out[d] = d == 0 ? x : te::floormod(x, te::int_imm(extents[d]));
-    stride *= extents[d];
-  }
-  return out;
-}
-
-}  // namespace
-
 Stmt lower_stage_gpu_cross_thread(const te::TensorRef& t, int64_t lanes, const std::map<const te::TensorNode*, BufferRef>& buffers,
                                   const GpuScheduleParams& p, const Epilogue* epilogue) {
   const te::Stage& s = *t->stage;
@@ -50,11 +34,7 @@ Stmt lower_stage_gpu_cross_thread(const te::TensorRef& t, int64_t lanes, const s
   const int64_t spread = (outputs + p.multiprocessors - 1) / std::max<int64_t>(p.multiprocessors, 1);
   const int64_t rows = std::max<int64_t>(1, std::min(p.threads_per_block / lanes, spread));
   const int64_t threads = rows * lanes, blocks = (outputs + rows - 1) / rows;
-  const BufferRef part = [&] {
-    auto b = std::make_shared<Buffer>(*make_buffer(s.name + ".part", s.dtype, threads, true));
-    b->scope = BufferScope::GpuShared;
-    return BufferRef(b);
-  }();
+  const BufferRef part = make_gpu_buffer(s.name + ".part", s.dtype, threads, BufferScope::GpuShared, threads);
   const Expr b = te::var(s.name + ".b");
   const Expr identity = te::reducer_identity(s.reducer, s.dtype);
   // Thread loops of the kernel's phases: `body(t, lane, output)` for each thread t of the block.
@@ -67,7 +47,7 @@ Stmt lower_stage_gpu_cross_thread(const te::TensorRef& t, int64_t lanes, const s
   // The stage's axes at output `o`.
   auto at_output = [&](const Expr& o) {
     std::map<const te::ExprNode*, Expr> m;
-    const std::vector<Expr> d = digits_of(o, s.shape);
+    const std::vector<Expr> d = row_major_digits(o, s.shape);
     for (size_t a = 0; a < s.axes.size(); ++a) m[s.axes[a].get()] = d[a];
     return m;
   };
@@ -77,7 +57,7 @@ Stmt lower_stage_gpu_cross_thread(const te::TensorRef& t, int64_t lanes, const s
   Stmt partials = phase("lanes", [&](const Expr& tv, const Expr& lane, const Expr& output) {
     std::map<const te::ExprNode*, Expr> m = at_output(output);
     const Expr k = te::var(s.name + ".k"), f = k * te::int_imm(lanes) + lane;
-    const std::vector<Expr> r = digits_of(f, extents);
+    const std::vector<Expr> r = row_major_digits(f, extents);
     for (size_t j = 0; j < s.reduce_axes.size(); ++j) m[s.reduce_axes[j].var.get()] = r[j];
     const Expr term = te::substitute(flatten_loads(s.body, buffers), m);
     const Expr start = te::select(te::eq(lane, te::int_imm(0)), te::substitute(flatten_loads(s.init, buffers), m), identity);

@@ -149,16 +149,17 @@ int64_t shared_bytes(const std::vector<Operand>& ops, const te::Stage& s, const 
   return bytes;
 }
 
+// Index arithmetic that leaves out what is 1 or absent (null).
+Expr times(const Expr& e, int64_t k) { return k == 1 ? e : e * te::int_imm(k); }
+Expr sum(const Expr& a, const Expr& b) { return a ? (b ? a + b : a) : b; }
+Expr or_zero(const Expr& e) { return e ? e : te::int_imm(0); }
+
 std::vector<int64_t> divisors_up_to(int64_t n, int64_t limit) {
   std::vector<int64_t> d;
   for (int64_t i = 1; i <= std::min(n, limit); ++i)
     if (n % i == 0) d.push_back(i);
   return d;
 }
-
-}  // namespace
-
-namespace {
 
 // A tile the stage can take, with what choose_shared_tile weighs.
 struct Choice {
@@ -262,40 +263,6 @@ std::optional<GpuSharedTile> random_shared_tile(const te::Stage& s, const GpuSch
   return t;
 }
 
-namespace {
-
-// A local buffer of a kernel's block (shared by its threads, or one copy per thread).
-BufferRef gpu_buffer(const std::string& name, DType dtype, int64_t size, BufferScope scope, int64_t threads) {
-  auto b = std::make_shared<Buffer>(*make_buffer(name, dtype, size, true));
-  b->scope = scope;
-  b->threads = scope == BufferScope::GpuPerThread ? threads : 0;
-  return b;
-}
-
-Expr times(const Expr& e, int64_t k) { return k == 1 ? e : e * te::int_imm(k); }
-Expr sum(const Expr& a, const Expr& b) { return a ? (b ? a + b : a) : b; }
-Expr or_zero(const Expr& e) { return e ? e : te::int_imm(0); }
-
-// The row-major digits of `flat` over `extents` (a digit of an extent-1 dimension is 0).
-std::vector<Expr> digits(const Expr& flat, const std::vector<int64_t>& extents) {
-  std::vector<Expr> out(extents.size());
-  int64_t stride = 1;
-  for (size_t d = extents.size(); d-- > 0;) {
-    if (extents[d] == 1) {
-      out[d] = te::int_imm(0);
-      continue;
-    }
-    Expr x = stride == 1 ? flat : te::floordiv(flat, te::int_imm(stride));
-    bool outermost = true;
-    for (size_t e = 0; e < d; ++e) outermost &= extents[e] == 1;
-    out[d] = outermost ? x : te::floormod(x, te::int_imm(extents[d]));
-    stride *= extents[d];
-  }
-  return out;
-}
-
-}  // namespace
-
 Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
                             const std::map<const te::TensorNode*, BufferRef>& buffers, const Epilogue* epilogue) {
   const te::Stage& s = *t->stage;
@@ -314,7 +281,7 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
   }
   // The block's coordinates along each axis, from blockIdx (row-major over the blocks).
   const Expr b = te::var(s.name + ".b");
-  const std::vector<Expr> block_at = digits(b, blocks);
+  const std::vector<Expr> block_at = row_major_digits(b, blocks);
   // Register-tile loops (unrolled) and the accumulator slot they select.
   std::vector<Expr> tile_var(rank);
   Expr slot;
@@ -332,7 +299,7 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
   // Within the block, thread `tv`'s element along each axis (its tile strided by the threads along it),
   // and that element's place in the whole output.
   auto local_of = [&](const Expr& tv) {
-    const std::vector<Expr> thread_at = digits(tv, along);
+    const std::vector<Expr> thread_at = row_major_digits(tv, along);
     std::vector<Expr> u(rank);
     for (size_t a = 0; a < rank; ++a) {
       const int64_t g = group_of(tile, a);
@@ -358,7 +325,7 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
     return for_loop(tv, threads, ForKind::GpuThread, body(tv));
   };
 
-  const BufferRef acc = gpu_buffer(s.name + ".acc", s.dtype, tile_size, BufferScope::GpuPerThread, threads);
+  const BufferRef acc = make_gpu_buffer(s.name + ".acc", s.dtype, tile_size, BufferScope::GpuPerThread, threads);
   std::map<const te::TensorNode*, BufferRef> all = buffers;
   struct Staged {
     BufferRef buffer;
@@ -368,7 +335,7 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
   for (size_t i = 0; i < ops->size(); ++i) {
     const Operand& o = (*ops)[i];
     Staged st{nullptr, box_layout(o, s, tile)};
-    st.buffer = gpu_buffer(s.name + ".s" + std::to_string(i), o.load->tensor->dtype, st.box.elements,
+    st.buffer = make_gpu_buffer(s.name + ".s" + std::to_string(i), o.load->tensor->dtype, st.box.elements,
                            BufferScope::GpuShared, threads);
     all[st.buffer->node.get()] = st.buffer;
     staged.push_back(std::move(st));
@@ -390,7 +357,7 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
       for (int64_t e : st.box.extents) elements *= e;
       const int64_t steps = (elements + threads - 1) / threads;
       const Expr e = te::var(st.buffer->name + ".e"), f = e * te::int_imm(threads) + tv;
-      const std::vector<Expr> at = digits(f, st.box.extents);
+      const std::vector<Expr> at = row_major_digits(f, st.box.extents);
       const Shape& dims = o.load->tensor->shape;
       std::vector<Expr> source;
       Expr into;

@@ -1,5 +1,6 @@
 #include "scheduler/lower/lower_dag.h"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <set>
@@ -138,6 +139,22 @@ Expr flat_index(const std::vector<Expr>& idx, const Shape& shape) {
   Expr flat = idx[0];
   for (size_t k = 1; k < idx.size(); ++k) flat = horner_step(flat, shape[k], idx[k]);
   return flat;
+}
+
+std::vector<Expr> row_major_digits(const Expr& flat, const Shape& shape) {
+  std::vector<Expr> out(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) {
+      out[d] = te::int_imm(0);
+      continue;
+    }
+    const Expr x = stride == 1 ? flat : te::floordiv(flat, te::int_imm(stride));
+    const bool outermost = std::all_of(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(d), [](int64_t e) { return e == 1; });
+    out[d] = outermost ? x : te::floormod(x, te::int_imm(shape[d]));
+    stride *= shape[d];
+  }
+  return out;
 }
 
 std::optional<size_t> operand_block_axis(const te::Stage& s) {

@@ -104,6 +104,9 @@ std::optional<size_t> operand_block_axis(const te::Stage& s);
 
 /// The row-major flat index of `idx` in a tensor of `shape`.
 Expr flat_index(const std::vector<Expr>& idx, const Shape& shape);
+/// Its inverse: the row-major digits of `flat` over `shape` (0 for a dimension of extent 1; no
+/// modulo on the outermost dimension that has more).
+std::vector<Expr> row_major_digits(const Expr& flat, const Shape& shape);
 
 /// One step of a reduction: acc + v, acc * v, min or max.
 Expr combine_reduction(te::Reducer r, const Expr& acc, const Expr& v);

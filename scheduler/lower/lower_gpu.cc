@@ -23,6 +23,13 @@ Stmt substitute_stmt(const Stmt& s, const std::map<const te::ExprNode*, Expr>& m
 
 }  // namespace
 
+BufferRef make_gpu_buffer(const std::string& name, DType dtype, int64_t size, BufferScope scope, int64_t threads) {
+  auto b = std::make_shared<Buffer>(*make_buffer(name, dtype, size, true));
+  b->scope = scope;
+  b->threads = scope == BufferScope::GpuPerThread ? threads : 0;
+  return b;
+}
+
 Stmt over_gpu_threads(const Expr& var, int64_t n, const Stmt& body, const GpuScheduleParams& p) {
   const int64_t threads = n >= p.threads_per_block ? p.threads_per_block : std::max<int64_t>(32, (n + 31) / 32 * 32);
   const int64_t blocks = (n + threads - 1) / threads;

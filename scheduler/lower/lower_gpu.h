@@ -35,6 +35,10 @@ struct GpuScheduleParams {
   bool cross_thread_reductions = true;
 };
 
+/// A local buffer of a kernel's block: GpuShared (one copy for its threads) or GpuPerThread (one copy
+/// per thread of the block's `threads`).
+BufferRef make_gpu_buffer(const std::string& name, DType dtype, int64_t size, BufferScope scope, int64_t threads);
+
 /// `body`, a statement over the flat index `var` in 0..n, as a kernel: a GpuBlock loop of
 /// ceil(n / threads) blocks around a GpuThread loop, `var` replaced by block * threads + thread and
 /// the body guarded by `var < n` when threads does not divide n. A small n gets one block of n
