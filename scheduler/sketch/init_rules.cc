@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "scheduler/sketch/packing.h"
+#include "scheduler/sketch/vector_axis.h"
 #include "scheduler/state/infer_bound.h"
 #include "scheduler/state/stage_exprs.h"
 #include "scheduler/state/step.h"
@@ -78,6 +80,24 @@ class FillTileSize : public InitRule {
   }
 };
 
+// Which spatial loop of each tiled stage's innermost level is its vector (vector_axis.h): the last
+// axis's, as the tiling leaves it, half of the time; another one of the level's loops otherwise.
+class ChooseVectorAxis : public InitRule {
+ public:
+  const char* name() const override { return "vector-axis"; }
+  std::optional<State> apply(const State& s, const SearchParams&, Rng& rng) const override {
+    State cur = s;
+    for (const VectorAxisChoice& c : vector_axis_choices(s)) {
+      if (coin(0.5, rng)) continue;
+      std::vector<int> others;
+      for (int node : c.options)
+        if (node != c.current) others.push_back(node);
+      if (auto next = with_vector_axis(cur, c, pick(others, rng))) cur = std::move(*next);
+    }
+    return cur;
+  }
+};
+
 // Where each untiled stage is computed: at root, inlined, or inside a loop of its only consumer.
 class ChangeComputeLocation : public InitRule {
  public:
@@ -89,15 +109,12 @@ class ChangeComputeLocation : public InitRule {
       if (!is_computed(st) || st.compute_at != ComputeAtKind::Root || !st.relations.empty() || is_output_stage(cur, i)) continue;
       if (has_attached(cur, i)) continue;
       std::vector<StepRef> options = {nullptr};  // stay at root
-      if (st.op->reducer == te::Reducer::None) options.push_back(std::make_shared<ComputeInlineStep>(i));
+      // Inlining a packing copy undoes it: the sketch without the copy is that program.
+      if (st.op->reducer == te::Reducer::None && !is_packing_stage(cur, i)) options.push_back(std::make_shared<ComputeInlineStep>(i));
       std::vector<int> consumers = consumers_through_inlined(cur, i);
-      if (consumers.size() == 1 && is_computed(cur.stage(consumers[0]))) {
-        const Stage& target = cur.stage(consumers[0]);
-        for (size_t k = 0; k < target.iters.size(); ++k) {
-          if (target.node_of(static_cast<int>(k)).kind != IteratorKind::Spatial) break;
-          options.push_back(std::make_shared<ComputeAtStep>(i, consumers[0], static_cast<int>(k)));
-        }
-      }
+      if (consumers.size() == 1 && is_computed(cur.stage(consumers[0])))
+        for (int k : compute_location_candidates(cur, i, consumers[0]))
+          options.push_back(std::make_shared<ComputeAtStep>(i, consumers[0], k));
       const StepRef& choice = pick(options, rng);
       if (!choice) continue;
       try {
@@ -226,6 +243,19 @@ std::vector<int64_t> sample_split_lengths(int64_t extent, size_t n_lengths, int6
   return lengths;
 }
 
+std::vector<int> compute_location_candidates(const State& s, int stage, int target) {
+  const Stage& t = s.stage(target);
+  int end = 0;  // the spatial loops outside the first reduction loop
+  while (end < static_cast<int>(t.iters.size()) && t.node_of(end).kind == IteratorKind::Spatial) ++end;
+  if (is_packing_stage(s, stage))  // a copy per block of the reduction: out to its last reduction loop
+    for (int k = end; k < static_cast<int>(t.iters.size()); ++k)
+      if (t.node_of(k).kind != IteratorKind::Spatial) end = k + 1;
+  std::vector<int> out;  // a loop of one iteration is no place of its own (and would block a parallel loop)
+  for (int k = 0; k < end; ++k)
+    if (t.node_of(k).extent != 1) out.push_back(k);
+  return out;
+}
+
 std::optional<State> with_split_lengths(const State& s, size_t step, const std::vector<int64_t>& lengths) {
   std::vector<StepRef> steps = s.steps();
   auto* sp = dynamic_cast<const SplitStep*>(steps.at(step).get());
@@ -243,6 +273,7 @@ const std::vector<std::unique_ptr<InitRule>>& cpu_init_rules() {
   static const auto rules = [] {
     std::vector<std::unique_ptr<InitRule>> r;
     r.push_back(std::make_unique<FillTileSize>());
+    r.push_back(std::make_unique<ChooseVectorAxis>());
     r.push_back(std::make_unique<ChangeComputeLocation>());
     r.push_back(std::make_unique<AnnotateParallel>());
     r.push_back(std::make_unique<AutoUnroll>());

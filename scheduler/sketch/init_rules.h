@@ -22,7 +22,8 @@ class InitRule {
   virtual std::optional<state::State> apply(const state::State& s, const SearchParams& p, Rng& rng) const = 0;
 };
 
-/// Ansor's CPU order: fill tile sizes, change compute location, parallel, auto-unroll, vectorize.
+/// Ansor's CPU order: fill tile sizes, change compute location, parallel, auto-unroll, vectorize; kiln
+/// draws the vector axis (vector_axis.h) after the tile sizes.
 const std::vector<std::unique_ptr<InitRule>>& cpu_init_rules();
 
 /// A random complete program from a sketch (all init rules in order), or nullopt if a rule failed.
@@ -32,6 +33,11 @@ std::optional<state::State> complete_sketch(const state::State& sketch, const Se
 /// exact divisors, or with some probability (always for a prime extent > 8) a padded extent whose
 /// remainder the lowering guards.
 std::vector<int64_t> sample_split_lengths(int64_t extent, size_t n_lengths, int64_t max_innermost, Rng& rng);
+
+/// The loops of stage `target` inside which stage `stage` may be computed: the spatial loops outside
+/// the first reduction loop; for a packing copy (packing.h) also the loops out to the last reduction
+/// loop, so that it copies one block of the reduction at a time.
+std::vector<int> compute_location_candidates(const state::State& s, int stage, int target);
 
 /// The state with split step `step` (a SplitStep) given new lengths, replayed; nullopt if replay fails.
 std::optional<state::State> with_split_lengths(const state::State& s, size_t step, const std::vector<int64_t>& lengths);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "scheduler/sketch/vector_axis.h"
 #include "scheduler/state/step.h"
 #include "scheduler/state/steps/annotation_step.h"
 #include "scheduler/state/steps/compute_location_steps.h"
@@ -108,15 +109,28 @@ class MutateComputeLocation : public MutationRule {
     std::vector<StepRef> steps = s.steps();
     std::optional<State> before = replayed(s, std::vector<StepRef>(steps.begin(), steps.begin() + static_cast<long>(idx)));
     if (!before) return std::nullopt;
-    const Stage& target = before->stage(ca->target_stage_id);
     std::vector<int> options;
-    for (size_t k = 0; k < target.iters.size(); ++k) {
-      if (target.node_of(static_cast<int>(k)).kind != IteratorKind::Spatial) break;
-      if (static_cast<int>(k) != ca->target_iter_id) options.push_back(static_cast<int>(k));
-    }
+    for (int k : compute_location_candidates(*before, ca->stage_id, ca->target_stage_id))
+      if (k != ca->target_iter_id) options.push_back(k);
     if (options.empty()) return std::nullopt;
     steps[idx] = std::make_shared<ComputeAtStep>(ca->stage_id, ca->target_stage_id, options[pick_index(options.size(), rng)]);
     return replayed(s, steps);
+  }
+};
+
+// Puts another loop of a tiled stage's innermost level innermost (vector_axis.h).
+class MutateVectorAxis : public MutationRule {
+ public:
+  const char* name() const override { return "vector-axis"; }
+  double weight() const override { return 0.02; }
+  std::optional<State> apply(const State& s, const SearchParams&, Rng& rng) const override {
+    std::vector<VectorAxisChoice> choices = vector_axis_choices(s);
+    if (choices.empty()) return std::nullopt;
+    const VectorAxisChoice& c = choices[pick_index(choices.size(), rng)];
+    std::vector<int> others;
+    for (int node : c.options)
+      if (node != c.current) others.push_back(node);
+    return with_vector_axis(s, c, others[pick_index(others.size(), rng)]);
   }
 };
 
@@ -192,6 +206,7 @@ const std::vector<std::unique_ptr<MutationRule>>& cpu_mutation_rules() {
     r.push_back(std::make_unique<MutateAutoUnroll>());
     r.push_back(std::make_unique<MutateComputeLocation>());
     r.push_back(std::make_unique<MutateParallel>());
+    r.push_back(std::make_unique<MutateVectorAxis>());
     return r;
   }();
   return rules;

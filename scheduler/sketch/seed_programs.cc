@@ -8,12 +8,12 @@
 #include <set>
 
 #include "scheduler/sketch/init_rules.h"
+#include "scheduler/sketch/packing.h"
 #include "scheduler/state/steps/cache_steps.h"
 #include "scheduler/state/steps/compute_location_steps.h"
 #include "scheduler/state/steps/pragma_step.h"
 #include "scheduler/state/steps/rfactor_step.h"
 #include "scheduler/state/steps/split_step.h"
-#include "scheduler/te/substitute.h"
 
 namespace kiln::sketch {
 
@@ -63,7 +63,8 @@ std::optional<std::map<int, TiledStage>> tiled_stages(const State& sketch) {
   std::map<int, TiledStage> stages;
   const std::vector<StepRef>& steps = sketch.steps();
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (dynamic_cast<const RfactorStep*>(steps[i].get())) return std::nullopt;
+    // An rfactor's sketch is not a register tile; a packing sketch's copy is what the packed seeds add.
+    if (dynamic_cast<const RfactorStep*>(steps[i].get()) || dynamic_cast<const CacheReadStep*>(steps[i].get())) return std::nullopt;
     auto* sp = dynamic_cast<const SplitStep*>(steps[i].get());
     if (!sp || std::all_of(sp->lengths.begin(), sp->lengths.end(), [](const auto& l) { return l.has_value(); })) continue;
     if (sp->lengths.size() == 3) stages[sp->stage_id].spatial.push_back(i);
@@ -85,21 +86,8 @@ std::vector<std::optional<int64_t>> lengths(std::initializer_list<int64_t> l) { 
 // that way.
 std::optional<State> with_packed_operand(const State& tiled, int stage, size_t row_from_end) {
   const Stage& st = tiled.stage(stage);
-  std::vector<const te::ExprNode*> axes;  // the split spatial axes: those longer than 1
-  for (size_t a = 0; a < st.op->axes.size(); ++a)
-    if (st.op->shape[a] > 1) axes.push_back(st.op->axes[a].get());
-  if (axes.size() < 2 || row_from_end >= axes.size()) return std::nullopt;
-  const te::ExprNode* vec = axes.back();
-  const te::ExprNode* row = axes[axes.size() - 1 - row_from_end];
-  int operand = -1;
-  te::visit_loads(st.op->body, [&](const te::Expr& load) {
-    if (operand >= 0 || load->args.empty() || !te::mentions(load->args.back(), vec)) return;
-    for (const te::Expr& a : load->args)
-      if (te::mentions(a, row)) return;
-    for (int i = 0; i < static_cast<int>(tiled.stages().size()); ++i)
-      if (tiled.stage(i).kind == StageKind::Placeholder && tiled.stage(i).tensor.get() == load->tensor.get()) operand = i;
-  });
-  if (operand < 0 || operand > stage) return std::nullopt;
+  const int operand = right_hand_operand(tiled, stage, row_from_end);
+  if (operand < 0) return std::nullopt;
   // A weight whose layout is rewritten is packed when the program is compiled: the tiling alone.
   if (tiled.stage(operand).layout_rewrite) return tiled;
   // The outer reduction level: the run of reduction loops that starts at the first one.
@@ -111,7 +99,7 @@ std::optional<State> with_packed_operand(const State& tiled, int stage, size_t r
   }
   if (at < 0) return std::nullopt;
   State s = tiled;
-  s.apply(std::make_shared<CacheReadStep>(operand, "global", std::vector<int>{stage}));
+  s.apply(std::make_shared<CacheReadStep>(operand, kPackScope, std::vector<int>{stage}));
   s.apply(std::make_shared<ComputeAtStep>(operand + 1, stage + 1, at));
   return s;
 }

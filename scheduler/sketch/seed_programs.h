@@ -17,7 +17,7 @@
 namespace kiln::sketch {
 
 /// Seed programs for the given sketches, most default-like first, deduplicated by their printed nest.
-/// Sketches with an rfactor step or without multi-level tiling contribute none.
+/// Sketches with an rfactor step, a packing copy or without multi-level tiling contribute none.
 std::vector<state::State> register_tile_seeds(const std::vector<state::State>& sketches, const SearchParams& p);
 
 }  // namespace kiln::sketch

@@ -26,7 +26,7 @@ class SketchRule {
 };
 
 /// Ansor's CPU order: always-inline, add-rfactor, add-cache-write, multi-level tiling with fusion,
-/// multi-level tiling, skip.
+/// multi-level tiling, skip; kiln adds add-packing-cache-read (packing.h) before add-cache-write.
 const std::vector<std::unique_ptr<SketchRule>>& cpu_sketch_rules();
 
 /// The sketches of a DAG (deduplicated by their printed state).

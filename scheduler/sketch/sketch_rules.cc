@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "scheduler/sketch/packing.h"
 #include "scheduler/sketch/sketch_rule.h"
 #include "scheduler/state/steps/cache_steps.h"
 #include "scheduler/state/steps/compute_location_steps.h"
@@ -47,7 +48,7 @@ class AlwaysInline : public SketchRule {
  public:
   const char* name() const override { return "always-inline"; }
   Condition condition(const State& s, const StateDag& d, int stage, const SearchParams&) const override {
-    if (!schedulable(s, stage) || is_output_stage(s, stage)) return Condition::Pass;
+    if (!schedulable(s, stage) || is_output_stage(s, stage) || is_packing_stage(s, stage)) return Condition::Pass;
     if (!d.analysis->should_always_inline(d.tensor(stage))) return Condition::Pass;
     for (int c : consumers_through_inlined(s, stage))
       if (s.stage(c).kind != StageKind::Compute) return Condition::Pass;  // a runtime kernel reads it
@@ -95,6 +96,27 @@ class AddRfactor : public SketchRule {
       out.push_back({n, stage - 1});
     }
     return out;
+  }
+};
+
+// A stage to be tiled whose right-hand operand is an input computed at run time (not a weight, whose
+// layout is rewritten instead) gets a variant that reads a packed copy of it (packing.h). The sketch
+// without the copy goes on through the rules below.
+class AddPackingCacheRead : public SketchRule {
+ public:
+  const char* name() const override { return "add-packing-cache-read"; }
+  Condition condition(const State& s, const StateDag& d, int stage, const SearchParams&) const override {
+    if (!needs_tiling(s, d, stage)) return Condition::Pass;
+    const int operand = right_hand_operand(s, stage);
+    if (operand < 0) return Condition::Pass;
+    for (const te::TensorRef& w : te::reduction_weights(s.dag()))
+      if (w.get() == s.stage(operand).tensor.get()) return Condition::Pass;
+    return Condition::Apply;
+  }
+  Next apply(const State& s, const StateDag&, int stage, const SearchParams&) const override {
+    State n = s;
+    n.apply(std::make_shared<CacheReadStep>(right_hand_operand(s, stage), kPackScope, std::vector<int>{stage}));
+    return {{n, stage + 1}};  // the copy is inserted before the stage
   }
 };
 
@@ -165,6 +187,7 @@ const std::vector<std::unique_ptr<SketchRule>>& cpu_sketch_rules() {
     std::vector<std::unique_ptr<SketchRule>> r;
     r.push_back(std::make_unique<AlwaysInline>());
     r.push_back(std::make_unique<AddRfactor>());
+    r.push_back(std::make_unique<AddPackingCacheRead>());
     r.push_back(std::make_unique<AddCacheWrite>());
     r.push_back(std::make_unique<MultiLevelTilingWithFusion>());
     r.push_back(std::make_unique<MultiLevelTiling>());

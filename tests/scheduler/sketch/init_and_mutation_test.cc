@@ -10,6 +10,7 @@
 #include "scheduler/state/step.h"
 #include "scheduler/state/steps/pragma_step.h"
 #include "scheduler/state/steps/split_step.h"
+#include "tests/scheduler/lower/lowered_error.h"
 #include "tests/scheduler/state/state_test_util.h"
 
 namespace kiln {
@@ -69,6 +70,56 @@ TEST(InitRules, CompletedSketchesAreProgramsAndTheSeedFixesThem) {
   EXPECT_GE(parallel, 6);
 }
 
+// The loop a program vectorizes: the name in its "vectorize NAME" line.
+std::string vector_loop(const State& s) {
+  const std::string nest = print_state(s);
+  const size_t at = nest.find("vectorize ");
+  if (at == std::string::npos) return "";
+  const size_t from = at + 10;
+  return nest.substr(from, nest.find(' ', from) - from);
+}
+
+TEST(InitRules, TheVectorAxisIsSometimesAnotherLoopOfTheInnermostLevel) {
+  // C = A x B, 64 x 48: the innermost tile level holds i0.3 and i1.3, and the tiling leaves i1.3
+  // (C's columns) innermost. The vector-axis rule puts i0.3 there in some programs; they compute C.
+  State initial(matmul_dag(64, 32, 48));
+  const sketch::SearchParams p;
+  std::vector<State> sketches = sketch::generate_sketches(initial, p);
+  int columns = 0, rows = 0;
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    sketch::Rng rng(seed);
+    State prog = sketch::sample_program(sketches, p, rng);
+    const std::string v = vector_loop(prog);  // "i1.3", or fused loops such as "i0.3@i1.3@"
+    const bool has_rows = v.find("i0.3") != std::string::npos, has_columns = v.find("i1.3") != std::string::npos;
+    if (has_rows && !has_columns) {
+      ++rows;
+      EXPECT_LT(kiln::testing::max_error(prog), 1e-3) << print_steps(prog) << print_state(prog);
+    }
+    columns += has_columns && !has_rows;
+  }
+  EXPECT_GT(rows, 3);
+  EXPECT_GT(columns, rows) << "the loop order stays the likelier vector";
+}
+
+TEST(InitRules, APackingCopyIsComputedInsideTheReductionLoopsInSomePrograms) {
+  State initial(matmul_dag(64, 256, 48));
+  const sketch::SearchParams p;
+  std::vector<State> sketches = sketch::generate_sketches(initial, p);
+  int in_reduction = 0;
+  for (uint64_t seed = 0; seed < 80 && in_reduction < 3; ++seed) {
+    sketch::Rng rng(seed);
+    State prog = sketch::sample_program(sketches, p, rng);
+    const int pack = prog.stage_id("B.pack");
+    if (pack < 0 || prog.stage(pack).compute_at != ComputeAtKind::Iter) continue;
+    const Stage& copy = prog.stage(pack);
+    const Stage& target = prog.stage(copy.attach_stage);
+    if (target.nodes[static_cast<size_t>(copy.attach_node)].kind == IteratorKind::Spatial) continue;
+    ++in_reduction;
+    EXPECT_LT(kiln::testing::max_error(prog), 1e-3) << print_steps(prog) << print_state(prog);
+  }
+  EXPECT_EQ(in_reduction, 3) << "a third of the sketches pack; their copies may sit in the reduction loops";
+}
+
 TEST(InitRules, ABatchOfOneDoesNotKeepTheOuterLoopsSerial) {
   // C[b, i, j] = sum_k A[b, i, k] B[k, j] with a batch of one: the loop after the batch's has more
   // iterations than the parallel limit (2 cores x 16) in some programs, and is still made parallel.
@@ -95,6 +146,7 @@ TEST(MutationRules, WeightsAreAnsorsCpuWeights) {
   EXPECT_DOUBLE_EQ(w["auto-unroll"], 0.04);
   EXPECT_DOUBLE_EQ(w["compute-location"], 0.05);
   EXPECT_DOUBLE_EQ(w["parallel"], 0.01);
+  EXPECT_DOUBLE_EQ(w["vector-axis"], 0.02);  // kiln's
 }
 
 TEST(MutationRules, EachRuleChangesWhatItNamesAndReplays) {
@@ -118,6 +170,7 @@ TEST(MutationRules, EachRuleChangesWhatItNamesAndReplays) {
   EXPECT_GT(changed["auto-unroll"], 10);
   EXPECT_GT(changed["compute-location"], 5);
   EXPECT_GT(changed["parallel"], 0);
+  EXPECT_GT(changed["vector-axis"], 5);
 }
 
 TEST(MutationRules, TileSizeMutationKeepsTheInnermostBound) {

@@ -65,6 +65,17 @@ TEST(RandomPrograms, MatmulWithPrimeExtents) {
   expect_all_correct(b);
 }
 
+// Attention's matmuls: both operands computed at run time, so a third of the sketches pack the
+// right-hand one, and the copy may sit inside the reduction loops.
+TEST(RandomPrograms, BatchedMatmulOfTwoInputs) {
+  ModelBuilder b("attention", 17);
+  b.input("q", DType::Float32, Shape{2, 19, 37});
+  b.input("k", DType::Float32, Shape{2, 37, 23});
+  b.node("MatMul", {"q", "k"}, {"y"});
+  b.output("y", DType::Float32, Shape{2, 19, 23});
+  expect_all_correct(b);
+}
+
 TEST(RandomPrograms, Conv1x1) {
   auto b = conv({1, 16, 9, 9}, 24, 1, 1, 0, 1, true);
   expect_all_correct(b);

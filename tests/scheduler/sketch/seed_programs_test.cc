@@ -67,9 +67,9 @@ TEST(RegisterTileSeeds, PackedSeedsCopyBlocksOfTheRightHandOperand) {
   int packed = 0;
   for (const State& s : seeds_of(matmul_dag(256, 512, 64))) {
     const std::string nest = print_state(s);
-    if (nest.find("B.global") == std::string::npos) continue;
+    if (nest.find("B.pack") == std::string::npos) continue;
     ++packed;
-    EXPECT_EQ(nest.find("A.global"), std::string::npos) << nest;
+    EXPECT_EQ(nest.find("A.pack"), std::string::npos) << nest;
     EXPECT_LT(kiln::testing::max_error(s), 1e-3) << print_steps(s) << nest;
   }
   EXPECT_GE(packed, 2);
@@ -124,7 +124,7 @@ TEST(RegisterTileSeeds, APackedSeedOfAWeightRewritesItsLayoutInsteadOfCopying) {
   ASSERT_GE(seeds.size(), 4u);
   for (const State& s : seeds) {
     const std::string nest = print_state(s);
-    EXPECT_EQ(nest.find("B.global"), std::string::npos) << nest;
+    EXPECT_EQ(nest.find("B.pack"), std::string::npos) << nest;
     EXPECT_NE(nest.find("B (layout rewritten)"), std::string::npos) << nest;
   }
 }

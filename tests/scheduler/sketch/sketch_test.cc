@@ -13,9 +13,19 @@ using namespace state;
 using state::testing::matmul;
 
 
-std::vector<State> sketches_of(const std::vector<te::TensorRef>& outs) {
+std::vector<State> all_sketches_of(const std::vector<te::TensorRef>& outs) {
   State s(std::make_shared<te::ComputeDAG>(te::make_dag(outs)));
   return sketch::generate_sketches(s, sketch::SearchParams{});
+}
+
+bool packs(const State& s) { return print_steps(s).find(".cache_read(\"pack\"") != std::string::npos; }
+
+// Ansor's sketches: those without kiln's packing copy (tested on its own below).
+std::vector<State> sketches_of(const std::vector<te::TensorRef>& outs) {
+  std::vector<State> out;
+  for (State& s : all_sketches_of(outs))
+    if (!packs(s)) out.push_back(std::move(s));
+  return out;
 }
 
 std::string all(const std::vector<State>& ss) {
@@ -47,6 +57,27 @@ TEST(Sketch, MatmulGetsCacheWriteAndPlainTiling) {
   }
   EXPECT_EQ(cached, 2);
   EXPECT_EQ(plain, 1);
+}
+
+TEST(Sketch, ARunTimeRightHandOperandGetsPackingVariantsAndAWeightNone) {
+  auto a = te::placeholder("A", DType::Float32, {512, 512});
+  auto b = te::placeholder("B", DType::Float32, {512, 512});
+  std::vector<State> ss = all_sketches_of({matmul(a, b)});
+  ASSERT_EQ(ss.size(), 6u) << all(ss);
+  int packing = 0;
+  for (const State& s : ss) {
+    if (!packs(s)) continue;
+    ++packing;
+    // B (read at [k, j]: j is the vector axis, i not in it) is copied for the stage that C's tiles
+    // accumulate in (C itself or C.local); A never is.
+    const std::string steps = print_steps(s);
+    EXPECT_NE(steps.find("B.cache_read(\"pack\", [C"), std::string::npos) << steps;
+    EXPECT_EQ(steps.find("A.cache_read"), std::string::npos) << steps;
+  }
+  EXPECT_EQ(packing, 3) << "each of Ansor's three matmul sketches, with and without the copy";
+  // A constant weight is not copied: its layout is rewritten when compiling.
+  auto w = te::placeholder("W", DType::Float32, {512, 512}, std::make_shared<Tensor>(DType::Float32, Shape{512, 512}));
+  for (const State& s : all_sketches_of({matmul(a, w)})) EXPECT_FALSE(packs(s)) << print_steps(s);
 }
 
 TEST(Sketch, MatmulReluFusesTheRelu) {
