@@ -8,11 +8,15 @@
 # builds it tuned; untuned, tuned and OpenBLAS are timed in alternating turns (the fastest run of each).
 # An op in the blocked layout is three tasks (reorders into and out of the layout around it); the searched
 # best is the slowest task's, the op's own. Ops: matmul1024 (1024^3), matmul512, bert_ffn (128x768x3072), resnet_conv3x3 (1x64x56x56, 64 3x3
-# filters, padding 1), depthwise (1x128x56x56, 3x3, padding 1). Writes a markdown section to --out
-# (default: stdout). Needs build/bin/kiln; x86-64 with AVX-512 for the peak. Not part of ctest.
+# filters, padding 1), depthwise (1x128x56x56, 3x3, padding 1), attention_av (BERT-base's attention
+# weights x values: 12 heads of 128x128 x 128x64, both inputs), conv_to_rgb (1x64x64x64 -> 3 channels,
+# 3x3, padding 1: an image generator's last layer, whose 3 channels make a poor vector). Writes a markdown section to --out
+# (default: stdout). Needs build/bin/kiln ($KILN; $KILN_ZOO writes the models, for a kiln older than
+# the zoo op); x86-64 with AVX-512 for the peak. Not part of ctest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kiln=${KILN:-$root/build/bin/kiln}
+zoo_kiln=${KILN_ZOO:-$kiln}
 trials=200
 threads=1
 ops="matmul1024 matmul512 bert_ffn resnet_conv3x3 depthwise"
@@ -43,6 +47,9 @@ zoo_args[resnet_conv3x3]="conv2d --in-channels 64 --out-channels 64 --kernel 3 -
 flops[resnet_conv3x3]=$((2 * 64 * 56 * 56 * 64 * 9))
 zoo_args[depthwise]="depthwise --in-channels 128 --kernel 3 --padding 1 --size 56"
 flops[depthwise]=$((2 * 128 * 56 * 56 * 9))
+zoo_args[attention_av]="batch_matmul --batch 12 --m 128 --k 128 --n 64"; flops[attention_av]=$((2 * 12 * 128 * 128 * 64))
+zoo_args[conv_to_rgb]="conv2d --in-channels 64 --out-channels 3 --kernel 3 --padding 1 --size 64"
+flops[conv_to_rgb]=$((2 * 3 * 64 * 64 * 64 * 9))
 
 gflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms == "" || ms <= 0) print "-"; else printf "%.1f", f / (ms * 1e6) }'; }
 pct() { awk -v g="$1" -v p="$2" 'BEGIN { if (g == "-" || p <= 0) print "-"; else printf "%.0f%%", 100 * g / p }'; }
@@ -65,7 +72,7 @@ peak_t=$(awk -v p="$peak" -v t="$threads" 'BEGIN { printf "%.1f", p * t }')
 for op in $ops; do
   m=$work/$op.onnx rec=$work/$op.records.json
   # shellcheck disable=SC2086
-  "$kiln" zoo ${zoo_args[$op]} -o "$m" >/dev/null
+  "$zoo_kiln" zoo ${zoo_args[$op]} -o "$m" >/dev/null
   rm -f "$rec"
   "$kiln" compile "$m" --target host -o "$work/$op.untuned" --name op >/dev/null
   "$kiln" tune "$m" --target host --records "$rec" --trials "$trials" --threads "$threads" --plain \

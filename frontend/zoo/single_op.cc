@@ -53,6 +53,21 @@ ModelBuilder build_matmul(const ZooOptions& o) {
   return b;
 }
 
+// Both operands are inputs, as attention's Q x K^T and A x V, whose right-hand side is computed at
+// run time and so cannot be repacked when compiling: [batch, m, k] x [batch, k, n].
+ModelBuilder build_batch_matmul(const ZooOptions& o) {
+  require_positive(o.m, "m");
+  require_positive(o.n, "n");
+  require_positive(o.k, "k");
+  require_positive(o.batch, "batch");
+  ModelBuilder b("batch_matmul", 17);
+  b.input("A", DType::Float32, Shape{o.batch, o.m, o.k});
+  b.input("B", DType::Float32, Shape{o.batch, o.k, o.n});
+  b.node("MatMul", {"A", "B"}, {"Y"}, "matmul");
+  b.output("Y", DType::Float32, Shape{o.batch, o.m, o.n});
+  return b;
+}
+
 ModelBuilder build_conv2d(const ZooOptions& o) {
   const int64_t in = o.in_channels > 0 ? o.in_channels : 64;
   const int64_t out = o.out_channels > 0 ? o.out_channels : 64;

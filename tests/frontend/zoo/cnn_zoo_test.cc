@@ -237,6 +237,28 @@ TEST(SingleOpZoo, ShapesFollowTheOptions) {
   EXPECT_THROW(build_zoo_model("conv2d", o), Error);
 }
 
+TEST(SingleOpZoo, BatchMatmulMultipliesTwoInputsPerBatch) {
+  ZooOptions o;
+  o.batch = 2;
+  o.m = 3;
+  o.n = 4;
+  o.k = 5;
+  testing::TempDir dir;
+  build_zoo_model("batch_matmul", o).save(dir.path("bmm.onnx"));
+  Graph g = load_model(dir.path("bmm.onnx"), {});
+  EXPECT_EQ(g.value("B").constant, nullptr) << "the right-hand operand is an input";
+  Tensor a = seeded_input(g.value("A"), 7, 0), b = seeded_input(g.value("B"), 7, 1);
+  Tensor y = run_reference(g, {{"A", a}, {"B", b}})[0];
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 4}));
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        double expect = 0;
+        for (int64_t p = 0; p < 5; ++p) expect += a.get_double((n * 3 + i) * 5 + p) * b.get_double((n * 5 + p) * 4 + j);
+        EXPECT_NEAR(y.get_double((n * 3 + i) * 4 + j), expect, 1e-5);
+      }
+}
+
 // A is the input [M, K] and B the weight [K, N]: check the product against the initializer itself.
 TEST(SingleOpZoo, MatmulComputesInputTimesWeight) {
   ZooOptions o;
