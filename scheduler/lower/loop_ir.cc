@@ -5,6 +5,7 @@
 
 #include "frontend/ir/error.h"
 #include "scheduler/te/compute.h"
+#include "scheduler/te/substitute.h"
 
 namespace kiln::lower {
 
@@ -97,6 +98,19 @@ Stmt prefetch(const BufferRef& b, const Expr& index) {
 }
 
 Stmt barrier() { return node(StmtKind::Barrier); }
+
+Stmt map_exprs(const Stmt& s, const std::function<Expr(const Expr&)>& f) {
+  if (!s) return s;
+  auto n = std::make_shared<StmtNode>(*s);
+  for (Expr* e : {&n->index, &n->value, &n->cond})
+    if (*e) *e = f(*e);
+  for (Stmt& b : n->body) b = map_exprs(b, f);
+  return n;
+}
+
+Stmt substitute_stmt(const Stmt& s, const std::map<const te::ExprNode*, Expr>& m) {
+  return map_exprs(s, [&](const Expr& e) { return te::substitute(e, m); });
+}
 
 std::string print_stmt(const Stmt& s, int indent) {
   std::string pad(static_cast<size_t>(indent) * 2, ' ');

@@ -2,6 +2,8 @@
 /// feature extraction. Statements over flat buffers; expressions are the tensor-expression language
 /// with Loads that read a buffer at one flat index.
 #pragma once
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +98,12 @@ Stmt block(std::vector<Stmt> stmts);
 Stmt extern_call(const std::string& callee, std::vector<BufferRef> args, std::vector<int64_t> int_args);
 Stmt prefetch(const BufferRef& b, const Expr& index);
 Stmt barrier();
+
+/// `s` with every expression it holds (indices, values, conditions) rewritten by `f`, in all its
+/// statements; loop variables themselves stay.
+Stmt map_exprs(const Stmt& s, const std::function<Expr(const Expr&)>& f);
+/// `s` with the variables of `m` (by node identity) replaced in every expression it holds.
+Stmt substitute_stmt(const Stmt& s, const std::map<const te::ExprNode*, Expr>& m);
 
 /// Workspace an extern call needs only while it runs; `stage` is the position (in the DAG's stage
 /// order) of the call, so the memory plan can reuse the bytes before and after it.

@@ -9,6 +9,7 @@
 #include "scheduler/lower/constant_layout.h"
 #include "scheduler/lower/extern_calls.h"
 #include "scheduler/lower/padded_planes.h"
+#include "scheduler/lower/partition_loops.h"
 #include "scheduler/te/analysis.h"
 #include "scheduler/te/substitute.h"
 
@@ -771,7 +772,9 @@ std::vector<Stmt> lower_stages_default(const te::ComputeDAG& dag, const Epilogue
       if (auto plane = planes.by_reader.find(i); plane != planes.by_reader.end())
         stages.push_back(lower_with_padded_plane(dag, i, plane->second, buffers, p, epilogue));
       else if (!epilogues.chain_members.count(t.get()) && !planes.planes.count(t.get()))
-        stages.push_back(lower_stage_default(t, buffers, p, epilogue));
+        // A padded copy without a test per element (partition_loops.h); other stages' guards stay.
+        stages.push_back(t->stage->tag == "pad" ? partition_guarded_loops(lower_stage_default(t, buffers, p, epilogue))
+                                                : lower_stage_default(t, buffers, p, epilogue));
       continue;
     }
     if (Stmt call = lower_extern_stage(dag, i, writer, buffers, scratch)) stages.push_back(std::move(call));

@@ -7,22 +7,6 @@
 
 namespace kiln::lower {
 
-namespace {
-
-// `s` with the variables of `m` replaced in every expression it holds (loop variables are not in `m`).
-Stmt substitute_stmt(const Stmt& s, const std::map<const te::ExprNode*, Expr>& m) {
-  if (!s) return s;
-  auto sub = [&](const Expr& e) { return e ? te::substitute(e, m) : e; };
-  auto n = std::make_shared<StmtNode>(*s);
-  n->index = sub(s->index);
-  n->value = sub(s->value);
-  n->cond = sub(s->cond);
-  for (Stmt& b : n->body) b = substitute_stmt(b, m);
-  return n;
-}
-
-}  // namespace
-
 BufferRef make_gpu_buffer(const std::string& name, DType dtype, int64_t size, BufferScope scope, int64_t threads) {
   auto b = std::make_shared<Buffer>(*make_buffer(name, dtype, size, true));
   b->scope = scope;

@@ -5,6 +5,7 @@
 #include "scheduler/lower/constant_layout.h"
 #include "scheduler/lower/extern_calls.h"
 #include "scheduler/lower/legalize_loops.h"
+#include "scheduler/lower/partition_loops.h"
 #include "scheduler/lower/lower_dag.h"
 #include "scheduler/state/index_interval.h"
 #include "scheduler/state/infer_bound.h"
@@ -96,7 +97,7 @@ class StateLowering {
     for (const Stage& st : stages)
       if (st.kind == StageKind::Placeholder && st.layout_rewrite && given_.count(st.tensor.get()))
         rewritten.push_back(given_.at(st.tensor.get()));
-    return rewrite_constant_layouts(legalize_loop_kinds(block(std::move(out))), rewritten, temps_);
+    return rewrite_constant_layouts(legalize_loop_kinds(partition_guarded_loops(block(std::move(out)))), rewritten, temps_);
   }
 
  private:

@@ -29,7 +29,7 @@ namespace kiln::search {
 inline constexpr int kFeaturesPerStore = 164;
 /// The meaning of the values: stored with the samples of a record database (backends/measure/
 /// sample_database.h), which ignores samples of another version. Bump it when a value changes meaning.
-inline constexpr int kFeatureVersion = 2;  // 2: whole-tensor loads of searched programs in row-major Horner form
+inline constexpr int kFeatureVersion = 3;  // 2: whole-tensor loads of searched programs in row-major Horner form; 3: loops split at bound tests (partition_loops.h)
 
 /// One row per Store of a program, in program order.
 using ProgramFeatures = std::vector<std::vector<float>>;

@@ -111,10 +111,8 @@ class ChangeComputeLocation : public InitRule {
       std::vector<StepRef> options = {nullptr};  // stay at root
       // Inlining a packing copy undoes it: the sketch without the copy is that program.
       if (st.op->reducer == te::Reducer::None && !is_packing_stage(cur, i)) options.push_back(std::make_shared<ComputeInlineStep>(i));
-      std::vector<int> consumers = consumers_through_inlined(cur, i);
-      if (consumers.size() == 1 && is_computed(cur.stage(consumers[0])))
-        for (int k : compute_location_candidates(cur, i, consumers[0]))
-          options.push_back(std::make_shared<ComputeAtStep>(i, consumers[0], k));
+      for (const auto& [target, k] : compute_location_candidates(cur, i))
+        options.push_back(std::make_shared<ComputeAtStep>(i, target, k));
       const StepRef& choice = pick(options, rng);
       if (!choice) continue;
       try {
@@ -243,16 +241,34 @@ std::vector<int64_t> sample_split_lengths(int64_t extent, size_t n_lengths, int6
   return lengths;
 }
 
-std::vector<int> compute_location_candidates(const State& s, int stage, int target) {
-  const Stage& t = s.stage(target);
-  int end = 0;  // the spatial loops outside the first reduction loop
-  while (end < static_cast<int>(t.iters.size()) && t.node_of(end).kind == IteratorKind::Spatial) ++end;
-  if (is_packing_stage(s, stage))  // a copy per block of the reduction: out to its last reduction loop
-    for (int k = end; k < static_cast<int>(t.iters.size()); ++k)
-      if (t.node_of(k).kind != IteratorKind::Spatial) end = k + 1;
-  std::vector<int> out;  // a loop of one iteration is no place of its own (and would block a parallel loop)
-  for (int k = 0; k < end; ++k)
-    if (t.node_of(k).extent != 1) out.push_back(k);
+std::vector<std::pair<int, int>> compute_location_candidates(const State& s, int stage) {
+  const std::vector<int> consumers = consumers_through_inlined(s, stage);
+  if (consumers.size() != 1 || !is_computed(s.stage(consumers[0]))) return {};
+  const int c = consumers[0];
+  const std::vector<Stage> inferred = infer_bound(s);  // loop extents as computed (an attached tile's are its own)
+  std::vector<std::pair<int, int>> out;
+  // A loop of one iteration is no place of its own (and would block a parallel loop); an unrolled one
+  // is not entered; a loop where something is computed already is the innermost candidate.
+  auto walk = [&](int target, bool into_reduction) {
+    const Stage& t = inferred[static_cast<size_t>(target)];
+    bool reduced = false;
+    for (int k = 0; k < static_cast<int>(t.iters.size()); ++k) {
+      const bool spatial = t.node_of(k).kind == IteratorKind::Spatial;
+      if (!spatial && !into_reduction) break;
+      if (spatial && reduced) break;  // the inner tile levels
+      reduced = reduced || !spatial;
+      if (t.iters[static_cast<size_t>(k)].annotation == IteratorAnnotation::Unroll) break;
+      if (t.node_of(k).extent == 1) continue;
+      if (target != c && has_attached_at(s, target, t.iters[static_cast<size_t>(k)].node)) break;
+      out.emplace_back(target, k);
+      if (target == c && has_attached_at(s, target, t.iters[static_cast<size_t>(k)].node)) break;
+    }
+  };
+  // The consumer's loops, into its first reduction level when it is tiled (Ansor's rule; a packing
+  // copy is then made per block of the reduction).
+  walk(c, !s.stage(c).relations.empty());
+  // The loops of the stage the consumer is computed in, outside the consumer's.
+  if (s.stage(c).compute_at == ComputeAtKind::Iter) walk(s.stage(c).attach_stage, false);
   return out;
 }
 

@@ -34,10 +34,11 @@ std::optional<state::State> complete_sketch(const state::State& sketch, const Se
 /// remainder the lowering guards.
 std::vector<int64_t> sample_split_lengths(int64_t extent, size_t n_lengths, int64_t max_innermost, Rng& rng);
 
-/// The loops of stage `target` inside which stage `stage` may be computed: the spatial loops outside
-/// the first reduction loop; for a packing copy (packing.h) also the loops out to the last reduction
-/// loop, so that it copies one block of the reduction at a time.
-std::vector<int> compute_location_candidates(const state::State& s, int stage, int target);
+/// Where stage `stage` may be computed, as (target stage, loop) pairs, after Ansor: the loops of its
+/// only consumer outside the consumer's inner tile levels (into its first reduction level when it is
+/// tiled, so that a packing copy (packing.h) is made per block of the reduction), then the loops of
+/// the stage that consumer is computed in, outside it. Loops of one iteration are left out.
+std::vector<std::pair<int, int>> compute_location_candidates(const state::State& s, int stage);
 
 /// The state with split step `step` (a SplitStep) given new lengths, replayed; nullopt if replay fails.
 std::optional<state::State> with_split_lengths(const state::State& s, size_t step, const std::vector<int64_t>& lengths);

@@ -96,7 +96,7 @@ class MutateAutoUnroll : public MutationRule {
   }
 };
 
-// Moves a stage computed inside a loop to another loop of the same consumer.
+// Moves a stage computed inside a loop to another of its candidate loops (compute_location_candidates).
 class MutateComputeLocation : public MutationRule {
  public:
   const char* name() const override { return "compute-location"; }
@@ -109,11 +109,12 @@ class MutateComputeLocation : public MutationRule {
     std::vector<StepRef> steps = s.steps();
     std::optional<State> before = replayed(s, std::vector<StepRef>(steps.begin(), steps.begin() + static_cast<long>(idx)));
     if (!before) return std::nullopt;
-    std::vector<int> options;
-    for (int k : compute_location_candidates(*before, ca->stage_id, ca->target_stage_id))
-      if (k != ca->target_iter_id) options.push_back(k);
+    std::vector<std::pair<int, int>> options;
+    for (const auto& [target, k] : compute_location_candidates(*before, ca->stage_id))
+      if (target != ca->target_stage_id || k != ca->target_iter_id) options.emplace_back(target, k);
     if (options.empty()) return std::nullopt;
-    steps[idx] = std::make_shared<ComputeAtStep>(ca->stage_id, ca->target_stage_id, options[pick_index(options.size(), rng)]);
+    const auto& [target, k] = options[pick_index(options.size(), rng)];
+    steps[idx] = std::make_shared<ComputeAtStep>(ca->stage_id, target, k);
     return replayed(s, steps);
   }
 };

@@ -9,6 +9,9 @@
 
 #include "scheduler/sketch/init_rules.h"
 #include "scheduler/sketch/packing.h"
+#include "scheduler/state/infer_bound.h"
+#include "scheduler/state/stage_exprs.h"
+#include "scheduler/state/steps/attachments.h"
 #include "scheduler/state/steps/cache_steps.h"
 #include "scheduler/state/steps/compute_location_steps.h"
 #include "scheduler/state/steps/pragma_step.h"
@@ -163,6 +166,45 @@ const InitRule& init_rule(const char* name) {
   throw ScheduleError(fmt::format("no init rule '{}'", name));
 }
 
+// `tiled` with each stage at root that feeds a tiled stage (a padded input) computed at the outermost
+// loop where it is a quarter of its whole or less: a depthwise conv's padded channel plane per channel
+// (what the default schedule does, padded_planes.h). A dense conv reads its whole padded input at
+// every output channel, so its pad stays at root. nullopt when no stage moves.
+std::optional<State> with_planes(const State& tiled) {
+  State cur = tiled;
+  bool moved = false;
+  const std::vector<Stage> whole = cur.stages();
+  for (int i = static_cast<int>(cur.stages().size()) - 1; i >= 0; --i) {
+    const Stage& st = cur.stage(i);
+    if (st.kind != StageKind::Compute || st.compute_at != ComputeAtKind::Root || !st.relations.empty() ||
+        st.op->reducer != te::Reducer::None || is_output_stage(cur, i) || has_attached(cur, i))
+      continue;
+    std::vector<std::pair<int, int>> where = compute_location_candidates(cur, i);
+    // Outermost first: the loops of the stage the consumer is computed in, then the consumer's.
+    std::stable_partition(where.begin(), where.end(), [&](const auto& c) { return c.first != consumers_through_inlined(cur, i)[0]; });
+    for (const auto& [target, k] : where) {
+      State next = cur;
+      try {
+        next.apply(std::make_shared<ComputeAtStep>(i, target, k));
+      } catch (const ScheduleError&) {
+        continue;
+      }
+      int64_t part = 1, all = 1;
+      const Stage& bounded = infer_bound(next)[static_cast<size_t>(i)];
+      for (int r = 0; r < bounded.num_roots; ++r) {
+        part *= bounded.nodes[static_cast<size_t>(r)].extent;
+        all *= whole[static_cast<size_t>(i)].root_domain[static_cast<size_t>(r)];
+      }
+      if (4 * part > all) continue;
+      cur = std::move(next);
+      moved = true;
+      break;
+    }
+  }
+  if (!moved) return std::nullopt;
+  return cur;
+}
+
 // The other init rules as a random program gets them, except two: untiled stages stay at root, as
 // in the default schedule (a convolution's padded input inlined back into its inner loop would cost
 // the seed ~5x), and a fixed unroll limit large enough that the rows of a register tile are unrolled.
@@ -204,9 +246,13 @@ std::vector<State> register_tile_seeds(const std::vector<State>& sketches, const
       const auto stages = tiled_stages(sketches[k]);
       if (!stages) continue;
       try {
-        std::optional<State> s = with_choice(sketches[k], *stages, c, lanes);
-        if (s) s = complete(*s, p, 0x5eed0000u + out.size());
-        if (s && seen.insert(print_state(*s)).second) out.push_back(std::move(*s));
+        std::optional<State> tiled = with_choice(sketches[k], *stages, c, lanes);
+        if (!tiled) continue;
+        // Padded planes first where there are any: the default schedule's way for such ops.
+        for (std::optional<State> variant : {with_planes(*tiled), tiled}) {
+          std::optional<State> s = variant ? complete(*variant, p, 0x5eed0000u + out.size()) : std::nullopt;
+          if (s && seen.insert(print_state(*s)).second) out.push_back(std::move(*s));
+        }
       } catch (const ScheduleError&) {
       }
     }

@@ -7,6 +7,7 @@
 #include "scheduler/state/infer_bound.h"
 #include "scheduler/state/stage_exprs.h"
 #include "scheduler/state/step.h"
+#include "scheduler/state/steps/compute_location_steps.h"
 
 namespace kiln::state {
 
@@ -99,12 +100,13 @@ void State::apply(const StepRef& step) {
   for (size_t i = 0; i < next.stages().size(); ++i) {
     const Stage& st = next.stages()[i];
     if (st.compute_at != ComputeAtKind::Iter) continue;
-    if (consumers_through_inlined(next, static_cast<int>(i)) != std::vector<int>{st.attach_stage})
-      throw ScheduleError("stage '" + st.name() + "' is computed inside '" + next.stage(st.attach_stage).name() +
-                          "' but read elsewhere");
     const Stage& target = next.stage(st.attach_stage);
-    if (target.compute_at == ComputeAtKind::Inlined || target.iter_of_node(st.attach_node) < 0)
+    const int pos = target.iter_of_node(st.attach_node);
+    if (target.compute_at == ComputeAtKind::Inlined || pos < 0)
       throw ScheduleError("stage '" + st.name() + "' is computed inside a loop '" + target.name() + "' no longer has");
+    // Its one reader is the target, or is computed in the target inside that loop (ComputeAtStep).
+    if (compute_at_consumer(next, static_cast<int>(i), st.attach_stage, pos) < 0)
+      throw ScheduleError("stage '" + st.name() + "' is computed inside '" + target.name() + "' but read elsewhere");
   }
   next.mut().steps.push_back(step);
   *this = std::move(next);

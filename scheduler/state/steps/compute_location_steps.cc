@@ -30,6 +30,17 @@ bool nested_in(const State& s, int inner, int outer) {
 
 }  // namespace
 
+int compute_at_consumer(const State& s, int id, int target, int iter) {
+  const std::vector<int> consumers = consumers_through_inlined(s, id);
+  if (consumers.size() != 1) return -1;
+  const int c = consumers[0];
+  if (c == target) return c;
+  const Stage& cs = s.stage(c);
+  if (cs.compute_at != ComputeAtKind::Iter || cs.attach_stage != target) return -1;
+  const int at = s.stage(target).iter_of_node(cs.attach_node);
+  return at >= iter ? c : -1;
+}
+
 void ComputeAtStep::apply_to(State& s) const {
   const Stage& st = schedulable_stage(s, stage_id, "compute_at");
   const Stage& target = schedulable_stage(s, target_stage_id, "compute_at");
@@ -39,12 +50,14 @@ void ComputeAtStep::apply_to(State& s) const {
     throw ScheduleError(fmt::format("compute_at: target '{}' is inlined", target.name()));
   if (target_stage_id == stage_id || nested_in(s, target_stage_id, stage_id))
     throw ScheduleError(fmt::format("compute_at: '{}' is computed inside '{}'", target.name(), st.name()));
-  std::vector<int> consumers = consumers_through_inlined(s, stage_id);
-  if (consumers != std::vector<int>{target_stage_id})
-    throw ScheduleError(fmt::format("compute_at: '{}' is not the only consumer of '{}'", target.name(), st.name()));
+  const int consumer = compute_at_consumer(s, stage_id, target_stage_id, target_iter_id);
+  if (consumer < 0)
+    throw ScheduleError(fmt::format("compute_at: '{}' is not the only consumer of '{}', nor computed in it inside that loop",
+                                    target.name(), st.name()));
   bool in_init = false;
-  te::visit_loads(Inliner(s).expand(target.op->init), [&](const te::Expr& l) { in_init = in_init || l->tensor == st.tensor; });
-  if (in_init) throw ScheduleError(fmt::format("compute_at: '{}' reads '{}' in its reduction's start value", target.name(), st.name()));
+  te::visit_loads(Inliner(s).expand(s.stage(consumer).op->init), [&](const te::Expr& l) { in_init = in_init || l->tensor == st.tensor; });
+  if (in_init)
+    throw ScheduleError(fmt::format("compute_at: '{}' reads '{}' in its reduction's start value", s.stage(consumer).name(), st.name()));
   const int node = target.iters[static_cast<size_t>(target_iter_id)].node;
   Stage& m = s.mutable_stage(stage_id);
   m.compute_at = ComputeAtKind::Iter;

@@ -6,9 +6,11 @@
 
 namespace kiln::state {
 
-/// Record: ["CA", stage_id, target_stage_id, target_iter_id]. The target must be the stage's only
-/// consumer (looking through inlined stages); the stage then computes, per iteration of that loop,
-/// what the target's inner loops read (bound inference).
+/// Record: ["CA", stage_id, target_stage_id, target_iter_id]. The target is the stage's only consumer
+/// (looking through inlined stages), or the stage that consumer is computed in, at a loop outside the
+/// consumer's or at it (as Ansor's compute-location candidates: a padded input computed per channel
+/// of a convolution whose accumulator is computed per row tile). The stage then computes, per
+/// iteration of that loop, what the loops inside it read (bound inference).
 struct ComputeAtStep : Step {
   ComputeAtStep(int stage_id, int target_stage_id, int target_iter_id)
       : Step(stage_id), target_stage_id(target_stage_id), target_iter_id(target_iter_id) {}
@@ -43,6 +45,11 @@ struct ComputeRootStep : Step {
   std::string print(const State& s) const override { return s.stage(stage_id).name() + ".compute_root()"; }
   static StepRef from_json(const nlohmann::json& j) { return std::make_shared<ComputeRootStep>(j.at(1).get<int>()); }
 };
+
+/// The only consumer of stage `id` (through inlined stages) when stage `target` may compute it at
+/// its loop `iter` (ComputeAtStep): the target itself, or the consumer computed at a loop of the
+/// target at or inside `iter`. -1 otherwise.
+int compute_at_consumer(const State& s, int id, int target, int iter);
 
 /// Whether stage `id` writes one of the DAG's outputs.
 bool is_output_stage(const State& s, int id);

@@ -7,6 +7,7 @@
 #include "scheduler/sketch/mutation_rules.h"
 #include "scheduler/sketch/random_program.h"
 #include "scheduler/sketch/sketch_rule.h"
+#include "scheduler/state/stage_exprs.h"
 #include "scheduler/state/step.h"
 #include "scheduler/state/steps/pragma_step.h"
 #include "scheduler/state/steps/split_step.h"
@@ -118,6 +119,26 @@ TEST(InitRules, APackingCopyIsComputedInsideTheReductionLoopsInSomePrograms) {
     EXPECT_LT(kiln::testing::max_error(prog), 1e-3) << print_steps(prog) << print_state(prog);
   }
   EXPECT_EQ(in_reduction, 3) << "a third of the sketches pack; their copies may sit in the reduction loops";
+}
+
+TEST(InitRules, APaddedInputIsSometimesComputedInTheStageItsReaderIsComputedIn) {
+  // conv_dag: P pads X, O.local (the accumulator) reads P and is computed inside O's tiles. P may
+  // be computed at O's outer loops, once for all the tiles inside them (as the default schedule
+  // pads a depthwise conv's planes); such programs compute O.
+  State initial(state::testing::conv_dag());
+  const sketch::SearchParams p;
+  std::vector<State> sketches = sketch::generate_sketches(initial, p);
+  int at_parent = 0;
+  for (uint64_t seed = 0; seed < 200 && at_parent < 3; ++seed) {
+    sketch::Rng rng(seed);
+    State prog = sketch::sample_program(sketches, p, rng);
+    const int pad = prog.stage_id("P");
+    const Stage& st = prog.stage(pad);
+    if (st.compute_at != ComputeAtKind::Iter || consumers_through_inlined(prog, pad) == std::vector<int>{st.attach_stage}) continue;
+    ++at_parent;
+    EXPECT_LT(kiln::testing::max_error(prog), 1e-4) << print_steps(prog) << print_state(prog);
+  }
+  EXPECT_EQ(at_parent, 3);
 }
 
 TEST(InitRules, ABatchOfOneDoesNotKeepTheOuterLoopsSerial) {

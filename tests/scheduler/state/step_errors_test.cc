@@ -2,6 +2,8 @@
 // (and the loop or field at fault), and the State it was applied to is left exactly as it was.
 #include <gtest/gtest.h>
 
+#include "tests/scheduler/lower/lowered_error.h"
+
 #include "scheduler/state/state.h"
 #include "tests/scheduler/state/state_test_util.h"
 
@@ -111,6 +113,29 @@ TEST(StepErrors, ComputeAtOnANonConsumerOrItself) {
   State inlined = apply_all(chain_dag(), {compute_inline(2)});
   inlined.apply(compute_at(1, 3, 0));
   EXPECT_EQ(inlined.stage(1).attach_stage, 3);
+}
+
+TEST(StepErrors, ComputeAtTheConsumersParentOnlyOutsideTheConsumer) {
+  // Z is computed per row of W (loop 0) and per element (loop 1); Y, read by Z, may be computed at
+  // W's loops outside Z's or at Z's own, never inside it.
+  State per_element = apply_all(chain_dag(), {compute_at(2, 3, 1)});
+  per_element.apply(compute_at(1, 3, 0));
+  EXPECT_EQ(per_element.stage(1).attach_stage, 3);
+  State per_row = apply_all(chain_dag(), {compute_at(2, 3, 0)});
+  expect_refused(per_row, compute_at(1, 3, 1), {"compute_at", "'W' is not the only consumer of 'Y', nor computed in it inside that loop"});
+  // Y per row of W is one row: what Z's loops read within that iteration.
+  EXPECT_EQ(print_state(per_element),
+            "Placeholder: X\n"
+            "for i0 (0,8)\n"
+            "  for i0 (0,1)\n"
+            "    for i1 (0,8)\n"
+            "      Y = ...\n"
+            "  for i1 (0,8)\n"
+            "    for i0 (0,1)\n"
+            "      for i1 (0,1)\n"
+            "        Z = ...\n"
+            "    W = ...\n");
+  EXPECT_LT(kiln::testing::max_error(per_element), 1e-6);
 }
 
 TEST(StepErrors, InlineAReductionAnOutputOrAStageWithAttachments) {
