@@ -166,10 +166,25 @@ const InitRule& init_rule(const char* name) {
   throw ScheduleError(fmt::format("no init rule '{}'", name));
 }
 
+// How often the body of loop `k` of stage `target` runs: its loops out to it, and the loops its stage
+// is computed in.
+int64_t iterations_to(const std::vector<Stage>& inferred, int target, int k) {
+  int64_t n = 1;
+  for (int cur = target, upto = k; cur >= 0;) {
+    const Stage& st = inferred[static_cast<size_t>(cur)];
+    for (int j = 0; j <= upto; ++j) n *= std::max<int64_t>(st.node_of(j).extent, 1);
+    if (st.compute_at != ComputeAtKind::Iter) break;
+    const Stage& parent = inferred[static_cast<size_t>(st.attach_stage)];
+    upto = parent.iter_of_node(st.attach_node);
+    cur = st.attach_stage;
+  }
+  return n;
+}
+
 // `tiled` with each stage at root that feeds a tiled stage (a padded input) computed at the outermost
-// loop where it is a quarter of its whole or less: a depthwise conv's padded channel plane per channel
-// (what the default schedule does, padded_planes.h). A dense conv reads its whole padded input at
-// every output channel, so its pad stays at root. nullopt when no stage moves.
+// spatial loop where it is a quarter of its whole or less and not made again for other iterations: a
+// depthwise conv's padded channel plane per channel (what the default schedule does, padded_planes.h).
+// A dense conv reads its whole padded input at every output channel, so its pad stays at root. nullopt when no stage moves.
 std::optional<State> with_planes(const State& tiled) {
   State cur = tiled;
   bool moved = false;
@@ -183,19 +198,25 @@ std::optional<State> with_planes(const State& tiled) {
     // Outermost first: the loops of the stage the consumer is computed in, then the consumer's.
     std::stable_partition(where.begin(), where.end(), [&](const auto& c) { return c.first != consumers_through_inlined(cur, i)[0]; });
     for (const auto& [target, k] : where) {
+      // Spatial loops only: inside a reduction loop the copy would be made again for every tile.
+      if (cur.stage(target).node_of(k).kind != IteratorKind::Spatial) continue;
       State next = cur;
       try {
         next.apply(std::make_shared<ComputeAtStep>(i, target, k));
       } catch (const ScheduleError&) {
         continue;
       }
+      const std::vector<Stage> inferred = infer_bound(next);
       int64_t part = 1, all = 1;
-      const Stage& bounded = infer_bound(next)[static_cast<size_t>(i)];
+      const Stage& bounded = inferred[static_cast<size_t>(i)];
       for (int r = 0; r < bounded.num_roots; ++r) {
         part *= bounded.nodes[static_cast<size_t>(r)].extent;
         all *= whole[static_cast<size_t>(i)].root_domain[static_cast<size_t>(r)];
       }
-      if (4 * part > all) continue;
+      // Computed that often, the copy must not be made again for other iterations (a dense conv's
+      // rows per output channel block): at most a quarter of a halo more than the whole.
+      const double copies = static_cast<double>(part) * static_cast<double>(iterations_to(inferred, target, k));
+      if (4 * part > all || copies > 1.25 * static_cast<double>(all)) continue;
       cur = std::move(next);
       moved = true;
       break;

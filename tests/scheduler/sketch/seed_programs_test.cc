@@ -7,6 +7,7 @@
 #include <set>
 
 #include "scheduler/lower/lower_state.h"
+#include "scheduler/state/infer_bound.h"
 #include "tests/scheduler/lower/lowered_error.h"
 #include "scheduler/sketch/sketch_rule.h"
 #include "tests/scheduler/state/state_test_util.h"
@@ -127,6 +128,28 @@ TEST(RegisterTileSeeds, APackedSeedOfAWeightRewritesItsLayoutInsteadOfCopying) {
     EXPECT_EQ(nest.find("B.pack"), std::string::npos) << nest;
     EXPECT_NE(nest.find("B (layout rewritten)"), std::string::npos) << nest;
   }
+}
+
+TEST(RegisterTileSeeds, ADepthwiseConvPadsPerChannelFirstAndADenseOneAtRoot) {
+  // A depthwise conv reads channel c's padded plane only for channel c: the first seed pads it per
+  // channel. A dense conv reads every channel at every output channel: its pad stays at root.
+  auto x = te::placeholder("X", DType::Float32, {1, 4, 8, 8});
+  auto pad = te::compute("P", "pad", DType::Float32, {1, 4, 10, 10}, [&](const std::vector<te::Expr>& i) {
+    te::Expr inside = i[2] >= te::int_imm(1) && i[2] < te::int_imm(9) && i[3] >= te::int_imm(1) && i[3] < te::int_imm(9);
+    return te::select(inside, te::at(x, {i[0], i[1], i[2] - 1, i[3] - 1}), te::float_imm(0.0));
+  });
+  auto w = te::placeholder("W", DType::Float32, {4, 3, 3});
+  auto o = te::reduce("O", "depthwise", DType::Float32, {1, 4, 8, 8}, te::Reducer::Sum, {3, 3},
+                      [&](const std::vector<te::Expr>& i, const std::vector<te::Expr>& r) {
+                        return te::at(pad, {i[0], i[1], i[2] + r[0], i[3] + r[1]}) * te::at(w, {i[1], r[0], r[1]});
+                      });
+  std::vector<State> depthwise = seeds_of(state::testing::dag_of({o}));
+  ASSERT_FALSE(depthwise.empty());
+  const Stage& p = depthwise[0].stage(depthwise[0].stage_id("P"));
+  EXPECT_EQ(p.compute_at, ComputeAtKind::Iter) << print_state(depthwise[0]);
+  EXPECT_EQ(infer_bound(depthwise[0])[static_cast<size_t>(depthwise[0].stage_id("P"))].nodes[1].extent, 1) << print_state(depthwise[0]);
+  EXPECT_LT(kiln::testing::max_error(depthwise[0]), 1e-4) << print_state(depthwise[0]);
+  for (const State& s : seeds_of(conv_dag())) EXPECT_EQ(s.stage(s.stage_id("P")).compute_at, ComputeAtKind::Root) << print_state(s);
 }
 
 TEST(RegisterTileSeeds, ATaskWithoutTiledStagesHasNone) {
