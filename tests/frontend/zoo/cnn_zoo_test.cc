@@ -237,12 +237,18 @@ TEST(SingleOpZoo, ShapesFollowTheOptions) {
   EXPECT_THROW(build_zoo_model("conv2d", o), Error);
 }
 
-TEST(SingleOpZoo, BatchMatmulMultipliesTwoInputsPerBatch) {
+// A 3 x 5 by 5 x 4 product, `batch` times.
+ZooOptions small_matmul(int64_t batch = 1) {
   ZooOptions o;
-  o.batch = 2;
+  o.batch = batch;
   o.m = 3;
   o.n = 4;
   o.k = 5;
+  return o;
+}
+
+TEST(SingleOpZoo, BatchMatmulMultipliesTwoInputsPerBatch) {
+  const ZooOptions o = small_matmul(2);
   testing::TempDir dir;
   build_zoo_model("batch_matmul", o).save(dir.path("bmm.onnx"));
   Graph g = load_model(dir.path("bmm.onnx"), {});
@@ -261,10 +267,7 @@ TEST(SingleOpZoo, BatchMatmulMultipliesTwoInputsPerBatch) {
 
 // A is the input [M, K] and B the weight [K, N]: check the product against the initializer itself.
 TEST(SingleOpZoo, MatmulComputesInputTimesWeight) {
-  ZooOptions o;
-  o.m = 3;
-  o.n = 4;
-  o.k = 5;
+  const ZooOptions o = small_matmul();
   testing::TempDir dir;
   build_zoo_model("matmul", o).save(dir.path("mm.onnx"));
   Graph g = load_model(dir.path("mm.onnx"), {});

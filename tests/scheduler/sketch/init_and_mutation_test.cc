@@ -1,6 +1,7 @@
 // Init-population and mutation rules: seeded, valid, and doing what their names say.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 
 #include "scheduler/sketch/init_rules.h"
@@ -102,22 +103,30 @@ TEST(InitRules, TheVectorAxisIsSometimesAnotherLoopOfTheInnermostLevel) {
   EXPECT_GT(columns, rows) << "the loop order stays the likelier vector";
 }
 
-TEST(InitRules, APackingCopyIsComputedInsideTheReductionLoopsInSomePrograms) {
-  State initial(matmul_dag(64, 256, 48));
+// Draws random programs of `dag` (seeds 0, 1, ...) until `want` of them satisfy `chosen` or `tries`
+// are drawn; checks each chosen one against the evaluator and returns how many there were.
+int check_random_programs_where(const state::testing::DagRef& dag, int want, int tries,
+                                const std::function<bool(const State&)>& chosen) {
   const sketch::SearchParams p;
-  std::vector<State> sketches = sketch::generate_sketches(initial, p);
-  int in_reduction = 0;
-  for (uint64_t seed = 0; seed < 80 && in_reduction < 3; ++seed) {
-    sketch::Rng rng(seed);
+  std::vector<State> sketches = sketch::generate_sketches(State(dag), p);
+  int found = 0;
+  for (int seed = 0; seed < tries && found < want; ++seed) {
+    sketch::Rng rng(static_cast<uint64_t>(seed));
     State prog = sketch::sample_program(sketches, p, rng);
-    const int pack = prog.stage_id("B.pack");
-    if (pack < 0 || prog.stage(pack).compute_at != ComputeAtKind::Iter) continue;
-    const Stage& copy = prog.stage(pack);
-    const Stage& target = prog.stage(copy.attach_stage);
-    if (target.nodes[static_cast<size_t>(copy.attach_node)].kind == IteratorKind::Spatial) continue;
-    ++in_reduction;
+    if (!chosen(prog)) continue;
+    ++found;
     EXPECT_LT(kiln::testing::max_error(prog), 1e-3) << print_steps(prog) << print_state(prog);
   }
+  return found;
+}
+
+TEST(InitRules, APackingCopyIsComputedInsideTheReductionLoopsInSomePrograms) {
+  const int in_reduction = check_random_programs_where(matmul_dag(64, 256, 48), 3, 80, [](const State& prog) {
+    const int pack = prog.stage_id("B.pack");
+    if (pack < 0 || prog.stage(pack).compute_at != ComputeAtKind::Iter) return false;
+    const Stage& copy = prog.stage(pack);
+    return prog.stage(copy.attach_stage).nodes[static_cast<size_t>(copy.attach_node)].kind != IteratorKind::Spatial;
+  });
   EXPECT_EQ(in_reduction, 3) << "a third of the sketches pack; their copies may sit in the reduction loops";
 }
 
@@ -125,19 +134,11 @@ TEST(InitRules, APaddedInputIsSometimesComputedInTheStageItsReaderIsComputedIn) 
   // conv_dag: P pads X, O.local (the accumulator) reads P and is computed inside O's tiles. P may
   // be computed at O's outer loops, once for all the tiles inside them (as the default schedule
   // pads a depthwise conv's planes); such programs compute O.
-  State initial(state::testing::conv_dag());
-  const sketch::SearchParams p;
-  std::vector<State> sketches = sketch::generate_sketches(initial, p);
-  int at_parent = 0;
-  for (uint64_t seed = 0; seed < 200 && at_parent < 3; ++seed) {
-    sketch::Rng rng(seed);
-    State prog = sketch::sample_program(sketches, p, rng);
+  const int at_parent = check_random_programs_where(state::testing::conv_dag(), 3, 200, [](const State& prog) {
     const int pad = prog.stage_id("P");
     const Stage& st = prog.stage(pad);
-    if (st.compute_at != ComputeAtKind::Iter || consumers_through_inlined(prog, pad) == std::vector<int>{st.attach_stage}) continue;
-    ++at_parent;
-    EXPECT_LT(kiln::testing::max_error(prog), 1e-4) << print_steps(prog) << print_state(prog);
-  }
+    return st.compute_at == ComputeAtKind::Iter && consumers_through_inlined(prog, pad) != std::vector<int>{st.attach_stage};
+  });
   EXPECT_EQ(at_parent, 3);
 }
 
