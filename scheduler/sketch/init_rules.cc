@@ -89,10 +89,7 @@ class ChooseVectorAxis : public InitRule {
     State cur = s;
     for (const VectorAxisChoice& c : vector_axis_choices(s)) {
       if (coin(0.5, rng)) continue;
-      std::vector<int> others;
-      for (int node : c.options)
-        if (node != c.current) others.push_back(node);
-      if (auto next = with_vector_axis(cur, c, pick(others, rng))) cur = std::move(*next);
+      if (auto next = with_vector_axis(cur, c, pick(c.others, rng))) cur = std::move(*next);
     }
     return cur;
   }
@@ -259,9 +256,10 @@ std::vector<std::pair<int, int>> compute_location_candidates(const State& s, int
       reduced = reduced || !spatial;
       if (t.iters[static_cast<size_t>(k)].annotation == IteratorAnnotation::Unroll) break;
       if (t.node_of(k).extent == 1) continue;
-      if (target != c && has_attached_at(s, target, t.iters[static_cast<size_t>(k)].node)) break;
+      const bool attached = has_attached_at(s, target, t.iters[static_cast<size_t>(k)].node);
+      if (attached && target != c) break;  // the parent's loop holding the consumer: not outside it
       out.emplace_back(target, k);
-      if (target == c && has_attached_at(s, target, t.iters[static_cast<size_t>(k)].node)) break;
+      if (attached) break;
     }
   };
   // The consumer's loops, into its first reduction level when it is tiled (Ansor's rule; a packing

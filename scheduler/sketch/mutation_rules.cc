@@ -128,10 +128,7 @@ class MutateVectorAxis : public MutationRule {
     std::vector<VectorAxisChoice> choices = vector_axis_choices(s);
     if (choices.empty()) return std::nullopt;
     const VectorAxisChoice& c = choices[pick_index(choices.size(), rng)];
-    std::vector<int> others;
-    for (int node : c.options)
-      if (node != c.current) others.push_back(node);
-    return with_vector_axis(s, c, others[pick_index(others.size(), rng)]);
+    return with_vector_axis(s, c, c.others[pick_index(c.others.size(), rng)]);
   }
 };
 

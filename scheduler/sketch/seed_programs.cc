@@ -188,7 +188,6 @@ int64_t iterations_to(const std::vector<Stage>& inferred, int target, int k) {
 std::optional<State> with_planes(const State& tiled) {
   State cur = tiled;
   bool moved = false;
-  const std::vector<Stage> whole = cur.stages();
   for (int i = static_cast<int>(cur.stages().size()) - 1; i >= 0; --i) {
     const Stage& st = cur.stage(i);
     if (st.kind != StageKind::Compute || st.compute_at != ComputeAtKind::Root || !st.relations.empty() ||
@@ -196,7 +195,9 @@ std::optional<State> with_planes(const State& tiled) {
       continue;
     std::vector<std::pair<int, int>> where = compute_location_candidates(cur, i);
     // Outermost first: the loops of the stage the consumer is computed in, then the consumer's.
-    std::stable_partition(where.begin(), where.end(), [&](const auto& c) { return c.first != consumers_through_inlined(cur, i)[0]; });
+    if (where.empty()) continue;
+    const int consumer = consumers_through_inlined(cur, i)[0];
+    std::stable_partition(where.begin(), where.end(), [&](const auto& c) { return c.first != consumer; });
     for (const auto& [target, k] : where) {
       // Spatial loops only: inside a reduction loop the copy would be made again for every tile.
       if (cur.stage(target).node_of(k).kind != IteratorKind::Spatial) continue;
@@ -211,7 +212,7 @@ std::optional<State> with_planes(const State& tiled) {
       const Stage& bounded = inferred[static_cast<size_t>(i)];
       for (int r = 0; r < bounded.num_roots; ++r) {
         part *= bounded.nodes[static_cast<size_t>(r)].extent;
-        all *= whole[static_cast<size_t>(i)].root_domain[static_cast<size_t>(r)];
+        all *= st.root_domain[static_cast<size_t>(r)];
       }
       // Computed that often, the copy must not be made again for other iterations (a dense conv's
       // rows per output channel block): at most a quarter of a halo more than the whole.

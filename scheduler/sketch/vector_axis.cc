@@ -26,12 +26,13 @@ std::vector<VectorAxisChoice> vector_axis_choices(const State& s) {
         c.outer.assign(order.begin(), order.begin() + last_reduce + 1);
         for (size_t k = static_cast<size_t>(last_reduce) + 1; k < order.size(); ++k)
           c.innermost.emplace_back(st.iters[static_cast<size_t>(order[k])].node, order[k]);
+        int current = -1;  // the innermost loop longer than 1: the vector now
         for (const auto& [node, pos] : c.innermost)
-          if (st.nodes[static_cast<size_t>(node)].extent > 1) c.current = node;
+          if (st.nodes[static_cast<size_t>(node)].extent > 1) current = node;
         std::sort(c.innermost.begin(), c.innermost.end());
         for (const auto& [node, pos] : c.innermost)
-          if (st.nodes[static_cast<size_t>(node)].extent > 1) c.options.push_back(node);
-        if (c.options.size() >= 2) out.push_back(std::move(c));
+          if (node != current && st.nodes[static_cast<size_t>(node)].extent > 1) c.others.push_back(node);
+        if (!c.others.empty()) out.push_back(std::move(c));
       }
     }
     cur.apply(step);

@@ -21,8 +21,7 @@ struct VectorAxisChoice {
   size_t step = 0;                             // the ReorderStep in the state's steps
   std::vector<int> outer;                      // its order up to the last reduction loop (loop positions)
   std::vector<std::pair<int, int>> innermost;  // (node, loop position) of the innermost level, in axis order
-  std::vector<int> options;                    // nodes of the innermost level longer than 1
-  int current = -1;                            // the innermost of them now
+  std::vector<int> others;  // the level's loops longer than 1 other than the innermost such loop: the choices
 };
 
 /// The vector-axis choices of a complete program or a sketch whose tile sizes are chosen.

@@ -9,9 +9,6 @@
 #include "frontend/ir/error.h"
 #include "frontend/onnx/model_builder.h"
 #include "frontend/onnx/onnx_import.h"
-#include "frontend/passes/bind_input_shapes.h"
-#include "frontend/passes/infer_shapes.h"
-#include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
 #include "toolchain/compile_target.h"
@@ -20,14 +17,6 @@
 
 namespace kiln {
 namespace {
-
-Graph prepared(ModelBuilder& b) {
-  Graph g = import_onnx_bytes(b.serialize(), "if.onnx");
-  bind_input_shapes(g, {});
-  infer_shapes(g);
-  remove_dead_nodes(g);
-  return g;
-}
 
 // A branch computing `out` = x op c, with c a constant of the branch (named "t", as a value of the
 // main graph is: renaming must keep them apart).
@@ -69,7 +58,7 @@ ModelBuilder constant_if(const std::string& node, const ModelBuilder& then_branc
 template <typename E>
 std::string error_of(ModelBuilder& b) {
   try {
-    prepared(b);
+    testing::prepared_graph(b);
   } catch (const E& e) {
     return e.what();
   }
@@ -83,7 +72,7 @@ std::vector<double> run(const Graph& g) {
 
 TEST(InlineConstantIf, AConditionOnAShapeTakesItsBranch) {
   ModelBuilder then_model = shape_if(2), else_model = shape_if(3);
-  const Graph taken = prepared(then_model), not_taken = prepared(else_model);
+  const Graph taken = testing::prepared_graph(then_model), not_taken = testing::prepared_graph(else_model);
   EXPECT_EQ(run(taken), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));        // x + 1 - 0.5
   EXPECT_EQ(run(not_taken), (std::vector<double>{-0.5, 1.5, 3.5, 5.5, 7.5, 9.5}));  // x * 2 - 0.5
   for (const Graph* g : {&taken, &not_taken}) {
@@ -132,7 +121,7 @@ TEST(InlineConstantIf, ANestedIfReadsTheOuterBranchsValues) {
   outer_then.node("If", {"yes"}, {"inner"}, "inner").attr("then_branch", inner_then).attr("else_branch", inner_else);
   outer_then.output("inner", DType::Float32, Shape{});
   ModelBuilder b = constant_if("outer", outer_then, branch("Mul", 2, "r"));
-  const Graph g = prepared(b);
+  const Graph g = testing::prepared_graph(b);
   EXPECT_EQ(run(g), (std::vector<double>{3, 6, 9, 12, 15, 18}));  // (x + 1) * 3
 }
 
@@ -166,7 +155,7 @@ TEST(InlineConstantIf, AnIfBeforeTheProducerOfWhatItsBranchReadsIsOrderedAfterIt
   reads_h.output("r", DType::Float32, Shape{});
   ModelBuilder b = constant_if("early", reads_h, reads_h);
   b.node("Abs", {"x"}, {"h"});
-  const Graph g = prepared(b);
+  const Graph g = testing::prepared_graph(b);
   EXPECT_EQ(run(g), (std::vector<double>{0, -1, -2, -3, -4, -5}));
 }
 
