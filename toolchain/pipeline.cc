@@ -13,6 +13,7 @@
 #include "frontend/layout/block_layout.h"
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/passes/conv_transpose_to_conv.h"
+#include "frontend/passes/expand_recurrent.h"
 #include "frontend/passes/fold_into_conv.h"
 #include "frontend/passes/gemm_weights.h"
 #include "frontend/passes/infer_shapes.h"
@@ -93,6 +94,8 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
 
 Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& o) {
   Graph g = model;  // values share their constants: a cheap copy
+  expand_recurrent(g);
+  after(o, "expand", [&] { return print_graph(g); });
   fold_into_conv(g);
   remove_dead_nodes(g);  // the weights the folds replaced
   after(o, "fold", [&] { return print_graph(g); });
@@ -126,7 +129,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   ScheduleChoice cpu_choice = c.schedule;
   if (gpu_program) cpu_choice.kind = ScheduleChoice::Kind::Default;
   const Graph g = optimize_graph(model, gpu_program ? 0 : c.target.vector_bits, o);
-  if (o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "layout") return std::nullopt;
+  if (o.stop_after == "expand" || o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "layout") return std::nullopt;
 
   const SubgraphDAG sdag = partition_graph(g);
   if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;

@@ -66,5 +66,6 @@ void register_conv_ops(OpRegistry& r);
 void register_pool_ops(OpRegistry& r);
 void register_resize_ops(OpRegistry& r);
 void register_blocked_layout_ops(OpRegistry& r);  // domain "kiln": blocked_layout_ops.cc
+void register_recurrent_ops(OpRegistry& r);       // LSTM, GRU, RNN: recurrent_ops.cc
 
 }  // namespace kiln::nn

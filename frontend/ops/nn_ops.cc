@@ -97,6 +97,7 @@ void register_nn_ops(OpRegistry& r) {
   nn::register_pool_ops(r);
   nn::register_resize_ops(r);
   nn::register_blocked_layout_ops(r);
+  nn::register_recurrent_ops(r);
 }
 
 }  // namespace kiln

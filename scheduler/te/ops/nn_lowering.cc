@@ -88,6 +88,7 @@ void register_nn_lowerings(LoweringRegistry& r) {
   nn_lower::register_pool_lowerings(r);
   nn_lower::register_resize_lowerings(r);
   nn_lower::register_blocked_layout_lowerings(r);
+  nn_lower::register_recurrent_lowerings(r);
 }
 
 }  // namespace kiln::te

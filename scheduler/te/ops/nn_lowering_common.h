@@ -56,5 +56,6 @@ void register_conv_lowerings(LoweringRegistry& r);
 void register_pool_lowerings(LoweringRegistry& r);
 void register_resize_lowerings(LoweringRegistry& r);
 void register_blocked_layout_lowerings(LoweringRegistry& r);  // domain "kiln"
+void register_recurrent_lowerings(LoweringRegistry& r);       // LSTM, GRU, RNN: recurrent_lowering.cc
 
 }  // namespace kiln::te::nn_lower

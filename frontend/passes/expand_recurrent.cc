@@ -1,0 +1,276 @@
+#include "frontend/passes/expand_recurrent.h"
+
+#include <map>
+#include <optional>
+
+#include "frontend/ops/recurrent_spec.h"
+#include "frontend/passes/infer_shapes.h"
+
+namespace kiln {
+namespace {
+
+using recurrent::Activation;
+using recurrent::Cell;
+using recurrent::Spec;
+
+// Adds nodes of one expansion to a list: each call one node, named and valued under the recurrent
+// node's name, with values left untyped for infer_shapes.
+class Emitter {
+ public:
+  Emitter(Graph& g, const Node& n, DType dtype) : g_(g), n_(n), dtype_(dtype) {}
+
+  std::vector<Node>& nodes() { return nodes_; }
+
+  /// A node of `op` with one output; `out` names it when given (one of the recurrent node's outputs).
+  std::string op(const std::string& op, std::vector<std::string> ins, Attributes attrs = {}, const std::string& out = "") {
+    Node node;
+    node.name = n_.name + "/" + op + "_" + std::to_string(nodes_.size());
+    node.op_type = op;
+    node.opset = 13;
+    node.inputs = std::move(ins);
+    node.attrs = std::move(attrs);
+    node.outputs = {out.empty() ? untyped(n_.name + "/" + op) : out};
+    nodes_.push_back(std::move(node));
+    return nodes_.back().outputs[0];
+  }
+
+  std::string ints(const std::vector<int64_t>& v) {
+    return g_.add_constant(n_.name + "/ints", Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v));
+  }
+  std::string scalar(double v) { return g_.add_constant(n_.name + "/scalar", Tensor::scalar_double(dtype_, v)); }
+  std::string zeros(const Shape& s) { return g_.add_constant(n_.name + "/zeros", Tensor(dtype_, s)); }
+  std::string constant(Tensor t) { return g_.add_constant(n_.name + "/const", std::move(t)); }
+
+  // Shorthands for the ops the cells use.
+  std::string add(const std::string& a, const std::string& b) { return op("Add", {a, b}); }
+  std::string mul(const std::string& a, const std::string& b) { return op("Mul", {a, b}); }
+  std::string sub(const std::string& a, const std::string& b) { return op("Sub", {a, b}); }
+  std::string matmul(const std::string& a, const std::string& b) { return op("MatMul", {a, b}); }
+  std::string transpose(const std::string& x, std::vector<int64_t> perm) { return op("Transpose", {x}, {{"perm", AttrValue(perm)}}); }
+  std::string slice(const std::string& x, int64_t axis, int64_t begin, int64_t end) {
+    return op("Slice", {x, ints({begin}), ints({end}), ints({axis})});
+  }
+  std::string unsqueeze(const std::string& x, std::vector<int64_t> axes) { return op("Unsqueeze", {x, ints(axes)}); }
+  std::string concat(const std::vector<std::string>& xs, int64_t axis, const std::string& out = "") {
+    if (xs.size() == 1 && out.empty()) return xs[0];
+    return op("Concat", xs, {{"axis", AttrValue(axis)}}, out);
+  }
+  // Direction d's slice of a per-direction input (its leading axis, or `axis`).
+  std::string direction(const std::string& x, int64_t d, int64_t axis = 0) {
+    return op("Gather", {x, g_.add_constant(n_.name + "/d", Tensor::scalar_int(DType::Int64, d))}, {{"axis", AttrValue(axis)}});
+  }
+
+ private:
+  std::string untyped(const std::string& base) {
+    const std::string name = g_.add_value(base, DType::Undefined, {});
+    g_.value(name).typed = false;
+    return name;
+  }
+
+  Graph& g_;
+  const Node& n_;
+  DType dtype_;
+  std::vector<Node> nodes_;
+};
+
+// One direction's weights, arranged for the steps.
+struct DirectionWeights {
+  std::string projected;       // X W^T + biases for every step: [seq, batch, gates * hidden]
+  std::string r_t;             // R^T: [hidden, gates * hidden] (GRU: the z and r gates only)
+  std::string r_t_candidate;   // GRU: R_h^T [hidden, hidden]
+  std::string candidate_bias;  // GRU with linear_before_reset: Rb_h, added inside the reset product
+  std::string p_i, p_o, p_f;   // LSTM peepholes [hidden]
+  std::string h0, c0;          // [1, batch, hidden]
+};
+
+class Expansion {
+ public:
+  Expansion(Graph& g, const Node& n, const Spec& s, DType dtype) : g_(g), n_(n), s_(s), e_(g, n, dtype) {}
+
+  std::vector<Node> run() {
+    const std::string x = s_.layout == 0 ? n_.inputs[recurrent::kX] : e_.transpose(n_.inputs[recurrent::kX], {1, 0, 2});
+    std::vector<std::string> ys, hs, cs;
+    for (int64_t d = 0; d < s_.directions; ++d) {
+      const DirectionWeights w = weights(x, d);
+      std::vector<std::string> y(static_cast<size_t>(s_.seq));
+      std::string h = w.h0, c = w.c0;
+      for (int64_t step = 0; step < s_.seq; ++step) {
+        const int64_t t = s_.reversed(d) ? s_.seq - 1 - step : step;
+        std::string c_next;
+        const std::string h_next = cell_step(w, s_.activations[d], e_.slice(w.projected, 0, t, t + 1), h, c, c_next);
+        if (const std::optional<std::string> m = mask(t)) {
+          y[t] = e_.op("Where", {*m, h_next, e_.scalar(0)});
+          h = e_.op("Where", {*m, h_next, h});
+          if (!c_next.empty()) c = e_.op("Where", {*m, c_next, c});
+        } else {
+          y[t] = h = h_next;
+          c = c_next;
+        }
+      }
+      ys.push_back(e_.unsqueeze(e_.concat(y, 0), {1}));  // [seq, 1, batch, hidden]
+      hs.push_back(h);
+      cs.push_back(c);
+    }
+    write_output(0, ys, 1, {2, 0, 1, 3});
+    write_output(1, hs, 0, {1, 0, 2});
+    if (s_.cell == Cell::Lstm) write_output(2, cs, 0, {1, 0, 2});
+    return std::move(e_.nodes());
+  }
+
+ private:
+  bool has(size_t i) const { return i < n_.inputs.size() && !n_.inputs[i].empty(); }
+  const std::string& in(size_t i) const { return n_.inputs[i]; }
+
+  DirectionWeights weights(const std::string& x, int64_t d) {
+    const int64_t hs = s_.hidden, gh = s_.gates * hs;
+    DirectionWeights w;
+    w.projected = e_.matmul(x, e_.transpose(e_.direction(in(recurrent::kW), d), {1, 0}));
+    const std::string r = e_.direction(in(recurrent::kR), d);
+    if (s_.cell == Cell::Gru) {
+      w.r_t = e_.transpose(e_.slice(r, 0, 0, 2 * hs), {1, 0});
+      w.r_t_candidate = e_.transpose(e_.slice(r, 0, 2 * hs, 3 * hs), {1, 0});
+    } else {
+      w.r_t = e_.transpose(r, {1, 0});
+    }
+    if (has(recurrent::kB)) {
+      const std::string b = e_.direction(in(recurrent::kB), d);
+      std::string rb = e_.slice(b, 0, gh, 2 * gh);
+      if (s_.linear_before_reset) {
+        // The candidate's recurrent bias is added inside the reset product, not to the projection.
+        w.candidate_bias = e_.slice(rb, 0, 2 * hs, 3 * hs);
+        std::vector<double> keep(static_cast<size_t>(gh), 1.0);
+        for (int64_t j = 2 * hs; j < gh; ++j) keep[j] = 0.0;
+        rb = e_.mul(rb, e_.constant(Tensor::from_doubles(g_.value(in(recurrent::kX)).dtype, {gh}, keep)));
+      }
+      w.projected = e_.add(w.projected, e_.add(e_.slice(b, 0, 0, gh), rb));
+    }
+    if (s_.cell == Cell::Lstm && has(recurrent::kP)) {
+      const std::string p = e_.direction(in(recurrent::kP), d);
+      w.p_i = e_.slice(p, 0, 0, hs);
+      w.p_o = e_.slice(p, 0, hs, 2 * hs);
+      w.p_f = e_.slice(p, 0, 2 * hs, 3 * hs);
+    }
+    auto initial = [&](size_t i) {
+      return has(i) ? e_.unsqueeze(e_.direction(in(i), d, s_.layout == 0 ? 0 : 1), {0}) : e_.zeros({1, s_.batch, hs});
+    };
+    w.h0 = initial(recurrent::kInitialH);
+    if (s_.cell == Cell::Lstm) w.c0 = initial(recurrent::kInitialC);
+    return w;
+  }
+
+  std::string clip(const std::string& x) {
+    if (!(s_.clip > 0)) return x;
+    return e_.op("Clip", {x, e_.scalar(-s_.clip), e_.scalar(s_.clip)});
+  }
+
+  std::string activation(const Activation& a, const std::string& x) {
+    auto with = [&](const std::string& op, Attributes attrs) { return e_.op(op, {x}, std::move(attrs)); };
+    if (a.name == "sigmoid") return with("Sigmoid", {});
+    if (a.name == "tanh") return with("Tanh", {});
+    if (a.name == "relu") return with("Relu", {});
+    if (a.name == "softsign") return with("Softsign", {});
+    if (a.name == "softplus") return with("Softplus", {});
+    if (a.name == "leakyrelu") return with("LeakyRelu", {{"alpha", AttrValue(a.alpha)}});
+    if (a.name == "thresholdedrelu") return with("ThresholdedRelu", {{"alpha", AttrValue(a.alpha)}});
+    if (a.name == "elu") return with("Elu", {{"alpha", AttrValue(a.alpha)}});
+    if (a.name == "hardsigmoid") return with("HardSigmoid", {{"alpha", AttrValue(a.alpha)}, {"beta", AttrValue(a.beta)}});
+    if (a.name == "affine") return e_.add(e_.mul(x, e_.scalar(a.alpha)), e_.scalar(a.beta));
+    if (a.name == "scaledtanh") return e_.mul(e_.op("Tanh", {e_.mul(x, e_.scalar(a.beta))}), e_.scalar(a.alpha));
+    throw Error(n_.label() + ": unknown activation '" + a.name + "'");
+  }
+
+  // One step of the cell from the step's projected input `xw` [1, batch, gates * hidden] and the
+  // state h (and c); returns the new h and, for an LSTM, sets c_next.
+  std::string cell_step(const DirectionWeights& w, const std::vector<Activation>& act, const std::string& xw,
+                        const std::string& h, const std::string& c, std::string& c_next) {
+    const int64_t hs = s_.hidden;
+    auto gate = [&](const std::string& all, int64_t k) { return e_.slice(all, 2, k * hs, (k + 1) * hs); };
+    if (s_.cell == Cell::Rnn) return activation(act[0], clip(e_.add(xw, e_.matmul(h, w.r_t))));
+    if (s_.cell == Cell::Gru) {
+      const std::string zr = activation(act[0], clip(e_.add(e_.slice(xw, 2, 0, 2 * hs), e_.matmul(h, w.r_t))));
+      const std::string z = gate(zr, 0), r = gate(zr, 1), x_h = gate(xw, 2);
+      std::string pre;
+      if (s_.linear_before_reset) {
+        std::string rh = e_.matmul(h, w.r_t_candidate);
+        if (!w.candidate_bias.empty()) rh = e_.add(rh, w.candidate_bias);
+        pre = e_.add(x_h, e_.mul(r, rh));
+      } else {
+        pre = e_.add(x_h, e_.matmul(e_.mul(r, h), w.r_t_candidate));
+      }
+      const std::string candidate = activation(act[1], clip(pre));
+      return e_.add(candidate, e_.mul(z, e_.sub(h, candidate)));  // (1 - z) * candidate + z * h
+    }
+    const std::string all = e_.add(xw, e_.matmul(h, w.r_t));
+    std::string i_pre = gate(all, 0), o_pre = gate(all, 1), f_pre = gate(all, 2);
+    if (!w.p_i.empty()) {
+      i_pre = e_.add(i_pre, e_.mul(w.p_i, c));
+      f_pre = e_.add(f_pre, e_.mul(w.p_f, c));
+    }
+    const std::string i = activation(act[0], clip(i_pre));
+    const std::string f = s_.input_forget ? e_.sub(e_.scalar(1), i) : activation(act[0], clip(f_pre));
+    const std::string g = activation(act[1], clip(gate(all, 3)));
+    c_next = e_.add(e_.mul(f, c), e_.mul(i, g));
+    if (!w.p_o.empty()) o_pre = e_.add(o_pre, e_.mul(w.p_o, c_next));
+    return e_.mul(activation(act[0], clip(o_pre)), activation(act[2], c_next));
+  }
+
+  // Whether every batch row runs step t: none when no row is shorter; else [1, batch, 1] booleans.
+  std::optional<std::string> mask(int64_t t) {
+    if (!has(recurrent::kSeqLens)) return std::nullopt;
+    if (const Tensor* lens = g_.value(in(recurrent::kSeqLens)).constant.get()) {
+      bool all_run = true;
+      for (int64_t b = 0; b < lens->size(); ++b) all_run &= lens->get_int(b) > t;
+      if (all_run) return std::nullopt;
+    }
+    auto it = masks_.find(t);
+    if (it != masks_.end()) return it->second;
+    const std::string t_value = g_.add_constant(n_.name + "/t", Tensor::scalar_int(DType::Int32, t));
+    return masks_[t] = e_.unsqueeze(e_.op("Less", {t_value, in(recurrent::kSeqLens)}), {0, 2});
+  }
+
+  // Output i from per-direction parts (each with a direction axis of 1 at `axis`), in the layout.
+  void write_output(size_t i, const std::vector<std::string>& parts, int64_t axis, std::vector<int64_t> layout_perm) {
+    if (i >= n_.outputs.size() || n_.outputs[i].empty()) return;
+    const std::string& out = n_.outputs[i];
+    if (s_.layout == 0) {
+      if (parts.size() == 1) e_.op("Identity", {parts[0]}, {}, out);
+      else e_.concat(parts, axis, out);
+    } else {
+      e_.op("Transpose", {e_.concat(parts, axis)}, {{"perm", AttrValue(layout_perm)}}, out);
+    }
+  }
+
+  Graph& g_;
+  const Node& n_;
+  const Spec& s_;
+  Emitter e_;
+  std::map<int64_t, std::string> masks_;
+};
+
+}  // namespace
+
+std::vector<Node> expand_recurrent_node(Graph& g, const Node& n) {
+  std::vector<const Shape*> shapes;
+  for (const std::string& in : n.inputs) shapes.push_back(in.empty() ? nullptr : &g.value(in).shape);
+  const Spec s = recurrent::read_spec(n, shapes);
+  if (s.seq == 0) throw Unsupported(n.label() + ": a sequence of length 0");
+  return Expansion(g, n, s, g.value(n.inputs[recurrent::kX]).dtype).run();
+}
+
+int expand_recurrent(Graph& g) {
+  std::vector<Node> nodes;
+  int replaced = 0;
+  for (Node& n : g.nodes) {
+    if (!recurrent::is_recurrent(n)) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    for (Node& part : expand_recurrent_node(g, n)) nodes.push_back(std::move(part));
+    ++replaced;
+  }
+  g.nodes = std::move(nodes);
+  if (replaced) infer_shapes(g);
+  return replaced;
+}
+
+}  // namespace kiln
