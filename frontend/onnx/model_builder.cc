@@ -59,6 +59,11 @@ NodeRef& NodeRef::attr(const std::string& name, const std::vector<double>& v) {
   for (double x : v) a->add_floats(static_cast<float>(x));
   return *this;
 }
+NodeRef& NodeRef::attr(const std::string& name, const std::vector<std::string>& v) {
+  auto* a = new_attr(n_, name, onnx::AttributeProto::STRINGS);
+  for (const std::string& x : v) a->add_strings(x);
+  return *this;
+}
 NodeRef& NodeRef::attr(const std::string& name, const Tensor& v) {
   tensor_to_proto(v, *new_attr(n_, name, onnx::AttributeProto::TENSOR)->mutable_t());
   return *this;

@@ -26,6 +26,7 @@ class ModelBuilder {
     NodeRef& attr(const std::string& name, const std::string& v);
     NodeRef& attr(const std::string& name, const std::vector<int64_t>& v);
     NodeRef& attr(const std::string& name, const std::vector<double>& v);
+    NodeRef& attr(const std::string& name, const std::vector<std::string>& v);
     NodeRef& attr(const std::string& name, const Tensor& v);
     /// A subgraph attribute (an If branch): the graph `body` has built.
     NodeRef& attr(const std::string& name, const ModelBuilder& body);

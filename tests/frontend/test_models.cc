@@ -69,6 +69,37 @@ ModelBuilder relu_model() {
   return b;
 }
 
+ModelBuilder recurrent_model(const RecurrentModel& m) {
+  const int64_t gates = m.op == "LSTM" ? 4 : m.op == "GRU" ? 3 : 1;
+  const int64_t dirs = m.direction == "bidirectional" ? 2 : 1, gh = gates * m.hidden;
+  const Shape state = m.layout == 0 ? Shape{dirs, m.batch, m.hidden} : Shape{m.batch, dirs, m.hidden};
+  ModelBuilder b(m.op + "_model", 14);
+  b.input("X", DType::Float32, m.layout == 0 ? Shape{m.seq, m.batch, m.input} : Shape{m.batch, m.seq, m.input});
+  b.initializer("W", random_weights({dirs, gh, m.input}, 101));
+  b.initializer("R", random_weights({dirs, gh, m.hidden}, 102));
+  std::vector<std::string> ins = {"X", "W", "R", "", "", "", "", ""};
+  if (m.bias) b.initializer(ins[3] = "B", random_weights({dirs, 2 * gh}, 103));
+  if (!m.sequence_lens.empty()) {
+    ins[4] = "sequence_lens";
+    if (m.lens_input) b.input("sequence_lens", DType::Int32, Shape{m.batch});
+    else b.initializer("sequence_lens", Tensor::from_ints(DType::Int32, {m.batch}, m.sequence_lens));
+  }
+  if (m.initial_state) {
+    b.initializer(ins[5] = "initial_h", random_weights(state, 104));
+    if (m.op == "LSTM") b.initializer(ins[6] = "initial_c", random_weights(state, 105));
+  }
+  if (m.peepholes) b.initializer(ins[7] = "P", random_weights({dirs, 3 * m.hidden}, 106));
+  while (!ins.empty() && ins.back().empty()) ins.pop_back();
+  std::vector<std::string> outs = {"Y", "Y_h"};
+  if (m.op == "LSTM") outs.push_back("Y_c");
+  ModelBuilder::NodeRef n = b.node(m.op, ins, outs, "cell");
+  n.attr("hidden_size", m.hidden_size_attr ? m.hidden_size_attr : m.hidden).attr("direction", m.direction).attr("layout", m.layout);
+  if (m.attrs) m.attrs(n);
+  b.output("Y", DType::Float32, m.layout == 0 ? Shape{m.seq, dirs, m.batch, m.hidden} : Shape{m.batch, m.seq, dirs, m.hidden});
+  for (size_t i = 1; i < outs.size(); ++i) b.output(outs[i], DType::Float32, state);
+  return b;
+}
+
 Graph prepared_graph(ModelBuilder& b) {
   Graph g = import_onnx_bytes(b.serialize(), "test.onnx");
   bind_input_shapes(g, {});

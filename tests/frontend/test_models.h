@@ -44,6 +44,22 @@ Tensor random_weights(const Shape& shape, uint32_t seed);
 /// x[1,4] float -> Relu -> y: the smallest useful model, for tests to mutate.
 ModelBuilder relu_model();
 
+/// An LSTM, GRU or RNN over X [seq, batch, input] (layout 0) with random weights W, R (and B, P,
+/// initial_h, initial_c) as initializers, and outputs Y, Y_h (and Y_c). `sequence_lens`, when given,
+/// is an initializer, or a graph input when `lens_input`. `attrs` adds the node's other attributes.
+struct RecurrentModel {
+  std::string op = "LSTM";
+  int64_t seq = 3, batch = 2, input = 4, hidden = 5;
+  std::string direction = "forward";
+  int64_t layout = 0;
+  bool bias = true, initial_state = true, peepholes = false;
+  std::vector<int64_t> sequence_lens;  // empty: none
+  bool lens_input = false;
+  int64_t hidden_size_attr = 0;  // the attribute hidden_size when it should disagree with the weights
+  std::function<void(ModelBuilder::NodeRef&)> attrs;
+};
+ModelBuilder recurrent_model(const RecurrentModel& m);
+
 /// `b` imported, bound, shape-inferred and pruned: the graph the compiler's rewrites start from.
 Graph prepared_graph(ModelBuilder& b);
 /// The op types of g's nodes, in order.

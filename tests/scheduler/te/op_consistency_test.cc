@@ -89,6 +89,11 @@ const std::map<std::string, const char*>& coarser_than_lowering() {
       {"ai.onnx.preview.training.Momentum", "training domain"},
       {"ai.onnx.ml.ArrayFeatureExtractor", "ml domain"},
       {"ai.onnx.ml.Binarizer", "ml domain"},
+      // The compile pipeline expands these into MatMuls and element-wise ops before partitioning
+      // (frontend/passes/expand_recurrent.h); their lowering, for the te engine, is that expansion.
+      {"LSTM", "expanded before partitioning"},
+      {"GRU", "expanded before partitioning"},
+      {"RNN", "expanded before partitioning"},
       // Not in the table (Opaque by default): whether fusing them pays has not been measured.
       {"Attention", "no row yet"},
       {"DeformConv", "no row yet"},
