@@ -134,7 +134,7 @@ std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, cons
 
 }  // namespace
 
-BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set) {
+BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set, const std::vector<std::string>& freeze) {
   Graph g = base;
   auto in_files = numbered_files(set, "input_");
   if (in_files.size() > g.inputs.size())
@@ -153,6 +153,11 @@ BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set
   }
   if (inputs.size() != g.inputs.size())
     throw Unsupported(set.string() + ": test data leaves graph inputs unset (optional inputs are not supported)");
+  for (const std::string& name : freeze) {
+    if (!inputs.count(name)) throw Error(set.string() + ": --freeze " + name + ": the test data has no input of that name");
+    b.frozen[name] = inputs.at(name);
+    b.input_shapes.erase(name);
+  }
   // Inputs that shapes depend on are frozen to their test values, as a user would with --freeze.
   Graph unbound = g;
   for (;;) {
@@ -194,7 +199,7 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
     std::sort(sets.begin(), sets.end());
     if (sets.empty()) throw Error(dir.string() + ": no test_data_set_* directory");
     for (const fs::path& set : sets) {
-      BoundTestData bound = bind_test_data(base, set);
+      BoundTestData bound = bind_test_data(base, set, o.freeze);
       const Graph& g = bound.graph;
       const std::map<std::string, Tensor>& inputs = bound.inputs;
       std::vector<Tensor> outs = run_engine(o, g, inputs);

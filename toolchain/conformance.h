@@ -25,6 +25,9 @@ struct ConformanceOptions {
   /// Compiled engine: build every package (for CUDA targets, PTX assembled by ptxas) without running
   /// it; a case passes when it compiles. How GPU packages are checked on machines without a GPU.
   bool compile_only = false;
+  /// Graph inputs fixed to their test-data values at compile time, as a user's --freeze would (a
+  /// sample rate an If tests). Inputs that shapes depend on are frozen without being named.
+  std::vector<std::string> freeze;
 };
 
 struct ConformanceResult {
@@ -46,6 +49,6 @@ struct BoundTestData {
   std::map<std::string, Tensor> inputs;
 };
 /// Throws Error / Unsupported naming `set` when its files do not fit the model.
-BoundTestData bind_test_data(const Graph& model, const std::filesystem::path& set);
+BoundTestData bind_test_data(const Graph& model, const std::filesystem::path& set, const std::vector<std::string>& freeze = {});
 
 }  // namespace kiln

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   conformance->add_option("--filter", conf.filter, "Only cases whose name matches this regex");
   conformance->add_option("--known-failures", conf.known_failures_file, "File of 'case reason' lines");
   conformance->add_option("--min-passed", conf.min_passed, "Exit non-zero when fewer cases pass");
+  conformance->add_option("--freeze", conf.freeze, "Fix this graph input to its test-data value at compile time (repeatable)");
   std::string shard;
   conformance->add_option("--shard", shard, "K/N: only every N-th case, starting at the K-th (0-based)");
   conformance->add_flag("-v,--verbose", conf.verbose, "Print every case, with the reason for unsupported ones");

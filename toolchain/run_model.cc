@@ -6,6 +6,7 @@
 #include <random>
 
 #include "frontend/ir/error.h"
+#include "frontend/onnx/onnx_import.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "frontend/reference/interpreter.h"
 #include "toolchain/run_package.h"
@@ -114,7 +115,16 @@ void run_model(const std::string& path, const RunOptions& o, std::ostream& out) 
     auto it = given.find(name);
     inputs[name] = it != given.end() ? it->second : seeded_input(g.value(name), o.seed, i);
   }
-  save_inputs(o.inputs_dir, g.inputs, inputs);
+  // Frozen inputs are inputs of the run too: saved with the rest, in the model's input order, so
+  // another runtime can be given the same case.
+  if (!po.bindings.frozen_values.empty() && !o.inputs_dir.empty()) {
+    const Graph model = import_onnx_file(path);
+    std::map<std::string, Tensor> saved = frozen_inputs(model, po.bindings);
+    saved.insert(inputs.begin(), inputs.end());
+    save_inputs(o.inputs_dir, model.inputs, saved);
+  } else {
+    save_inputs(o.inputs_dir, g.inputs, inputs);
+  }
   print_outputs(g.outputs, run_reference(g, inputs), o, out);
 }
 

@@ -40,7 +40,61 @@ std::pair<std::string, int64_t> parse_dim(const std::string& spec) {
   return {spec.substr(0, eq), parse_extent(spec.substr(eq + 1), spec)};
 }
 
-void bind_input_shapes(Graph& g, const ShapeBindings& b) {
+std::pair<std::string, std::vector<double>> parse_frozen_value(const std::string& spec) {
+  const auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    throw Error("bad --freeze '" + spec + "' (expected name=value or name=v1,v2,...)");
+  std::vector<double> values;
+  for (size_t start = eq + 1; start <= spec.size();) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string item = spec.substr(start, comma - start);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size()) throw Error("bad --freeze '" + spec + "': '" + item + "' is not a number");
+    values.push_back(v);
+    start = comma + 1;
+  }
+  return {spec.substr(0, eq), values};
+}
+
+namespace {
+
+// A command-line frozen value as a tensor of the input's declared dtype and shape.
+Tensor frozen_tensor(const Graph& g, const std::string& name, const std::vector<double>& values) {
+  if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end())
+    throw Error(g.source + ": cannot freeze '" + name + "', which is not a graph input");
+  const std::vector<Dim>& declared = g.declared_input_dims.at(name);
+  Shape shape;
+  bool known = true;
+  for (const Dim& d : declared) {
+    known &= d.known();
+    shape.push_back(d.value);
+  }
+  const int64_t n = static_cast<int64_t>(values.size());
+  if (!known) shape = n == 1 && declared.empty() ? Shape{} : Shape{n};
+  if (num_elements(shape) != n || shape.size() != declared.size())
+    throw Error(g.source + ": --freeze " + name + " gives " + std::to_string(n) + " values; the input is declared " +
+                dims_str(declared));
+  return Tensor::from_doubles(g.value(name).dtype, shape, values);
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> frozen_inputs(const Graph& g, const ShapeBindings& b) {
+  std::map<std::string, Tensor> out = b.frozen;
+  for (const auto& [name, values] : b.frozen_values) out[name] = frozen_tensor(g, name, values);
+  return out;
+}
+
+void bind_input_shapes(Graph& g, const ShapeBindings& given) {
+  ShapeBindings b = given;
+  b.frozen = frozen_inputs(g, given);
   for (const auto& [name, shape] : b.input_shapes)
     if (!g.declared_input_dims.count(name))
       throw Error(g.source + ": '" + name + "' is given a shape or a value (--input-shape, --input) but is not a graph input");

@@ -15,6 +15,10 @@ struct ShapeBindings {
   /// Inputs fixed to a value at compile time, which turns them into constants: how a static-shape
   /// compiler accepts a model whose shapes depend on an input (a Reshape target fed as an input).
   std::map<std::string, Tensor> frozen;
+  /// Inputs frozen from the command line (`--freeze sr=16000`): values in row-major order, given the
+  /// input's declared dtype, and its declared shape when that is fully known (a scalar, a vector of
+  /// the values otherwise).
+  std::map<std::string, std::vector<double>> frozen_values;
 };
 
 /// kiln compiles static shapes only, so every graph input must end with a known shape: a declared
@@ -24,6 +28,11 @@ void bind_input_shapes(Graph& g, const ShapeBindings& b);
 
 /// Parses "name=1x3x224x224" (or "name=" for a scalar) into a binding; throws Error on bad syntax.
 std::pair<std::string, Shape> parse_input_shape(const std::string& spec);
+/// The values `b` freezes, as tensors: `b.frozen` and `b.frozen_values`, the latter in the dtype and
+/// shape `g` (not yet bound) declares. Throws Error for a name that is no graph input.
+std::map<std::string, Tensor> frozen_inputs(const Graph& g, const ShapeBindings& b);
+/// Parses "name=v1,v2,..." (numbers) for ShapeBindings::frozen_values.
+std::pair<std::string, std::vector<double>> parse_frozen_value(const std::string& spec);
 /// Parses "batch=1".
 std::pair<std::string, int64_t> parse_dim(const std::string& spec);
 

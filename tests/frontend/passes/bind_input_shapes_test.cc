@@ -77,5 +77,39 @@ TEST(BindInputShapes, ParsesCommandLineSpecs) {
   EXPECT_THROW(parse_dim("batch=-1"), Error);
 }
 
+// --freeze sr=16000: the value takes the input's declared dtype, and its declared shape when known.
+TEST(BindInputShapes, CommandLineFrozenValuesTakeTheDeclaredTypeAndShape) {
+  ModelBuilder b("g", 13);
+  b.input("sr", DType::Int64, Shape{});
+  b.input("v", DType::Float32, std::vector<Dim>{{-1, "n"}});
+  b.node("Cast", {"sr"}, {"f"}).attr("to", int64_t{1});
+  b.node("Add", {"v", "f"}, {"y"});
+  b.output("y", DType::Float32, Shape{});
+  Graph g = import_onnx_bytes(b.serialize(), "freeze.onnx");
+  ShapeBindings bindings;
+  bindings.frozen_values.insert(parse_frozen_value("sr=16000"));
+  bindings.frozen_values.insert(parse_frozen_value("v=1.5,2"));
+  bind_input_shapes(g, bindings);
+  EXPECT_TRUE(g.inputs.empty());
+  EXPECT_EQ(g.value("sr").constant->dtype(), DType::Int64);
+  EXPECT_EQ(g.value("sr").shape, Shape{});
+  EXPECT_EQ(g.value("sr").constant->get_int(0), 16000);
+  EXPECT_EQ(g.value("v").shape, Shape{2});
+  EXPECT_EQ(g.value("v").constant->to_doubles(), (std::vector<double>{1.5, 2}));
+}
+
+TEST(BindInputShapes, BadFrozenValuesAreNamed) {
+  EXPECT_THROW(parse_frozen_value("sr"), Error);
+  EXPECT_THROW(parse_frozen_value("sr="), Error);
+  EXPECT_THROW(parse_frozen_value("sr=16k"), Error);
+  EXPECT_THROW(parse_frozen_value("sr=1,,2"), Error);
+  ShapeBindings b;
+  b.frozen_values["nope"] = {1};
+  EXPECT_NE(error_of(symbolic_model(), b).find("cannot freeze 'nope', which is not a graph input"), std::string::npos);
+  b.frozen_values = {{"x", {1, 2}}};
+  EXPECT_NE(error_of(symbolic_model(), b).find("--freeze x gives 2 values; the input is declared"), std::string::npos)
+      << error_of(symbolic_model(), b);
+}
+
 }  // namespace
 }  // namespace kiln
