@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/compare_ort.sh [--no-zoo] [--quick] [--models "NAME:RUNS ..."] [--zoo "NAME:RUNS ..."] [--out FILE]
-#                      [--records-dir DIR]
+# bench/compare_ort.sh [--no-zoo] [--quick] [--models "NAME:RUNS ..."] [--zoo "NAME:RUNS ..."]
+#                      [--npm "NAME:RUNS ..."] [--out FILE] [--records-dir DIR]
 # (--quick: a fifth of the runs, at least 3; a smoke test, not a measurement.)
 # --records-dir: models with tuning records DIR/NAME.json (bench/tune_models.sh writes them) are also
 # compiled with `--records` and timed tuned; the table then has untuned, tuned and ORT side by side
@@ -14,7 +14,9 @@
 # (|kiln - ort| <= atol + rtol*|ort|); a mismatch is reported in the table, not hidden.
 #
 # Table 1: the real models under ../shared/models (their test_data_set_0 inputs). Table 2 (unless
-# --no-zoo): the Ansor paper's networks from `kiln zoo` at batch 1 (seeded random inputs). The
+# --no-zoo): the Ansor paper's networks from `kiln zoo` at batch 1 (seeded random inputs). Table 3:
+# real models from npm packages (tests/models/npm_models.tsv, compiled with the table's input shapes
+# and frozen inputs; seeded inputs); --npm "" leaves it out. The
 # markdown goes to bench/RESULTS.md (--out); a "## Reading" section already in that file is kept.
 # Needs build/bin/kiln (or $KILN); not part of ctest. Takes about 5 minutes on 2 cores (under 10).
 set -euo pipefail
@@ -32,12 +34,15 @@ records_dir=""
 # mobilenetv3 ~3 ms; zoo resnet50 ~1.7 s, resnet3d18 ~25 s, bert_base ~0.8 s, dcgan ~0.4 s.)
 models="squeezenet1.0_fp32:21 mobilenetv3_small_112_headless:301 ultraface_rfb320:61 yolox_nano:15 mnist-8:1001 bert_toy:1001"
 zoo_models="resnet50:3 mobilenet_v2:21 resnet3d18:3 dcgan:9 bert_base:5"
+npm_models="silero_vad_v5:3001 silero_vad_legacy:1001"
+compile_flags=()  # extra `kiln compile` flags of the model being measured (npm models' frozen inputs)
 while [ $# -gt 0 ]; do
   case $1 in
     --no-zoo) zoo=0 ;;
     --quick) quick=1 ;;
     --models) models=$2; shift ;;
     --zoo) zoo_models=$2; shift ;;
+    --npm) npm_models=$2; shift ;;
     --out) out=$2; shift ;;
     --records-dir) records_dir=$(cd "$2" && pwd); shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
@@ -46,8 +51,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -x "$kiln" ] || { echo "compare_ort.sh: $kiln not found; build kiln first" >&2; exit 2; }
-if [ -z "$models" ] && { [ "$zoo" = 0 ] || [ -z "$zoo_models" ]; }; then
-  echo "compare_ort.sh: no models to compare (--models \"\" with --no-zoo or --zoo \"\")" >&2
+if [ -z "$models" ] && [ -z "$npm_models" ] && { [ "$zoo" = 0 ] || [ -z "$zoo_models" ]; }; then
+  echo "compare_ort.sh: no models to compare (--models \"\" and --npm \"\" with --no-zoo or --zoo \"\")" >&2
   exit 2
 fi
 "$root/scripts/install-ort.sh"
@@ -93,7 +98,7 @@ measure() {
   local -a shape_args=()
   mapfile -t shape_args < <(node "$root/bench/ort/input_shapes.mjs" "$model" "$inputs")
   t0=$(date +%s.%N)
-  if ! "$kiln" compile "$model" --target host -o "$pkg" --name model "${shape_args[@]}" >"$work/$name.compile.log" 2>&1; then
+  if ! "$kiln" compile "$model" --target host -o "$pkg" --name model "${shape_args[@]}" "${compile_flags[@]}" >"$work/$name.compile.log" 2>&1; then
     echo "  $name: kiln compile failed: $(tail -n 3 "$work/$name.compile.log" | tr '\n' ' ')" >&2
     for t in 1 2; do row "$table" "$name" $t "" "" "kiln compile failed"; done
     return
@@ -105,17 +110,20 @@ measure() {
   if [ -n "$records_dir" ] && [ -f "$records_dir/$name.json" ]; then
     tuned=$work/pkg/$name.tuned
     if ! "$kiln" compile "$model" --target host -o "$tuned" --name model --records "$records_dir/$name.json" \
-        "${shape_args[@]}" >"$work/$name.compile-tuned.log" 2>&1; then
+        "${shape_args[@]}" "${compile_flags[@]}" >"$work/$name.compile-tuned.log" 2>&1; then
       echo "  $name: kiln compile --records failed: $(tail -n 3 "$work/$name.compile-tuned.log" | tr '\n' ' ')" >&2
       tuned=""
     fi
   fi
-  # --input name=file for every input_N.pb, by the model's input order (the package's metadata).
-  local -a input_args=()
-  local i=0 in_name
+  # --input name=file for every package input (its metadata), input_N.pb by the model's input order
+  # (shape_args' names): a frozen input is in the files but not in the package.
+  local -a input_args=() model_inputs=()
+  local k in_name
+  for (( k = 1; k < ${#shape_args[@]}; k += 2 )); do model_inputs+=("${shape_args[k]%%=*}"); done
   while read -r in_name; do
-    input_args+=(--input "$in_name=$inputs/input_$i.pb")
-    i=$(( i + 1 ))
+    for k in "${!model_inputs[@]}"; do
+      [ "${model_inputs[k]}" = "$in_name" ] && input_args+=(--input "$in_name=$inputs/input_$k.pb")
+    done
   done < <(python3 -c 'import json,sys; [print(i["name"]) for i in json.load(open(sys.argv[1]))["inputs"]]' "$pkg/model.json")
   # Per thread count: one run writes kiln's outputs and ORT checks them; then kiln (tuned when there
   # are records), untuned kiln and ORT are timed in turns (bench/interleave.py), `rounds` turns of
@@ -169,6 +177,18 @@ if [ "$zoo" = 1 ]; then
     node "$time_ort" "$work/zoo/$name/model.onnx" "$work/zoo/$name/inputs" 1 1 --warmup 0 --make-inputs 1 >/dev/null
     measure zoo "$name" "$work/zoo/$name/model.onnx" "$work/zoo/$name/inputs" "${entry##*:}"
     rm -rf "$work/zoo/$name" "$work/pkg/$name"  # up to 440 MB of weights each
+  done
+fi
+if [ -n "$npm_models" ]; then
+  echo "npm models (repeat counts: $npm_models)" >&2
+  for entry in $npm_models; do
+    name=${entry%%:*}
+    model=$("$root/scripts/fetch-npm-model.sh" "$name")
+    read -r -a compile_flags <<<"$(awk -F'\t' -v n="$name" '$1 == n { print $5 }' "$root/tests/models/npm_models.tsv")"
+    # Seeded inputs, frozen ones included (ORT is given them), in the model's input order.
+    "$kiln" run "$model" "${compile_flags[@]}" --seed 1 --save-inputs "$work/npm/$name" --print 0 >/dev/null
+    measure npm "$name" "$model" "$work/npm/$name" "${entry##*:}"
+    compile_flags=()
   done
 fi
 elapsed=$(( $(date +%s) - start ))
@@ -227,6 +247,15 @@ header() {
     cat "$work/zoo.md"
     echo
     echo "Geometric mean of kiln/ORT: $(geomean zoo 1) at 1 thread, $(geomean zoo 2) at 2 threads."
+  fi
+  if [ -f "$work/npm.md" ]; then
+    echo
+    echo "## Real models from npm packages (tests/models/npm_models.tsv: input shapes and frozen inputs from the table, seeded inputs)"
+    echo
+    header
+    cat "$work/npm.md"
+    echo
+    echo "Geometric mean of kiln/ORT: $(geomean npm 1) at 1 thread, $(geomean npm 2) at 2 threads."
   fi
   echo
   echo "Compile time (\`kiln compile\`, s): $(awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2 }' "$work/compile_s.txt")."
