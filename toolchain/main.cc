@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   zoo->add_option("--kernel", zoo_opts.kernel, "conv2d/depthwise/maxpool2d: kernel height = width")->capture_default_str();
   zoo->add_option("--stride", zoo_opts.stride, "conv2d/depthwise/maxpool2d: stride")->capture_default_str();
   zoo->add_option("--padding", zoo_opts.padding, "conv2d/depthwise/maxpool2d: padding on each side")->capture_default_str();
-  zoo->add_option("--seq", zoo_opts.seq, "Sequence length (transformer models)")->capture_default_str();
+  zoo->add_option("--seq", zoo_opts.seq, "Sequence length (transformer models; frames for lstm_kws)")->capture_default_str();
 
   kiln::RpcCommands rpc_commands(app);
   kiln::MeasureCommand measure_command(app);

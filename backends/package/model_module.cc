@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <string_view>
+#include <unordered_map>
 
 #include "backends/llvm/codegen.h"
 #include "backends/package/c_names.h"
@@ -110,6 +112,10 @@ ModelModule generate_model_module(const lower::ModelProgram& prog, const ModelMe
   uint64_t hash = fnv1a(1469598103934665603ull, program_text.data(), program_text.size());
   std::vector<Slot> slots;
   int weight_count = 0;
+  // Weights with the same bytes share one global: a constant rewritten into the same layout by every
+  // task that reads it (an unrolled LSTM's R^T, once per step) is stored once. Keys view the tensors'
+  // bytes, which prog keeps alive.
+  std::unordered_map<std::string_view, llvm::GlobalVariable*> global_of_bytes;
   for (size_t i = 0; i < prog.params.size(); ++i) {
     const lower::ModelParam& p = prog.params[i];
     switch (p.kind) {
@@ -117,8 +123,13 @@ ModelModule generate_model_module(const lower::ModelProgram& prog, const ModelMe
       case lower::ModelParam::Kind::Output: slots.push_back({Slot::Output, p.io_index, nullptr}); break;
       case lower::ModelParam::Kind::Weight: {
         const Tensor& t = *p.weight;
-        slots.push_back({Slot::Weight, 0, weight_global(mod, t, opts.name + "_weight" + std::to_string(weight_count++), opts.name)});
-        m.weights_bytes += static_cast<int64_t>(t.byte_size());
+        const std::string_view bytes(reinterpret_cast<const char*>(t.data()), t.byte_size());
+        llvm::GlobalVariable*& gv = global_of_bytes[bytes];
+        if (!gv) {
+          gv = weight_global(mod, t, opts.name + "_weight" + std::to_string(weight_count++), opts.name);
+          m.weights_bytes += static_cast<int64_t>(t.byte_size());
+        }
+        slots.push_back({Slot::Weight, 0, gv});
         hash = fnv1a(hash, t.data(), t.byte_size());
         break;
       }

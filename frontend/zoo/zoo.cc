@@ -24,6 +24,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"dcgan", build_dcgan},
       {"bert_base", build_bert_base},
       {"blocked_edges", build_blocked_edges},
+      {"lstm_kws", build_lstm_kws},
   };
   return models;
 }

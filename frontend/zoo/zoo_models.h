@@ -18,5 +18,6 @@ ModelBuilder build_maxpool2d(const ZooOptions& o);
 ModelBuilder build_dcgan(const ZooOptions& o);
 ModelBuilder build_bert_base(const ZooOptions& o);
 ModelBuilder build_blocked_edges(const ZooOptions& o);
+ModelBuilder build_lstm_kws(const ZooOptions& o);
 
 }  // namespace kiln
