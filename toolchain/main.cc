@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Evaluate a model on given or seeded inputs and print its outputs");
   run->add_option("model", model_path, "ONNX model file, or a compiled package directory")->required();
   run->add_option("--engine", run_opts.engine, "Engine: reference")->capture_default_str();
-  run->add_option("--input", run_inputs, "name=file.pb|file.npy: a graph input from a TensorProto or NumPy file (repeatable)");
+  run->add_option("--input", run_inputs, "name=file.pb|file.npy|values: a graph input from a TensorProto or NumPy file, or literal numbers (16000, 1,2,3) (repeatable)");
   run->add_option("--seed", run_opts.seed, "Seed for inputs not given as files")->capture_default_str();
   run->add_option("--print", run_opts.print_limit, "Values printed per output")->capture_default_str();
   run->add_option("--output-dir", run_opts.output_dir, "Also write outputs there as output_N.pb");
@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
       run_opts.bindings = run_bindings.parse();
       for (const auto& spec : run_inputs) {
         auto eq = spec.find('=');
-        if (eq == std::string::npos || eq == 0) throw kiln::Error("bad --input '" + spec + "' (expected name=file.pb)");
+        if (eq == std::string::npos || eq == 0) throw kiln::Error("bad --input '" + spec + "' (expected name=file.pb or name=value)");
         if (!run_opts.input_files.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second)
           throw kiln::Error("--input '" + spec.substr(0, eq) + "' is given twice");
       }

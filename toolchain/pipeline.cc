@@ -133,6 +133,11 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
 
   const SubgraphDAG sdag = partition_graph(g);
   if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;
+  if (gpu_program)
+    for (const Subgraph& sg : sdag.subgraphs)
+      if (!sg.guards.empty())
+        throw Unsupported(g.source + ": subgraph " + std::to_string(sg.id) + " runs " + guards_str(sg.guards) +
+                          ": an If decided at run time is not compiled for GPUs yet");
 
   // A Concat's inputs are computed straight into its output where they can be.
   const std::vector<lower::InPlaceConcat> in_place = lower::plan_in_place_concats(g, sdag);
@@ -192,6 +197,7 @@ void print_nodes(std::ostringstream& os, const Graph& g, int depth, std::vector<
     os << ")  # " << n.name;
     for (const auto& out : n.outputs)
       if (!out.empty()) os << " " << type_of(out);
+    if (!n.guards.empty()) os << "  [" << guards_str(n.guards) << "]";
     os << "\n";
     for (const auto& [key, value] : n.attrs)
       if (const auto* sub = std::get_if<SubgraphAttr>(&value); sub && sub->graph) {

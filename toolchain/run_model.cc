@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
 #include "frontend/ir/error.h"
 #include "frontend/onnx/onnx_import.h"
+#include "frontend/passes/bind_input_shapes.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "frontend/reference/interpreter.h"
 #include "toolchain/run_package.h"
@@ -66,6 +68,22 @@ void save_inputs(const std::string& dir, const std::vector<std::string>& names, 
     save_tensor_file(dir + "/input_" + std::to_string(i) + ".pb", inputs.at(names[i]), names[i]);
 }
 
+// --input NAME=SPEC: a TensorProto or NumPy file, or, when no file has that name, literal numbers
+// ("16000", "1,2,3") in the input's dtype and shape.
+Tensor given_input(const std::string& name, const std::string& spec, DType dtype, const Shape& shape) {
+  if (std::filesystem::exists(spec)) return load_tensor_any(spec);
+  std::vector<double> values;
+  try {
+    values = parse_frozen_value(name + "=" + spec).second;
+  } catch (const Error&) {
+    throw Error("--input " + name + "=" + spec + ": no such file, and not a list of numbers");
+  }
+  if (static_cast<int64_t>(values.size()) != num_elements(shape))
+    throw Error("--input " + name + "=" + spec + ": " + std::to_string(values.size()) + " values for an input of shape " +
+                shape_str(shape));
+  return Tensor::from_doubles(dtype, shape, values);
+}
+
 void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& out) {
   PackageSignature sig = read_package_signature(dir);
   std::vector<std::string> input_names;
@@ -76,7 +94,7 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
     const auto& io = sig.inputs[i];
     auto f = o.input_files.find(io.name);
     if (f != o.input_files.end()) {
-      inputs[io.name] = load_tensor_any(f->second);
+      inputs[io.name] = given_input(io.name, f->second, io.dtype, io.shape);
     } else {
       Value v;
       v.dtype = io.dtype;
@@ -104,8 +122,18 @@ void run_model(const std::string& path, const RunOptions& o, std::ostream& out) 
   po.bindings = o.bindings;
   // A name that is no graph input fails in bind_input_shapes, which names it.
   std::map<std::string, Tensor> given;
+  const Graph declared = o.input_files.empty() ? Graph{} : import_onnx_file(path);
   for (const auto& [name, file] : o.input_files) {
-    given[name] = load_tensor_any(file);
+    Shape shape;  // a literal takes the declared shape, else the bound one, else a vector of its values
+    const bool known = declared.declared_input_dims.count(name) != 0;
+    if (known)
+      for (const Dim& d : declared.declared_input_dims.at(name)) shape.push_back(d.value);
+    const bool static_shape = known && std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
+    const DType dtype = declared.has_value(name) ? declared.value(name).dtype : DType::Float32;
+    auto bound = po.bindings.input_shapes.find(name);
+    if (!static_shape && bound != po.bindings.input_shapes.end()) shape = bound->second;
+    else if (!static_shape) shape = Shape{static_cast<int64_t>(std::count(file.begin(), file.end(), ',') + 1)};
+    given[name] = given_input(name, file, dtype, shape);
     po.bindings.input_shapes[name] = given[name].shape();
   }
   Graph g = load_model(path, po);

@@ -21,6 +21,12 @@ std::string dims_str(const std::vector<Dim>& dims) {
   return out;
 }
 
+std::string guards_str(const std::vector<Guard>& guards) {
+  std::string out;
+  for (const Guard& g : guards) out += (out.empty() ? "if " : " and if ") + std::string(g.when ? "" : "not ") + g.cond;
+  return out;
+}
+
 std::string Node::label() const { return "node '" + name + "' (" + op_type + ")"; }
 
 namespace {

@@ -31,6 +31,17 @@ struct Value {
   std::shared_ptr<const Tensor> constant;
 };
 
+/// A run-time condition a node runs under: it runs when the bool scalar `cond` equals `when`. The
+/// branches of an If whose condition is known only at run time are inlined with one (inline_if.h);
+/// nested Ifs give their nodes several, outermost first.
+struct Guard {
+  std::string cond;
+  bool when = true;
+  bool operator==(const Guard& o) const { return cond == o.cond && when == o.when; }
+};
+/// "if c" / "if not c", joined by " and "; "" when there are none.
+std::string guards_str(const std::vector<Guard>& guards);
+
 /// One operator application. Inputs and outputs name Values; an empty name is an omitted optional
 /// input or output. `opset` is the version of the node's domain the model imports, which selects the
 /// op's semantics (e.g. Softmax's axis before and after opset 13).
@@ -42,6 +53,10 @@ struct Node {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   Attributes attrs;
+  /// Conditions the node runs under; empty: always. A rewrite that replaces a node gives the nodes it
+  /// adds the same guards (a node without them runs always, which costs time but is never wrong: only
+  /// an If's merge reads a branch's values outside the branch).
+  std::vector<Guard> guards;
 
   /// "node 'conv1' (Conv)": how errors name a node.
   std::string label() const;

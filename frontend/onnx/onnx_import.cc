@@ -174,7 +174,7 @@ void import_initializers(const onnx::GraphProto& gp, const std::string& file, Gr
 }
 
 // Node `i` of a graph whose opsets are `g`'s: its op must be one kiln knows (If is handled by
-// inline_constant_if rather than by an op of its own), its subgraphs imported too.
+// inline_if rather than by an op of its own), its subgraphs imported too.
 Node convert_node(const onnx::NodeProto& np, int i, const Graph& g, const std::string& file, const SubgraphImporter& subgraph) {
   Node n;
   n.op_type = np.op_type();

@@ -39,6 +39,7 @@ struct ForwardGraph {
   std::vector<OpPattern> pattern;
   std::vector<std::vector<ConsumerEdge>> consumers;
   std::vector<bool> leaves_graph;  // an output is a graph output, or nothing reads the node
+  std::vector<std::vector<Guard>> guards;  // per run-time node: a group holds nodes of one guard only
 };
 
 // The edge from a producer to `consumer` through `value`: the consumer's pattern, except that a
@@ -99,6 +100,7 @@ ForwardGraph build_forward_graph(const Graph& g) {
   for (size_t ri = 0; ri < n; ++ri) {
     runtime_index[fg.graph_index[ri]] = static_cast<int>(ri);
     fg.pattern.push_back(node_op_pattern(g.nodes[fg.graph_index[ri]]));
+    fg.guards.push_back(g.nodes[fg.graph_index[ri]].guards);
   }
   fg.consumers.resize(n);
   fg.leaves_graph.assign(n, false);
@@ -266,6 +268,9 @@ class Fuser {
     std::set<int> path;
     for (const ConsumerEdge& e : fg_.consumers[src])
       if (!path_allows(e.node, sink, cond, path)) return;
+    // A run-time If's branches run under their guard: a group runs whole or not at all.
+    for (int n : path)
+      if (fg_.guards[n] != fg_.guards[src]) return;
     std::set<int> roots{groups_.root(src)};
     for (int n : path) roots.insert(groups_.root(n));
     int anchors = 0;
@@ -322,6 +327,16 @@ SubgraphDAG make_subgraph_dag(const Graph& g, const ForwardGraph& fg, Groups& gr
   for (int i = 0; i < n; ++i)
     for (const ConsumerEdge& e : fg.consumers[i])
       if (group_of[e.node] != group_of[i]) succ[group_of[i]].insert(group_of[e.node]);
+  // A guarded group runs after the group that computes its condition, though it reads no data of it.
+  std::map<std::string, int> group_of_value;
+  for (int i = 0; i < n; ++i)
+    for (const std::string& o : g.nodes[fg.graph_index[i]].outputs)
+      if (!o.empty()) group_of_value[o] = group_of[i];
+  for (int i = 0; i < n; ++i)
+    for (const Guard& guard : fg.guards[i]) {
+      auto it = group_of_value.find(guard.cond);
+      if (it != group_of_value.end() && it->second != group_of[i]) succ[it->second].insert(group_of[i]);
+    }
   std::vector<int> order = topological_group_order(members, succ);
 
   SubgraphDAG dag;
@@ -339,6 +354,7 @@ SubgraphDAG make_subgraph_dag(const Graph& g, const ForwardGraph& fg, Groups& gr
       }
     }
     sg.pattern = best;
+    sg.guards = g.nodes[sg.nodes.front()].guards;
     std::set<std::string> produced, seen_inputs;
     for (int gi : sg.nodes) {
       const Node& node = g.nodes[gi];
@@ -365,6 +381,11 @@ SubgraphDAG make_subgraph_dag(const Graph& g, const ForwardGraph& fg, Groups& gr
     auto it = producer_subgraph.find(o);
     if (it != producer_subgraph.end() && !g.value(o).constant) exported[it->second].insert(o);
   }
+  for (const Subgraph& sg : dag.subgraphs)
+    for (const Guard& guard : sg.guards) {
+      auto it = producer_subgraph.find(guard.cond);
+      if (it != producer_subgraph.end() && it->second != sg.id) exported[it->second].insert(guard.cond);
+    }
   for (Subgraph& sg : dag.subgraphs)
     for (int gi : sg.nodes)
       for (const auto& o : g.nodes[gi].outputs)
@@ -394,6 +415,7 @@ std::string print_subgraph_dag(const Graph& g, const SubgraphDAG& dag) {
        << anchor.op_type << ")\n  nodes  ";
     for (int gi : sg.nodes) os << " " << g.nodes[gi].name << ":" << g.nodes[gi].op_type;
     os << "\n";
+    if (!sg.guards.empty()) os << "  runs    " << guards_str(sg.guards) << "\n";
     for (const auto& in : sg.inputs) os << "  input   " << in << ": " << type_of(in) << "\n";
     for (const auto& o : sg.outputs) os << "  output  " << o << ": " << type_of(o) << "\n";
   }

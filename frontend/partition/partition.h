@@ -39,6 +39,8 @@ struct Subgraph {
   std::vector<std::string> inputs;
   /// Values produced here that another subgraph reads or that are graph outputs, in production order.
   std::vector<std::string> outputs;
+  /// The guards of all its nodes (one run-time If branch's): the subgraph runs only when they hold.
+  std::vector<Guard> guards;
 };
 
 /// A value flowing from one subgraph to another.

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "frontend/ops/op_registry.h"
-#include "frontend/passes/inline_constant_if.h"
+#include "frontend/passes/inline_if.h"
 
 namespace kiln {
 namespace {
@@ -71,7 +71,7 @@ void infer_all_nodes(Graph& g) {
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     // An If becomes its branch's nodes (the first may be another If), inferred from here on.
-    while (i < g.nodes.size() && g.nodes[i].op_type == "If" && g.nodes[i].domain.empty()) inline_constant_if(g, i);
+    while (i < g.nodes.size() && g.nodes[i].op_type == "If" && g.nodes[i].domain.empty()) inline_if(g, i);
     if (i == g.nodes.size()) break;
     const Node& n = g.nodes[i];
     const OpDef* op = find_op(n.domain, n.op_type);
@@ -80,7 +80,16 @@ void infer_all_nodes(Graph& g) {
       if (!in.empty() && !g.value(in).typed)
         throw Error(n.label() + ": input '" + in + "' has no inferred type");
     InferContext ic(n, g);
-    op->infer(ic);
+    try {
+      op->infer(ic);
+    } catch (const Error& e) {
+      if (n.guards.empty() || dynamic_cast<const NotConstant*>(&e)) throw;
+      // A branch of an If decided at run time must have static shapes whichever input it sees.
+      const std::string msg = std::string(e.what()) + " (in a branch of an If decided at run time, " + guards_str(n.guards) +
+                              "; --freeze the inputs of its condition to compile only the branch taken)";
+      if (dynamic_cast<const Unsupported*>(&e)) throw Unsupported(msg);
+      throw Error(msg);
+    }
     const auto& outs = ic.outputs();
     bool produced_constants = false;
     for (size_t i = 0; i < n.outputs.size(); ++i) {

@@ -9,9 +9,9 @@ namespace kiln {
 /// shapes depend on folded values: transformer exports compute Reshape targets through
 /// Shape -> Gather -> Concat chains, so a node whose inputs are all known is evaluated with the
 /// reference kernel and its outputs become constants before later nodes are inferred.
-/// An If whose condition folds to a constant is replaced by its branch on the way
-/// (inline_constant_if.h). Requires bound graph inputs (bind_input_shapes). Throws Error naming the
-/// node on failure.
+/// An If is replaced by its branch on the way when its condition folds to a constant, by both
+/// branches, guarded, when it does not (inline_if.h). Requires bound graph inputs
+/// (bind_input_shapes). Throws Error naming the node on failure.
 void infer_shapes(Graph& g);
 
 }  // namespace kiln

@@ -22,11 +22,23 @@ std::vector<Tensor> run_reference(const Graph& g, const std::map<std::string, Te
     if (v.constant) return v.constant.get();
     throw Error(g.source + ": value '" + name + "' was not computed");
   };
+  // A guarded node (a branch of a run-time If) runs when its guards hold; otherwise its outputs are
+  // zeros, which only the If's merge reads, and does not pick.
+  auto guards_hold = [&](const Node& n) {
+    for (const Guard& guard : n.guards)
+      if ((lookup(guard.cond)->get_double(0) != 0) != guard.when) return false;
+    return true;
+  };
   for (const Node& n : g.nodes) {
     bool all_constant = true;
     for (const auto& o : n.outputs)
       if (!o.empty() && !g.value(o).constant) all_constant = false;
     if (all_constant) continue;
+    if (!guards_hold(n)) {
+      for (const auto& o : n.outputs)
+        if (!o.empty() && !g.value(o).constant) env[o] = Tensor(g.value(o).dtype, g.value(o).shape);
+      continue;
+    }
     std::vector<const Tensor*> ins;
     for (const auto& in : n.inputs) ins.push_back(in.empty() ? nullptr : lookup(in));
     const OpDef* op = find_op(n.domain, n.op_type);

@@ -194,6 +194,7 @@ class ModelLowering {
                                   sg.id, t->name));
         lowering_constants_.push_back(t);
       }
+      for (const Guard& guard : sg.guards) mark_read(guard.cond);
       for (const std::string& o : sg.outputs)
         if (!producer_.emplace(o, static_cast<int>(k)).second)
           throw InternalError("lower_model: value '" + o + "' is an output of two subgraphs");
@@ -316,6 +317,11 @@ class ModelLowering {
     for (size_t i = 0; i < ls.outputs.size(); ++i) buffers[ls.outputs[i].get()] = value_buffer_.at(sg.outputs[i]);
     std::vector<BufferRef> temporaries;
     Stmt s = schedule(ls, sg.id, buffers, temporaries);
+    // A run-time If's branch: its statements run under the guards, innermost If closest to them.
+    for (auto guard = sg.guards.rbegin(); s && guard != sg.guards.rend(); ++guard) {
+      const Expr taken = te::binary(te::ExprOp::Ne, load(value_buffer_.at(guard->cond), te::int_imm(0)), te::const_of(DType::Bool, 0));
+      s = if_then_else(guard->when ? taken : te::unary(te::ExprOp::Not, taken), s);
+    }
     if (s && s->kind == StmtKind::Block) body.insert(body.end(), s->body.begin(), s->body.end());
     else if (s) body.push_back(s);
     for (const BufferRef& t : temporaries) {
