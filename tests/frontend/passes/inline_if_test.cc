@@ -1,10 +1,14 @@
-// If nodes whose condition folds at compile time (frontend/passes/inline_constant_if.h): the branch
-// the condition picks replaces the If, its values renamed apart from the graph's, nested Ifs and their
-// reads of the branch's values included; an If on input data and a malformed branch are errors that
-// name the node.
-#include "frontend/passes/inline_constant_if.h"
+// If nodes (frontend/passes/inline_if.h). One whose condition folds at compile time: the branch the
+// condition picks replaces the If, its values renamed apart from the graph's, nested Ifs and their
+// reads of the branch's values included. One decided at run time: both branches, guarded, the
+// generated code and the reference running the one the condition names. Branches that disagree in
+// type and a malformed branch are errors that name the node.
+#include "frontend/passes/inline_if.h"
+#include "frontend/partition/partition.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "frontend/ir/error.h"
 #include "frontend/onnx/model_builder.h"
@@ -125,15 +129,104 @@ TEST(InlineConstantIf, ANestedIfReadsTheOuterBranchsValues) {
   EXPECT_EQ(run(g), (std::vector<double>{3, 6, 9, 12, 15, 18}));  // (x + 1) * 3
 }
 
-TEST(InlineConstantIf, AConditionOnInputDataIsRefusedNamingTheNode) {
+// y = If(flag) then x + 1 else x * 2, flag a graph input.
+ModelBuilder data_if() {
   ModelBuilder b("data_if");
   b.input("x", DType::Float32, Shape{2, 3});
   b.input("flag", DType::Bool, Shape{});
   b.node("If", {"flag"}, {"y"}, "gate").attr("then_branch", branch("Add", 1, "r")).attr("else_branch", branch("Mul", 2, "r"));
   b.output("y", DType::Float32, Shape{2, 3});
-  const std::string message = error_of<Unsupported>(b);
-  EXPECT_NE(message.find("node 'gate' (If)"), std::string::npos) << message;
-  EXPECT_NE(message.find("depends on the input data"), std::string::npos) << message;
+  return b;
+}
+
+Tensor flag(bool v) { return Tensor::scalar_int(DType::Bool, v); }
+
+TEST(RunTimeIf, EachRunTakesTheBranchItsConditionNames) {
+  ModelBuilder b = data_if();
+  const Graph g = testing::prepared_graph(b);
+  int guarded = 0;
+  for (const Node& n : g.nodes)
+    if (!n.guards.empty()) {
+      ++guarded;
+      EXPECT_EQ(n.guards[0].cond, "flag");
+      EXPECT_EQ(n.guards[0].when, n.name.rfind("gate/then/", 0) == 0) << n.name;
+    }
+  EXPECT_EQ(guarded, 2);
+  const Tensor x = Tensor::from_doubles(DType::Float32, {2, 3}, std::vector<double>{0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(run_reference(g, {{"x", x}, {"flag", flag(true)}})[0].to_doubles(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(run_reference(g, {{"x", x}, {"flag", flag(false)}})[0].to_doubles(), (std::vector<double>{0, 2, 4, 6, 8, 10}));
+}
+
+// then: h = Relu(x) x W, then a nested If(inner) of -h or h + 1, both reading h; else: x * 2. The
+// then-branch's MatMul is a tiled, vectorized loop nest inside the generated if.
+ModelBuilder nested_data_if() {
+  ModelBuilder inner_then("inner_then"), inner_else("inner_else"), outer_then("outer_then");
+  inner_then.node("Neg", {"h"}, {"v"});
+  inner_then.output("v", DType::Float32, Shape{});
+  inner_else.initializer("one", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{1}));
+  inner_else.node("Add", {"h", "one"}, {"w"});
+  inner_else.output("w", DType::Float32, Shape{});
+  outer_then.initializer("W", testing::random_weights({64, 64}, 5));
+  outer_then.node("MatMul", {"rx", "W"}, {"h"});
+  outer_then.node("If", {"inner"}, {"o"}, "inner_if").attr("then_branch", inner_then).attr("else_branch", inner_else);
+  outer_then.output("o", DType::Float32, Shape{});
+  ModelBuilder b("nested_data_if");
+  b.input("x", DType::Float32, Shape{8, 64});
+  b.input("outer", DType::Bool, Shape{});
+  b.input("inner", DType::Bool, Shape{});
+  b.node("Relu", {"x"}, {"rx"});
+  b.node("If", {"outer"}, {"y"}, "outer_if").attr("then_branch", outer_then).attr("else_branch", branch("Mul", 2, "r"));
+  b.output("y", DType::Float32, Shape{8, 64});
+  return b;
+}
+
+TEST(RunTimeIf, TheCompiledPackageChoosesAtRunTimeAsTheReferenceDoes) {
+  ModelBuilder b = nested_data_if();
+  testing::TempDir dir;
+  b.save(dir.path("if.onnx"));
+  const Graph g = load_model(dir.path("if.onnx"), PipelineOptions{});
+  CompileOptions c;
+  c.target = resolve_target("host");
+  compile_graph(g, c, dir.path("pkg"));
+  const Tensor x = testing::random_weights({8, 64}, 11);
+  std::set<std::vector<double>> distinct;
+  for (bool outer : {true, false})
+    for (bool inner : {true, false}) {
+      const std::map<std::string, Tensor> in = {{"x", x}, {"outer", flag(outer)}, {"inner", flag(inner)}};
+      const std::vector<Tensor> want = run_reference(g, in);
+      const std::vector<Tensor> got = run_package(dir.path("pkg"), c.target, in, 1).outputs;
+      ASSERT_EQ(got.size(), 1u);
+      testing::expect_same_outputs(want, got);
+      distinct.insert(want[0].to_doubles());
+    }
+  EXPECT_EQ(distinct.size(), 3u) << "x * 2, -(relu(x) W) and relu(x) W + 1";
+}
+
+TEST(RunTimeIf, ABranchNeverSharesASubgraphWithNodesOfAnotherGuard) {
+  ModelBuilder b = nested_data_if();
+  const Graph g = testing::prepared_graph(b);
+  const SubgraphDAG dag = partition_graph(g);
+  std::set<std::string> guards_seen;
+  for (const Subgraph& sg : dag.subgraphs) {
+    for (int n : sg.nodes) EXPECT_EQ(g.nodes[n].guards, sg.guards) << g.nodes[n].name;
+    guards_seen.insert(guards_str(sg.guards));
+  }
+  // Unguarded (Relu, the merges), then, then-then, then-else, else.
+  EXPECT_EQ(guards_seen, (std::set<std::string>{"", "if outer", "if outer and if inner", "if outer and if not inner", "if not outer"}));
+}
+
+TEST(RunTimeIf, BranchesOfDifferentShapesAreAnErrorNamingTheIf) {
+  ModelBuilder reduce("reduce");
+  reduce.node("ReduceSum", {"x"}, {"s"}).attr("keepdims", int64_t{0});
+  reduce.output("s", DType::Float32, Shape{});
+  ModelBuilder b("shapes_differ");
+  b.input("x", DType::Float32, Shape{2, 3});
+  b.input("flag", DType::Bool, Shape{});
+  b.node("If", {"flag"}, {"y"}, "gate").attr("then_branch", branch("Add", 1, "r")).attr("else_branch", reduce);
+  b.output("y", DType::Float32, Shape{});
+  const std::string message = error_of<Error>(b);
+  EXPECT_NE(message.find("node 'gate' (If): output 'y': the branches give float32 2x3 and float32 scalar"), std::string::npos)
+      << message;
 }
 
 TEST(InlineConstantIf, ABranchWithTheWrongNumberOfOutputsIsAnError) {
