@@ -42,7 +42,10 @@ class BlockLayout {
     read_.insert(g_.outputs.begin(), g_.outputs.end());
     for (const auto& [name, v] : g_.values)
       if (v.constant) produced_.insert(name);
+    for (const Node& n : g_.nodes)
+      for (const auto& o : n.outputs) guards_of_value_[o] = n.guards;
     for (Node& n : g_.nodes) {
+      node_guards_ = n.guards;
       if (try_conv(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_global_average_pool(n) ||
           try_depth_to_space(n) || try_resize(n))
         continue;
@@ -50,12 +53,17 @@ class BlockLayout {
       for (const auto& o : n.outputs) produced_.insert(o);
       out_.push_back(std::move(n));
     }
+    node_guards_.clear();
     for (const auto& o : g_.outputs) need_nchw(o);
     g_.nodes = std::move(out_);
     return convs_;
   }
 
  private:
+  std::vector<Guard> guards_of(const std::string& v) const {
+    auto it = guards_of_value_.find(v);
+    return it == guards_of_value_.end() ? std::vector<Guard>{} : it->second;
+  }
   bool is_f32(const std::string& v) const { return !v.empty() && g_.value(v).typed && g_.value(v).dtype == DType::Float32; }
   const Tensor* constant(const std::string& v) const { return v.empty() ? nullptr : g_.value(v).constant.get(); }
 
@@ -72,9 +80,12 @@ class BlockLayout {
   std::string add_blocked(const std::string& v, Shape shape) {
     return g_.add_value(v + ".blocked", DType::Float32, std::move(shape));
   }
+  // A node standing for the node being rewritten: it runs under that node's guards (a branch of an
+  // If decided at run time).
   Node& emit(const std::string& op, const std::string& name, std::vector<std::string> ins, std::vector<std::string> outs,
              const std::string& domain = kDomain) {
     Node n;
+    n.guards = node_guards_;
     n.name = name;
     n.op_type = op;
     n.domain = domain;
@@ -94,7 +105,10 @@ class BlockLayout {
     const Shape& s = g_.value(v).shape;
     if (b == 0) b = std::min(block_, s[1]);
     const std::string out = add_blocked(v, blocked_shape(s, (s[1] + b - 1) / b, b));
-    emit("ReorderToBlocked", v + ".to_blocked", {v}, {out}).attrs["block"] = AttrValue(b);
+    // Under v's own guards, not its reader's: a later reader under other guards reuses the copy.
+    Node& reorder = emit("ReorderToBlocked", v + ".to_blocked", {v}, {out});
+    reorder.attrs["block"] = AttrValue(b);
+    reorder.guards = guards_of(v);
     blocked_[v] = out;
     return out;
   }
@@ -104,7 +118,9 @@ class BlockLayout {
     if (v.empty() || produced_.count(v)) return;
     auto it = blocked_.find(v);
     if (it == blocked_.end()) return;
-    emit("ReorderFromBlocked", v + ".from_blocked", {it->second}, {v}).attrs["channels"] = AttrValue(channels(v));
+    Node& reorder = emit("ReorderFromBlocked", v + ".from_blocked", {it->second}, {v});
+    reorder.attrs["channels"] = AttrValue(channels(v));
+    reorder.guards = guards_of(v);
   }
 
   // The bias of a blocked conv with `channels` outputs in `blocks` blocks of b: blocks x b, zero-padded.
@@ -422,6 +438,8 @@ class BlockLayout {
   std::set<std::string> produced_;  // values with an NCHW producer so far (or inputs, constants)
   std::set<std::string> read_;      // values some node or the graph's outputs read
   std::map<std::string, std::string> blocked_;  // NCHW value -> its blocked form
+  std::map<std::string, std::vector<Guard>> guards_of_value_;  // the guards of each value's producer
+  std::vector<Guard> node_guards_;  // the guards of the node being rewritten
   int convs_ = 0;
 };
 

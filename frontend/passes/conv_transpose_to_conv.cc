@@ -264,7 +264,10 @@ int conv_transpose_to_conv(Graph& g) {
     }
     std::optional<std::vector<ExactPhase>> exact;
     if (p->stride > 1 && exact_split_pays(*p, g.value(n.outputs[0]).shape)) exact = exact_phases(g, n);
-    for (Node& r : exact ? rewrite_exact(g, n, p->stride, *exact) : rewrite(g, n, *p)) nodes.push_back(std::move(r));
+    for (Node& r : exact ? rewrite_exact(g, n, p->stride, *exact) : rewrite(g, n, *p)) {
+      r.guards = n.guards;
+      nodes.push_back(std::move(r));
+    }
     ++rewritten;
   }
   g.nodes = std::move(nodes);

@@ -27,6 +27,7 @@ class Emitter {
     node.name = n_.name + "/" + op + "_" + std::to_string(nodes_.size());
     node.op_type = op;
     node.opset = 13;
+    node.guards = n_.guards;
     node.inputs = std::move(ins);
     node.attrs = std::move(attrs);
     node.outputs = {out.empty() ? untyped(n_.name + "/" + op) : out};

@@ -215,6 +215,46 @@ TEST(RunTimeIf, ABranchNeverSharesASubgraphWithNodesOfAnotherGuard) {
   EXPECT_EQ(guards_seen, (std::set<std::string>{"", "if outer", "if outer and if inner", "if outer and if not inner", "if not outer"}));
 }
 
+// Both branches convolve the same input: the compiler's rewrites (blocked layouts here) keep each
+// branch's nodes under its guard, and the input's blocked copy, which both read, under none.
+TEST(RunTimeIf, RewrittenBranchesKeepTheirGuards) {
+  auto conv_branch = [](const std::string& name, uint32_t seed) {
+    ModelBuilder br(name);
+    br.initializer("w", testing::random_weights({16, 16, 3, 3}, seed));
+    br.node("Conv", {"x", "w"}, {"c"}).attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+    br.node("Relu", {"c"}, {"r"});
+    br.output("r", DType::Float32, Shape{});
+    return br;
+  };
+  ModelBuilder b("conv_if");
+  b.input("x", DType::Float32, Shape{1, 16, 8, 8});
+  b.input("flag", DType::Bool, Shape{});
+  b.node("If", {"flag"}, {"y"}, "gate").attr("then_branch", conv_branch("a", 1)).attr("else_branch", conv_branch("b", 2));
+  b.output("y", DType::Float32, Shape{1, 16, 8, 8});
+  testing::TempDir dir;
+  b.save(dir.path("if.onnx"));
+  const Graph g = load_model(dir.path("if.onnx"), PipelineOptions{});
+  const Graph rewritten = optimize_graph(g, 512);
+  int blocked_convs = 0;
+  for (const Node& n : rewritten.nodes) {
+    if (n.op_type == "ConvBlocked") {
+      ++blocked_convs;
+      ASSERT_EQ(n.guards.size(), 1u) << n.name;
+      EXPECT_EQ(n.guards[0].when, n.name.rfind("gate/then/", 0) == 0) << n.name;
+    }
+    if (n.op_type == "ReorderToBlocked" && n.inputs[0] == "x") EXPECT_TRUE(n.guards.empty()) << n.name;
+  }
+  EXPECT_EQ(blocked_convs, 2);
+  CompileOptions c;
+  c.target = resolve_target("host");
+  compile_graph(g, c, dir.path("pkg"));
+  const Tensor x = testing::random_weights({1, 16, 8, 8}, 3);
+  for (bool v : {true, false}) {
+    const std::map<std::string, Tensor> in = {{"x", x}, {"flag", flag(v)}};
+    testing::expect_same_outputs(run_reference(g, in), run_package(dir.path("pkg"), c.target, in, 1).outputs);
+  }
+}
+
 TEST(RunTimeIf, BranchesOfDifferentShapesAreAnErrorNamingTheIf) {
   ModelBuilder reduce("reduce");
   reduce.node("ReduceSum", {"x"}, {"s"}).attr("keepdims", int64_t{0});
