@@ -27,6 +27,10 @@ std::string guards_str(const std::vector<Guard>& guards) {
   return out;
 }
 
+bool is_control_flow(const Node& n) {
+  return n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan");
+}
+
 std::string Node::label() const { return "node '" + name + "' (" + op_type + ")"; }
 
 namespace {

@@ -100,6 +100,10 @@ struct Graph {
   const Tensor* constant_input(const Node& n, size_t i) const;
 };
 
+/// If, Loop and Scan of the default domain: nodes that hold subgraphs and have no OpDef; shape
+/// inference replaces them by their subgraphs' nodes (inline_if.h, unroll_loops.h).
+bool is_control_flow(const Node& n);
+
 /// The names a subgraph reads from the graphs around it: inputs of its nodes (and of their own
 /// subgraphs) that it neither declares as inputs nor defines, and outputs it passes through from
 /// outside, sorted. A node that holds subgraphs depends on these as on its inputs.

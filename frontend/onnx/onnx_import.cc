@@ -174,7 +174,7 @@ void import_initializers(const onnx::GraphProto& gp, const std::string& file, Gr
 }
 
 // Node `i` of a graph whose opsets are `g`'s: its op must be one kiln knows (If is handled by
-// inline_if rather than by an op of its own), its subgraphs imported too.
+// inference rather than by an op of its own: is_control_flow), its subgraphs imported too.
 Node convert_node(const onnx::NodeProto& np, int i, const Graph& g, const std::string& file, const SubgraphImporter& subgraph) {
   Node n;
   n.op_type = np.op_type();
@@ -183,7 +183,7 @@ Node convert_node(const onnx::NodeProto& np, int i, const Graph& g, const std::s
   const std::string where = file + ": " + n.label();
   if (n.op_type.empty()) throw Error(file + ": node " + std::to_string(i) + " has no op_type");
   auto ops = g.opsets.find(n.domain);
-  if (!find_op(n.domain, n.op_type) && !(n.domain.empty() && n.op_type == "If"))
+  if (!find_op(n.domain, n.op_type) && !is_control_flow(n))
     throw Unsupported(where + ": op " + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " is not supported");
   if (ops == g.opsets.end()) throw Error(where + ": domain '" + n.domain + "' is not imported by the model");
   n.opset = ops->second;

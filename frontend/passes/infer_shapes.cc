@@ -5,6 +5,7 @@
 
 #include "frontend/ops/op_registry.h"
 #include "frontend/passes/inline_if.h"
+#include "frontend/passes/unroll_loops.h"
 
 namespace kiln {
 namespace {
@@ -70,8 +71,13 @@ void infer_all_nodes(Graph& g) {
     check_value_size("graph input '" + in + "'", g.value(in).dtype, g.value(in).shape);
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    // An If becomes its branch's nodes (the first may be another If), inferred from here on.
-    while (i < g.nodes.size() && g.nodes[i].op_type == "If" && g.nodes[i].domain.empty()) inline_if(g, i);
+    // An If becomes its branches' nodes, a Loop its next iteration and a Loop for the rest, a Scan its
+    // iterations (the first of them may be another of these), inferred from here on.
+    while (i < g.nodes.size() && is_control_flow(g.nodes[i])) {
+      if (g.nodes[i].op_type == "If") inline_if(g, i);
+      else if (g.nodes[i].op_type == "Loop") unroll_loop_step(g, i);
+      else unroll_scan(g, i);
+    }
     if (i == g.nodes.size()) break;
     const Node& n = g.nodes[i];
     const OpDef* op = find_op(n.domain, n.op_type);

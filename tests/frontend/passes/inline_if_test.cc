@@ -242,7 +242,9 @@ TEST(RunTimeIf, RewrittenBranchesKeepTheirGuards) {
       ASSERT_EQ(n.guards.size(), 1u) << n.name;
       EXPECT_EQ(n.guards[0].when, n.name.rfind("gate/then/", 0) == 0) << n.name;
     }
-    if (n.op_type == "ReorderToBlocked" && n.inputs[0] == "x") EXPECT_TRUE(n.guards.empty()) << n.name;
+    if (n.op_type == "ReorderToBlocked" && n.inputs[0] == "x") {
+      EXPECT_TRUE(n.guards.empty()) << n.name;
+    }
   }
   EXPECT_EQ(blocked_convs, 2);
   CompileOptions c;
@@ -265,7 +267,7 @@ TEST(RunTimeIf, BranchesOfDifferentShapesAreAnErrorNamingTheIf) {
   b.node("If", {"flag"}, {"y"}, "gate").attr("then_branch", branch("Add", 1, "r")).attr("else_branch", reduce);
   b.output("y", DType::Float32, Shape{});
   const std::string message = error_of<Error>(b);
-  EXPECT_NE(message.find("node 'gate' (If): output 'y': the branches give float32 2x3 and float32 scalar"), std::string::npos)
+  EXPECT_NE(message.find("node 'gate' (If): output 'y': the two sides give float32 2x3 and float32 scalar"), std::string::npos)
       << message;
 }
 

@@ -94,6 +94,9 @@ const std::map<std::string, const char*>& coarser_than_lowering() {
       {"LSTM", "expanded before partitioning"},
       {"GRU", "expanded before partitioning"},
       {"RNN", "expanded before partitioning"},
+      // A run-time If's output: a copy of one branch's value. Alone it is no worse than fused, and
+      // fusing it would mix nodes of both branches' guards into one subgraph.
+      {"kiln.IfMerge", "picks between guarded branches"},
       // Not in the table (Opaque by default): whether fusing them pays has not been measured.
       {"Attention", "no row yet"},
       {"DeformConv", "no row yet"},

@@ -1,0 +1,228 @@
+#include "frontend/passes/unroll_loops.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "frontend/ir/error.h"
+#include "frontend/passes/splice_subgraph.h"
+
+namespace kiln {
+namespace {
+
+constexpr const char* kIteration = "kiln_iteration";  // a Loop for the rest: the next iteration's number
+constexpr const char* kScanParts = "kiln_scan_parts";  // ... and its earlier iterations' scan values
+
+// Nodes that pass an unrolled loop's values on, named under the loop and run under its guards.
+class Nodes {
+ public:
+  Nodes(Graph& g, const Node& loop) : g_(g), loop_(loop) {}
+
+  std::vector<Node>& list() { return list_; }
+
+  std::string add(const std::string& op, std::vector<std::string> ins, Attributes attrs = {}, const std::string& out = "",
+                  const std::string& domain = "") {
+    Node n;
+    n.name = loop_.name + "/" + op + "_" + std::to_string(list_.size());
+    n.op_type = op;
+    n.domain = domain;
+    n.opset = domain.empty() ? 13 : 1;
+    n.inputs = std::move(ins);
+    n.attrs = std::move(attrs);
+    n.guards = loop_.guards;
+    if (out.empty()) {
+      const std::string name = g_.add_value(loop_.name + "/" + op, DType::Undefined, {});
+      g_.value(name).typed = false;
+      n.outputs = {name};
+    } else {
+      n.outputs = {out};
+    }
+    list_.push_back(std::move(n));
+    return list_.back().outputs[0];
+  }
+  std::string int64(int64_t v) { return g_.add_constant(loop_.name + "/i", Tensor::scalar_int(DType::Int64, v)); }
+  std::string axes(int64_t axis) {
+    return g_.add_constant(loop_.name + "/axes", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{axis}));
+  }
+  // One iteration's value of a scan output, with the axis the iterations stack along.
+  std::string stack_part(const std::string& v, int64_t axis) { return add("Unsqueeze", {v, axes(axis)}); }
+
+ private:
+  Graph& g_;
+  const Node& loop_;
+  std::vector<Node> list_;
+};
+
+void replace_node(Graph& g, size_t index, std::vector<Node> nodes) {
+  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(index));
+  g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(index), nodes.begin(), nodes.end());
+}
+
+bool present(const Node& n, size_t i) { return i < n.inputs.size() && !n.inputs[i].empty(); }
+
+}  // namespace
+
+void unroll_loop_step(Graph& g, size_t index) {
+  const Node node = g.nodes.at(index);
+  const Graph& body = subgraph_attr(node, "body");
+  const size_t carried = node.inputs.size() > 2 ? node.inputs.size() - 2 : 0;
+  if (body.inputs.size() != 2 + carried)
+    throw Error(node.label() + ": its body has " + std::to_string(body.inputs.size()) + " inputs, expected 2 + " +
+                std::to_string(carried) + " loop-carried values");
+  if (body.outputs.size() < 1 + carried)
+    throw Error(node.label() + ": its body has " + std::to_string(body.outputs.size()) + " outputs, fewer than 1 + " +
+                std::to_string(carried) + " loop-carried values");
+  const size_t scans = body.outputs.size() - 1 - carried;
+  if (node.outputs.size() > carried + scans)
+    throw Error(node.label() + ": has " + std::to_string(node.outputs.size()) + " outputs, its body gives " +
+                std::to_string(carried + scans));
+  const int64_t k = node.attr_int(kIteration, 0);
+  std::vector<std::string> parts = node.has_attr(kScanParts) ? node.attr_strings(kScanParts) : std::vector<std::string>{};
+
+  int64_t trips = -1;  // none: the condition alone ends the loop
+  if (present(node, 0)) {
+    const Value& m = g.value(node.inputs[0]);
+    if (!m.constant)
+      throw NotConstant(node.label() + ": its trip count '" + node.inputs[0] + "' must be known at compile time (kiln unrolls loops)",
+                        node.inputs[0]);
+    trips = m.constant->get_int(0);
+  }
+  std::optional<bool> cond = true;  // known at compile time, or not (a run-time condition)
+  if (present(node, 1)) {
+    const Value& c = g.value(node.inputs[1]);
+    if (c.constant) cond = c.constant->get_double(0) != 0;
+    else cond.reset();
+  }
+  const bool done = (trips >= 0 && k >= trips) || (cond && !*cond);
+  Nodes out(g, node);
+  if (done) {
+    for (size_t j = 0; j < carried && j < node.outputs.size(); ++j)
+      if (!node.outputs[j].empty()) out.add("Identity", {node.inputs[2 + j]}, {}, node.outputs[j]);
+    for (size_t s = 0; carried + s < node.outputs.size(); ++s) {
+      const std::string& o = node.outputs[carried + s];
+      if (o.empty()) continue;
+      if (k == 0) throw Unsupported(node.label() + ": runs no iteration, so its scan output '" + o + "' has no known shape");
+      std::vector<std::string> stacked;
+      for (int64_t i = 0; i < k; ++i) stacked.push_back(parts[static_cast<size_t>(i) * scans + s]);
+      out.add("Concat", stacked, {{"axis", AttrValue(int64_t{0})}}, o);
+    }
+    replace_node(g, index, std::move(out.list()));
+    return;
+  }
+  if (!cond && scans > 0) {
+    if (k == 0)
+      throw NotConstant(node.label() + ": its condition '" + node.inputs[1] +
+                            "' must be known at compile time: it decides how many rows its scan outputs have",
+                        node.inputs[1]);
+    throw Unsupported(node.label() + ": its body's condition is decided at run time, so its scan outputs' length is too");
+  }
+  if (trips < 0 && !cond)
+    throw Unsupported(node.label() + ": runs until a condition decided at run time, with no trip count to bound it "
+                      "(kiln unrolls loops)");
+  if (k >= kMaxUnrolledIterations)
+    throw Unsupported(node.label() + ": runs more than " + std::to_string(kMaxUnrolledIterations) +
+                      " iterations, the most kiln unrolls");
+
+  // Iteration k, under the loop's guards and, when the condition is decided at run time, under it.
+  std::vector<Guard> guards = node.guards;
+  if (!cond) guards.push_back({node.inputs[1], true});
+  std::vector<std::string> bound = {out.int64(k),
+                                    present(node, 1) ? node.inputs[1] : g.add_constant(node.name + "/true", Tensor::scalar_int(DType::Bool, 1))};
+  for (size_t j = 0; j < carried; ++j) bound.push_back(node.inputs[2 + j]);
+  SplicedSubgraph it = splice_subgraph(g, body, node.name + "/iter" + std::to_string(k) + "/", guards, bound, node.label());
+  std::vector<Node> nodes = std::move(it.nodes);
+
+  // The rest of the loop reads this iteration's results: where the iteration may not have run, the
+  // values from before it.
+  Node rest = node;
+  rest.inputs = {present(node, 0) ? node.inputs[0] : "", it.outputs[0]};
+  for (size_t j = 0; j < carried; ++j) {
+    std::string next = it.outputs[1 + j];
+    if (!cond) {
+      next = out.add("IfMerge", {node.inputs[1], next, node.inputs[2 + j]}, {{"if", AttrValue(node.label())}}, "", "kiln");
+    }
+    rest.inputs.push_back(next);
+  }
+  if (!cond) rest.inputs[1] = out.add("And", {node.inputs[1], it.outputs[0]});
+  for (size_t s = 0; s < scans; ++s) parts.push_back(out.stack_part(it.outputs[1 + carried + s], 0));
+  rest.attrs[kIteration] = AttrValue(k + 1);
+  rest.attrs[kScanParts] = AttrValue(parts);
+  for (Node& n : out.list()) nodes.push_back(std::move(n));
+  nodes.push_back(std::move(rest));
+  replace_node(g, index, std::move(nodes));
+}
+
+void unroll_scan(Graph& g, size_t index) {
+  const Node node = g.nodes.at(index);
+  if (node.opset < 9) throw Unsupported(node.label() + ": opset 8's Scan (a batch axis and sequence_lens) is not supported");
+  const Graph& body = subgraph_attr(node, "body");
+  const int64_t num_scan = node.required_int("num_scan_inputs");
+  if (num_scan < 1 || static_cast<size_t>(num_scan) > node.inputs.size())
+    throw Error(node.label() + ": attribute 'num_scan_inputs' is " + std::to_string(num_scan) + " for " +
+                std::to_string(node.inputs.size()) + " inputs");
+  const size_t states = node.inputs.size() - static_cast<size_t>(num_scan);
+  if (body.outputs.size() < states) throw Error(node.label() + ": its body has fewer outputs than state variables");
+  const size_t scan_outputs = body.outputs.size() - states;
+  auto per_input = [&](const char* attr, size_t count) {
+    std::vector<int64_t> v = node.attr_ints(attr, std::vector<int64_t>(count, 0));
+    if (v.size() != count)
+      throw Error(node.label() + ": attribute '" + attr + "' has " + std::to_string(v.size()) + " values, expected " +
+                  std::to_string(count));
+    return v;
+  };
+  std::vector<int64_t> in_axes = per_input("scan_input_axes", static_cast<size_t>(num_scan));
+  const std::vector<int64_t> in_dirs = per_input("scan_input_directions", static_cast<size_t>(num_scan));
+  std::vector<int64_t> out_axes = per_input("scan_output_axes", scan_outputs);
+  const std::vector<int64_t> out_dirs = per_input("scan_output_directions", scan_outputs);
+
+  // The sequence length: every scan input's extent along its axis.
+  int64_t length = -1;
+  for (size_t i = 0; i < static_cast<size_t>(num_scan); ++i) {
+    const Value& x = g.value(node.inputs[states + i]);
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    int64_t& a = in_axes[i];
+    if (a < -rank || a >= rank) throw Error(node.label() + ": scan_input_axes[" + std::to_string(i) + "] is out of range");
+    if (a < 0) a += rank;
+    const int64_t extent = x.shape[static_cast<size_t>(a)];
+    if (length >= 0 && extent != length)
+      throw Error(node.label() + ": its scan inputs have lengths " + std::to_string(length) + " and " + std::to_string(extent));
+    length = extent;
+  }
+  if (length == 0) throw Unsupported(node.label() + ": a sequence of length 0 leaves its outputs without a shape");
+  if (length > kMaxUnrolledIterations)
+    throw Unsupported(node.label() + ": scans " + std::to_string(length) + " elements, more than the " +
+                      std::to_string(kMaxUnrolledIterations) + " kiln unrolls");
+
+  Nodes out(g, node);
+  std::vector<Node> nodes;
+  std::vector<std::string> state(node.inputs.begin(), node.inputs.begin() + static_cast<std::ptrdiff_t>(states));
+  std::vector<std::vector<std::string>> stacked(scan_outputs);
+  for (int64_t t = 0; t < length; ++t) {
+    std::vector<std::string> bound = state;
+    for (size_t i = 0; i < static_cast<size_t>(num_scan); ++i) {
+      const int64_t at = in_dirs[i] ? length - 1 - t : t;
+      bound.push_back(out.add("Gather", {node.inputs[states + i], out.int64(at)}, {{"axis", AttrValue(in_axes[i])}}));
+    }
+    SplicedSubgraph it = splice_subgraph(g, body, node.name + "/iter" + std::to_string(t) + "/", node.guards, bound, node.label());
+    for (Node& n : out.list()) nodes.push_back(std::move(n));
+    out.list().clear();
+    for (Node& n : it.nodes) nodes.push_back(std::move(n));
+    state.assign(it.outputs.begin(), it.outputs.begin() + static_cast<std::ptrdiff_t>(states));
+    for (size_t j = 0; j < scan_outputs; ++j) stacked[j].push_back(it.outputs[states + j]);
+  }
+  for (size_t j = 0; j < states && j < node.outputs.size(); ++j)
+    if (!node.outputs[j].empty()) out.add("Identity", {state[j]}, {}, node.outputs[j]);
+  for (size_t j = 0; j < scan_outputs && states + j < node.outputs.size(); ++j) {
+    const std::string& o = node.outputs[states + j];
+    if (o.empty()) continue;
+    // Unsqueeze and Concat read a negative axis against the stacked rank, as scan_output_axes is.
+    const int64_t axis = out_axes[j];
+    std::vector<std::string> parts;
+    for (const std::string& v : stacked[j]) parts.push_back(out.stack_part(v, axis));
+    if (out_dirs[j]) std::reverse(parts.begin(), parts.end());
+    out.add("Concat", parts, {{"axis", AttrValue(axis)}}, o);
+  }
+  for (Node& n : out.list()) nodes.push_back(std::move(n));
+  replace_node(g, index, std::move(nodes));
+}
+
+}  // namespace kiln

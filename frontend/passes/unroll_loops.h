@@ -1,0 +1,43 @@
+/// \file Loop and Scan as the nodes of their iterations.
+///
+/// Why unrolled: kiln compiles static shapes, and a Loop's scan outputs and a Scan's outputs have as
+/// many rows as the loop runs iterations, so the trip count must be known at compile time anyway (a
+/// trip count fed by an input is frozen, as a Reshape target is). Unrolled, every iteration is
+/// ordinary nodes: they fuse, tile and tune like the rest of the graph, and the identical tasks of
+/// identical iterations are one task. This departs from issue 19's design (the body compiled once
+/// and called in a loop): compile time and code size grow with the trip count, so loops stop at
+/// kMaxUnrolledIterations, and long loops are left for a loop in the generated code.
+///
+/// Loop: iteration k splices the body with the iteration number k (a constant), the condition and
+/// the loop-carried values bound to its inputs. It is done one iteration at a time, during shape
+/// inference: the node is replaced by iteration k and a Loop for the rest (its internal attribute
+/// kiln_iteration = k + 1), so whether the body's condition output is constant is known before the
+/// next iteration is made. A constant condition needs nothing more. One known only at run time guards
+/// the iterations it decides (Node::guards, as a run-time If's branches), and each carried value is
+/// an IfMerge of the iteration's result and the value before it; such a loop may not have scan
+/// outputs (their length would be decided at run time). Scan outputs are each iteration's values,
+/// stacked along a new first axis by one Concat at the end.
+///
+/// Scan (opset 9 and later): all iterations at once, the sequence length being the scan inputs'
+/// extent along their axes; each iteration reads element t (or L-1-t, reversed) of every scan input
+/// and its scan outputs are stacked along their axes, reversed where the direction says so.
+#pragma once
+#include <cstdint>
+
+#include "frontend/ir/graph.h"
+
+namespace kiln {
+
+constexpr int64_t kMaxUnrolledIterations = 4096;
+
+/// Replaces the Loop at `g.nodes[index]` by its next iteration and a Loop for the rest, or, when it
+/// has run its last iteration, by the nodes that pass its results on. Throws NotConstant for a trip
+/// count (or the initial condition of a loop with scan outputs) not known at compile time, and
+/// Unsupported for loops it cannot bound.
+void unroll_loop_step(Graph& g, size_t index);
+
+/// Replaces the Scan at `g.nodes[index]` by all its iterations and the nodes that pass its results on.
+/// Needs the scan inputs typed. Throws Unsupported for opset 8's batched Scan.
+void unroll_scan(Graph& g, size_t index);
+
+}  // namespace kiln

@@ -1,0 +1,188 @@
+// Loop and Scan unrolled into their iterations (frontend/passes/unroll_loops.h): a static trip count,
+// a condition decided at run time (guarded iterations), scan outputs stacked in order, Scan's
+// directions and axes; the compiled package computes what the reference does; loops kiln cannot
+// bound are refused naming the node.
+#include "frontend/passes/unroll_loops.h"
+
+#include <gtest/gtest.h>
+
+#include "frontend/ir/error.h"
+#include "frontend/reference/interpreter.h"
+#include "tests/frontend/test_models.h"
+#include "toolchain/compile_target.h"
+#include "toolchain/pipeline.h"
+#include "toolchain/run_package.h"
+
+namespace kiln {
+namespace {
+
+// Body of a loop that doubles x [2, 2] and adds the iteration number; its condition output is
+// ReduceSum(x) < limit (an outer value) when `limit` is given, else the condition it was given.
+ModelBuilder doubling_body(bool until_limit, bool scan) {
+  ModelBuilder body("body");
+  body.input("i", DType::Int64, Shape{});
+  body.input("cond_in", DType::Bool, Shape{});
+  body.input("x_in", DType::Float32, Shape{2, 2});
+  body.initializer("two", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{2}));
+  body.node("Cast", {"i"}, {"fi"}).attr("to", int64_t{1});
+  body.node("Mul", {"x_in", "two"}, {"doubled"});
+  body.node("Add", {"doubled", "fi"}, {"x_out"});
+  if (until_limit) {
+    body.node("ReduceSum", {"x_out"}, {"total"}).attr("keepdims", int64_t{0});
+    body.node("Less", {"total", "limit"}, {"cond_out"});
+  } else {
+    body.node("Identity", {"cond_in"}, {"cond_out"});
+  }
+  body.output("cond_out", DType::Bool, Shape{});
+  body.output("x_out", DType::Float32, Shape{2, 2});
+  if (scan) {
+    body.node("Identity", {"x_out"}, {"row"});
+    body.output("row", DType::Float32, Shape{2, 2});
+  }
+  return body;
+}
+
+// What the loop computes for x = [1, 2, 3, 4]: per iteration x = 2x + i, stopping before an
+// iteration once the condition fails (a `limit` of -1: never) or after `trips`.
+std::vector<std::vector<double>> expected_iterations(int trips, double limit) {
+  std::vector<double> x = {1, 2, 3, 4};
+  std::vector<std::vector<double>> seen;
+  for (int i = 0; i < trips; ++i) {
+    double total = 0;
+    for (double& v : x) total += v = 2 * v + i;
+    seen.push_back(x);
+    if (limit >= 0 && !(total < limit)) break;
+  }
+  return seen;
+}
+
+const Tensor kX = Tensor::from_doubles(DType::Float32, {2, 2}, std::vector<double>{1, 2, 3, 4});
+
+// The reference's and the compiled package's outputs for `inputs` must agree; returns the former.
+std::vector<Tensor> run_both(ModelBuilder& b, const std::vector<std::map<std::string, Tensor>>& runs,
+                             std::vector<std::vector<Tensor>>& reference) {
+  testing::TempDir dir;
+  b.save(dir.path("loop.onnx"));
+  const Graph g = load_model(dir.path("loop.onnx"), PipelineOptions{});
+  for (const Node& n : g.nodes) EXPECT_FALSE(is_control_flow(n)) << n.label();
+  CompileOptions c;
+  c.target = resolve_target("host");
+  compile_graph(g, c, dir.path("pkg"));
+  for (const auto& in : runs) {
+    reference.push_back(run_reference(g, in));
+    testing::expect_same_outputs(reference.back(), run_package(dir.path("pkg"), c.target, in, 1).outputs);
+  }
+  return reference.front();
+}
+
+TEST(UnrollLoops, AStaticTripCountStacksEveryIterationsScanValues) {
+  ModelBuilder b("loop");
+  b.input("x", DType::Float32, Shape{2, 2});
+  b.initializer("M", Tensor::scalar_int(DType::Int64, 4));
+  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  b.node("Loop", {"M", "go", "x"}, {"final", "rows"}, "loop").attr("body", doubling_body(false, true));
+  b.output("final", DType::Float32, Shape{2, 2});
+  b.output("rows", DType::Float32, Shape{4, 2, 2});
+  std::vector<std::vector<Tensor>> ref;
+  const std::vector<Tensor> out = run_both(b, {{{"x", kX}}}, ref);
+  const auto want = expected_iterations(4, -1);
+  EXPECT_EQ(out[0].to_doubles(), want.back());
+  std::vector<double> rows;
+  for (const auto& r : want) rows.insert(rows.end(), r.begin(), r.end());
+  EXPECT_EQ(out[1].to_doubles(), rows);
+}
+
+TEST(UnrollLoops, AConditionDecidedAtRunTimeStopsTheLoopWhereTheReferenceDoes) {
+  ModelBuilder b("while");
+  b.input("x", DType::Float32, Shape{2, 2});
+  b.input("limit", DType::Float32, Shape{});
+  b.initializer("M", Tensor::scalar_int(DType::Int64, 6));
+  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", doubling_body(true, false));
+  b.output("final", DType::Float32, Shape{2, 2});
+  std::vector<std::map<std::string, Tensor>> runs;
+  const std::vector<double> limits = {0, 30, 100, 1e6};
+  for (double limit : limits) runs.push_back({{"x", kX}, {"limit", Tensor::scalar_double(DType::Float32, limit)}});
+  std::vector<std::vector<Tensor>> ref;
+  run_both(b, runs, ref);
+  for (size_t r = 0; r < limits.size(); ++r)
+    EXPECT_EQ(ref[r][0].to_doubles(), expected_iterations(6, limits[r]).back()) << "limit " << limits[r];
+}
+
+std::string error_of(ModelBuilder& b) {
+  try {
+    testing::prepared_graph(b);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(UnrollLoops, ATripCountOrConditionThatShapesTheOutputMustBeKnown) {
+  ModelBuilder b("unknown");
+  b.input("x", DType::Float32, Shape{2, 2});
+  b.input("M", DType::Int64, Shape{});
+  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", doubling_body(false, false));
+  b.output("final", DType::Float32, Shape{2, 2});
+  EXPECT_NE(error_of(b).find("node 'loop' (Loop): its trip count 'M' must be known at compile time"), std::string::npos) << error_of(b);
+
+  ModelBuilder c("scan_until");
+  c.input("x", DType::Float32, Shape{2, 2});
+  c.input("go", DType::Bool, Shape{});
+  c.initializer("M", Tensor::scalar_int(DType::Int64, 3));
+  c.node("Loop", {"M", "go", "x"}, {"final", "rows"}, "loop").attr("body", doubling_body(false, true));
+  c.output("final", DType::Float32, Shape{2, 2});
+  c.output("rows", DType::Float32, Shape{3, 2, 2});
+  EXPECT_NE(error_of(c).find("its condition 'go' must be known at compile time: it decides how many rows"), std::string::npos)
+      << error_of(c);
+}
+
+TEST(UnrollLoops, LoopsWithoutABoundAreRefused) {
+  ModelBuilder b("unbounded");
+  b.input("x", DType::Float32, Shape{2, 2});
+  b.input("limit", DType::Float32, Shape{});
+  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  b.node("Loop", {"", "go", "x"}, {"final"}, "loop").attr("body", doubling_body(true, false));
+  b.output("final", DType::Float32, Shape{2, 2});
+  EXPECT_NE(error_of(b).find("runs until a condition decided at run time, with no trip count"), std::string::npos) << error_of(b);
+
+  ModelBuilder c("long");
+  c.input("x", DType::Float32, Shape{2, 2});
+  c.initializer("M", Tensor::scalar_int(DType::Int64, kMaxUnrolledIterations + 1));
+  c.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  c.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", doubling_body(false, false));
+  c.output("final", DType::Float32, Shape{2, 2});
+  EXPECT_NE(error_of(c).find("runs more than 4096 iterations"), std::string::npos) << error_of(c);
+}
+
+// A running sum over x's rows read last to first, its per-step values stacked along axis 1.
+TEST(UnrollLoops, AScanReadsAndStacksInTheDirectionsAndAxesItNames) {
+  ModelBuilder body("body");
+  body.input("sum_in", DType::Float32, Shape{2});
+  body.input("row", DType::Float32, Shape{2});
+  body.node("Add", {"sum_in", "row"}, {"sum_out"});
+  body.node("Identity", {"sum_out"}, {"step"});
+  body.output("sum_out", DType::Float32, Shape{2});
+  body.output("step", DType::Float32, Shape{2});
+  ModelBuilder b("scan");
+  b.input("init", DType::Float32, Shape{2});
+  b.input("x", DType::Float32, Shape{3, 2});
+  b.node("Scan", {"init", "x"}, {"total", "steps"}, "scan")
+      .attr("body", body)
+      .attr("num_scan_inputs", int64_t{1})
+      .attr("scan_input_directions", std::vector<int64_t>{1})
+      .attr("scan_output_axes", std::vector<int64_t>{-1});
+  b.output("total", DType::Float32, Shape{2});
+  b.output("steps", DType::Float32, Shape{2, 3});
+  const Tensor init = Tensor::from_doubles(DType::Float32, {2}, std::vector<double>{10, 20});
+  const Tensor x = Tensor::from_doubles(DType::Float32, {3, 2}, std::vector<double>{1, 2, 3, 4, 5, 6});
+  std::vector<std::vector<Tensor>> ref;
+  const std::vector<Tensor> out = run_both(b, {{{"init", init}, {"x", x}}}, ref);
+  EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{19, 32}));
+  // Rows 5 6, then 3 4, then 1 2: sums 15 26, 18 30, 19 32, as columns of [2, 3].
+  EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{15, 18, 19, 26, 30, 32}));
+}
+
+}  // namespace
+}  // namespace kiln
