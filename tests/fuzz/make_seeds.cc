@@ -209,5 +209,41 @@ int main(int argc, char** argv) {
   c.node("If", {"cond"}, {"y"}).attr("then_branch", then_branch).attr("else_branch", else_branch);
   c.output("y", DType::Float32, Shape{});
   c.save(dir + "/if.onnx");
+
+  // A Loop (trip count, condition, a carried value and a scan output) and a Scan (a state and a
+  // reversed scan input): bodies with declared inputs, read by position.
+  ModelBuilder body("body");
+  body.input("i", DType::Int64, Shape{});
+  body.input("go", DType::Bool, Shape{});
+  body.input("acc", DType::Float32, Shape{4});
+  body.node("Add", {"acc", "x"}, {"next"});
+  body.node("Identity", {"go"}, {"go_out"});
+  body.node("Identity", {"next"}, {"row"});
+  body.output("go_out", DType::Bool, Shape{});
+  body.output("next", DType::Float32, Shape{4});
+  body.output("row", DType::Float32, Shape{4});
+  ModelBuilder l("seed_loop", 13);
+  l.input("x", DType::Float32, Shape{4});
+  l.initializer("trips", Tensor::scalar_int(DType::Int64, 3));
+  l.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  l.node("Loop", {"trips", "go", "x"}, {"final", "rows"}).attr("body", body);
+  l.output("final", DType::Float32, Shape{4});
+  l.output("rows", DType::Float32, Shape{3, 4});
+  l.save(dir + "/loop.onnx");
+
+  ModelBuilder scan_body("scan_body");
+  scan_body.input("sum", DType::Float32, Shape{4});
+  scan_body.input("row", DType::Float32, Shape{4});
+  scan_body.node("Add", {"sum", "row"}, {"sum_out"});
+  scan_body.output("sum_out", DType::Float32, Shape{4});
+  ModelBuilder sc("seed_scan", 13);
+  sc.input("init", DType::Float32, Shape{4});
+  sc.input("xs", DType::Float32, Shape{5, 4});
+  sc.node("Scan", {"init", "xs"}, {"total"})
+      .attr("body", scan_body)
+      .attr("num_scan_inputs", int64_t{1})
+      .attr("scan_input_directions", std::vector<int64_t>{1});
+  sc.output("total", DType::Float32, Shape{4});
+  sc.save(dir + "/scan.onnx");
   return 0;
 }
