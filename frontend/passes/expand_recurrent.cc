@@ -52,6 +52,7 @@ class Emitter {
     return op("Slice", {x, ints({begin}), ints({end}), ints({axis})});
   }
   std::string unsqueeze(const std::string& x, std::vector<int64_t> axes) { return op("Unsqueeze", {x, ints(axes)}); }
+  std::string reshape(const std::string& x, std::vector<int64_t> shape) { return op("Reshape", {x, ints(shape)}); }
   std::string concat(const std::vector<std::string>& xs, int64_t axis, const std::string& out = "") {
     if (xs.size() == 1 && out.empty()) return xs[0];
     return op("Concat", xs, {{"axis", AttrValue(axis)}}, out);
@@ -76,12 +77,12 @@ class Emitter {
 
 // One direction's weights, arranged for the steps.
 struct DirectionWeights {
-  std::string projected;       // X W^T + biases for every step: [seq, batch, gates * hidden]
+  std::string projected;       // X W^T + biases for every step: [seq * batch, gates * hidden]
   std::string r_t;             // R^T: [hidden, gates * hidden] (GRU: the z and r gates only)
   std::string r_t_candidate;   // GRU: R_h^T [hidden, hidden]
   std::string candidate_bias;  // GRU with linear_before_reset: Rb_h, added inside the reset product
   std::string p_i, p_o, p_f;   // LSTM peepholes [hidden]
-  std::string h0, c0;          // [1, batch, hidden]
+  std::string h0, c0;          // [batch, hidden]
 };
 
 class Expansion {
@@ -89,7 +90,11 @@ class Expansion {
   Expansion(Graph& g, const Node& n, const Spec& s, DType dtype) : g_(g), n_(n), s_(s), e_(g, n, dtype) {}
 
   std::vector<Node> run() {
-    const std::string x = s_.layout == 0 ? n_.inputs[recurrent::kX] : e_.transpose(n_.inputs[recurrent::kX], {1, 0, 2});
+    // X as rows [seq * batch, input]: the projection is one matrix product with as many rows as
+    // steps (a batched product of seq 1-row ones reused each weight once per step).
+    const std::string x3 = s_.layout == 0 ? n_.inputs[recurrent::kX] : e_.transpose(n_.inputs[recurrent::kX], {1, 0, 2});
+    const std::string x = e_.reshape(x3, {s_.seq * s_.batch, s_.input});
+    const int64_t b = s_.batch;
     std::vector<std::string> ys, hs, cs;
     for (int64_t d = 0; d < s_.directions; ++d) {
       const DirectionWeights w = weights(x, d);
@@ -98,7 +103,7 @@ class Expansion {
       for (int64_t step = 0; step < s_.seq; ++step) {
         const int64_t t = s_.reversed(d) ? s_.seq - 1 - step : step;
         std::string c_next;
-        const std::string h_next = cell_step(w, s_.activations[d], e_.slice(w.projected, 0, t, t + 1), h, c, c_next);
+        const std::string h_next = cell_step(w, s_.activations[d], e_.slice(w.projected, 0, t * b, (t + 1) * b), h, c, c_next);
         if (const std::optional<std::string> m = mask(t)) {
           y[t] = e_.op("Where", {*m, h_next, e_.scalar(0)});
           h = e_.op("Where", {*m, h_next, h});
@@ -108,9 +113,9 @@ class Expansion {
           c = c_next;
         }
       }
-      ys.push_back(e_.unsqueeze(e_.concat(y, 0), {1}));  // [seq, 1, batch, hidden]
-      hs.push_back(h);
-      cs.push_back(c);
+      ys.push_back(e_.reshape(e_.concat(y, 0), {s_.seq, 1, b, s_.hidden}));  // [seq, 1, batch, hidden]
+      hs.push_back(e_.unsqueeze(h, {0}));  // [1, batch, hidden]
+      if (!c.empty()) cs.push_back(e_.unsqueeze(c, {0}));
     }
     write_output(0, ys, 1, {2, 0, 1, 3});
     write_output(1, hs, 0, {1, 0, 2});
@@ -152,7 +157,7 @@ class Expansion {
       w.p_f = e_.slice(p, 0, 2 * hs, 3 * hs);
     }
     auto initial = [&](size_t i) {
-      return has(i) ? e_.unsqueeze(e_.direction(in(i), d, s_.layout == 0 ? 0 : 1), {0}) : e_.zeros({1, s_.batch, hs});
+      return has(i) ? e_.direction(in(i), d, s_.layout == 0 ? 0 : 1) : e_.zeros({s_.batch, hs});
     };
     w.h0 = initial(recurrent::kInitialH);
     if (s_.cell == Cell::Lstm) w.c0 = initial(recurrent::kInitialC);
@@ -180,15 +185,15 @@ class Expansion {
     throw Error(n_.label() + ": unknown activation '" + a.name + "'");
   }
 
-  // One step of the cell from the step's projected input `xw` [1, batch, gates * hidden] and the
+  // One step of the cell from the step's projected input `xw` [batch, gates * hidden] and the
   // state h (and c); returns the new h and, for an LSTM, sets c_next.
   std::string cell_step(const DirectionWeights& w, const std::vector<Activation>& act, const std::string& xw,
                         const std::string& h, const std::string& c, std::string& c_next) {
     const int64_t hs = s_.hidden;
-    auto gate = [&](const std::string& all, int64_t k) { return e_.slice(all, 2, k * hs, (k + 1) * hs); };
+    auto gate = [&](const std::string& all, int64_t k) { return e_.slice(all, 1, k * hs, (k + 1) * hs); };
     if (s_.cell == Cell::Rnn) return activation(act[0], clip(e_.add(xw, e_.matmul(h, w.r_t))));
     if (s_.cell == Cell::Gru) {
-      const std::string zr = activation(act[0], clip(e_.add(e_.slice(xw, 2, 0, 2 * hs), e_.matmul(h, w.r_t))));
+      const std::string zr = activation(act[0], clip(e_.add(e_.slice(xw, 1, 0, 2 * hs), e_.matmul(h, w.r_t))));
       const std::string z = gate(zr, 0), r = gate(zr, 1), x_h = gate(xw, 2);
       std::string pre;
       if (s_.linear_before_reset) {
@@ -215,7 +220,7 @@ class Expansion {
     return e_.mul(activation(act[0], clip(o_pre)), activation(act[2], c_next));
   }
 
-  // Whether every batch row runs step t: none when no row is shorter; else [1, batch, 1] booleans.
+  // Whether every batch row runs step t: none when no row is shorter; else [batch, 1] booleans.
   std::optional<std::string> mask(int64_t t) {
     if (!has(recurrent::kSeqLens)) return std::nullopt;
     if (const Tensor* lens = g_.value(in(recurrent::kSeqLens)).constant.get()) {
@@ -226,7 +231,7 @@ class Expansion {
     auto it = masks_.find(t);
     if (it != masks_.end()) return it->second;
     const std::string t_value = g_.add_constant(n_.name + "/t", Tensor::scalar_int(DType::Int32, t));
-    return masks_[t] = e_.unsqueeze(e_.op("Less", {t_value, in(recurrent::kSeqLens)}), {0, 2});
+    return masks_[t] = e_.unsqueeze(e_.op("Less", {t_value, in(recurrent::kSeqLens)}), {1});
   }
 
   // Output i from per-direction parts (each with a direction axis of 1 at `axis`), in the layout.

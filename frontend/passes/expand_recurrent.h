@@ -1,9 +1,9 @@
 /// \file LSTM, GRU and RNN as MatMuls and element-wise steps.
 ///
 /// Why: a recurrent layer is two kinds of work. The input projection W x_t of every step does not
-/// depend on the recurrence, so it is one MatMul over all steps at once ([seq, batch, input] x
+/// depend on the recurrence, so it is one MatMul over all steps at once ([seq * batch, input] x
 /// [input, gates * hidden]), as large as the layer's data allows. Only R h_{t-1} and the gate
-/// arithmetic are sequential: per step one MatMul [1, batch, hidden] x [hidden, gates * hidden] and
+/// arithmetic are sequential: per step one MatMul [batch, hidden] x [hidden, gates * hidden] and
 /// element-wise ops the partitioner fuses into it. Written with the graph's own ops, every engine,
 /// target and schedule handles them; the tuner sees the projections and the step MatMuls as tasks,
 /// and the steps' identical tasks are one task. With constant weights, the transposes, slices and

@@ -8,6 +8,7 @@
 
 #include "frontend/ir/error.h"
 #include "scheduler/lower/constant_layout.h"
+#include "scheduler/lower/inline_default.h"
 #include "scheduler/lower/padded_planes.h"
 
 namespace kiln::lower {
@@ -377,9 +378,16 @@ std::map<const te::TensorNode*, BufferRef> with_stage_buffers(const LoweredSubgr
   return all;
 }
 
-Stmt lower_subgraph_default(const LoweredSubgraph& sg, int /*subgraph_id*/,
-                            const std::map<const te::TensorNode*, BufferRef>& buffers,
+Stmt lower_subgraph_default(const LoweredSubgraph& given, int /*subgraph_id*/,
+                            const std::map<const te::TensorNode*, BufferRef>& given_buffers,
                             std::vector<BufferRef>& temporaries, const ScheduleParams& params) {
+  // Element-wise chains computed inside their readers (inline_default.h); a rebuilt output keeps its
+  // buffer.
+  std::map<const te::TensorNode*, te::TensorRef> rebuilt;
+  const LoweredSubgraph sg = inline_into_readers(given, rebuilt);
+  std::map<const te::TensorNode*, BufferRef> buffers = given_buffers;
+  for (const auto& [old, now] : rebuilt)
+    if (auto b = given_buffers.find(old); b != given_buffers.end()) buffers[now.get()] = b->second;
   const EpiloguePlan epilogues = plan_epilogues(sg.dag);
   const PaddedPlanePlan planes = plan_padded_planes(sg.dag, params);
   const std::map<const te::TensorNode*, BufferRef> all = with_stage_buffers(sg, epilogues, buffers, temporaries, planes.planes);

@@ -1,0 +1,102 @@
+#include "scheduler/lower/inline_default.h"
+
+#include <set>
+
+#include "scheduler/te/substitute.h"
+
+namespace kiln::lower {
+namespace {
+
+bool is_reduction(const te::Stage& s) { return !s.reduce_axes.empty() || s.reducer != te::Reducer::None; }
+
+// How many loads of `t` the body (and a reduction's start value) of `s` has.
+int loads_of(const te::Stage& s, const te::TensorNode* t) {
+  int n = 0;
+  auto count = [&](const te::Expr& load) { n += load->tensor.get() == t; };
+  if (s.body) te::visit_loads(s.body, count);
+  if (s.init) te::visit_loads(s.init, count);
+  return n;
+}
+
+// Whether `e` selects between values (a Concat, a Pad, Where): such a stage keeps its loop nest,
+// which the default schedule splits at the select's bounds (lower_dag's select chains); inside
+// another stage's index arithmetic that split is lost and every element would test every bound.
+bool selects(const te::Expr& e) {
+  if (!e) return false;
+  if (e->op == te::ExprOp::Select) return true;
+  for (const te::Expr& a : e->args)
+    if (selects(a)) return true;
+  return false;
+}
+
+}  // namespace
+
+LoweredSubgraph inline_into_readers(const LoweredSubgraph& sg, std::map<const te::TensorNode*, te::TensorRef>& rebuilt) {
+  const te::ComputeDAG& dag = sg.dag;
+  std::set<const te::TensorNode*> outputs;
+  for (const te::TensorRef& o : dag.outputs) outputs.insert(o.get());
+  std::map<const te::TensorNode*, std::vector<const te::Stage*>> readers;
+  for (const te::TensorRef& t : dag.tensors)
+    for (const te::TensorRef& in : t->stage->inputs()) {
+      auto& r = readers[in.get()];
+      if (r.empty() || r.back() != t->stage.get()) r.push_back(t->stage.get());
+    }
+  auto qualifies = [&](const te::TensorRef& t) {
+    const te::Stage& s = *t->stage;
+    if (outputs.count(t.get()) || s.is_extern() || is_reduction(s) || s.tag == "pad" || selects(s.body)) return false;
+    const auto& r = readers[t.get()];
+    if (r.size() != 1 || r[0]->is_extern() || is_reduction(*r[0])) return false;
+    return loads_of(*r[0], t.get()) == 1 && num_elements(r[0]->shape) == num_elements(t->shape);
+  };
+
+  std::map<const te::TensorNode*, const te::Stage*> inlined;  // old tensor -> its stage, bodies rewritten
+  std::vector<std::shared_ptr<te::Stage>> kept_alive;
+  auto rewrite = [&](const te::Expr& e) -> te::Expr {
+    if (!e) return e;
+    return te::rewrite_loads(e, [&](const te::Expr& load) -> te::Expr {
+      const te::TensorNode* t = load->tensor.get();
+      if (auto in = inlined.find(t); in != inlined.end()) {
+        std::map<const te::ExprNode*, te::Expr> at;
+        for (size_t k = 0; k < in->second->axes.size(); ++k) at[in->second->axes[k].get()] = load->args[k];
+        return te::substitute(in->second->body, at);
+      }
+      if (auto r = rebuilt.find(t); r != rebuilt.end()) return te::load(r->second, load->args);
+      return nullptr;
+    });
+  };
+  for (const te::TensorRef& t : dag.tensors) {
+    auto stage = std::make_shared<te::Stage>(*t->stage);
+    stage->body = rewrite(stage->body);
+    stage->init = rewrite(stage->init);
+    bool changed = stage->body != t->stage->body || stage->init != t->stage->init;
+    for (te::TensorRef& in : stage->extern_inputs)
+      if (auto r = rebuilt.find(in.get()); r != rebuilt.end()) {
+        in = r->second;
+        changed = true;
+      }
+    if (qualifies(t)) {
+      inlined[t.get()] = stage.get();
+      kept_alive.push_back(stage);
+      continue;
+    }
+    if (!changed) continue;
+    auto node = std::make_shared<te::TensorNode>(*t);
+    node->stage = stage;
+    rebuilt[t.get()] = node;
+  }
+  LoweredSubgraph out;
+  out.inputs = sg.inputs;
+  for (const te::TensorRef& o : sg.outputs) {
+    auto r = rebuilt.find(o.get());
+    out.outputs.push_back(r == rebuilt.end() ? o : r->second);
+  }
+  std::vector<te::TensorRef> dag_outputs;
+  for (const te::TensorRef& o : dag.outputs) {
+    auto r = rebuilt.find(o.get());
+    dag_outputs.push_back(r == rebuilt.end() ? o : r->second);
+  }
+  out.dag = te::make_dag(dag_outputs);
+  return out;
+}
+
+}  // namespace kiln::lower
