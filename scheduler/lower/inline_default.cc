@@ -1,5 +1,6 @@
 #include "scheduler/lower/inline_default.h"
 
+#include <optional>
 #include <set>
 
 #include "scheduler/te/substitute.h"
@@ -29,6 +30,28 @@ bool selects(const te::Expr& e) {
   return false;
 }
 
+// Whether `load`, in a stage with axes `axes`, walks its tensor's last dimension along the stage's
+// last axis, one element per step, and no other dimension along it: the access the default
+// schedule's vector loop reads contiguously. A Transpose's loads do not (its stage is lowered as
+// tiles through a local buffer), nor a Reshape's (a flat position taken apart by div and mod).
+bool in_order(const te::Expr& load, const std::vector<te::Expr>& axes) {
+  if (axes.empty() || load->args.empty()) return true;
+  const te::ExprNode* last = axes.back().get();
+  for (size_t k = 0; k + 1 < load->args.size(); ++k)
+    if (te::mentions(load->args[k], last)) return false;
+  const std::optional<int64_t> step = te::linear_coeff(load->args.back().get(), last);
+  return step && (*step == 1 || (*step == 0 && load->tensor->shape.back() == 1));
+}
+
+bool reads_in_order(const te::Stage& s, const te::TensorNode* only = nullptr) {
+  bool ok = true;
+  auto check = [&](const te::Expr& load) {
+    if (!only || load->tensor.get() == only) ok = ok && in_order(load, s.axes);
+  };
+  if (s.body) te::visit_loads(s.body, check);
+  return ok;
+}
+
 }  // namespace
 
 LoweredSubgraph inline_into_readers(const LoweredSubgraph& sg, std::map<const te::TensorNode*, te::TensorRef>& rebuilt) {
@@ -46,7 +69,8 @@ LoweredSubgraph inline_into_readers(const LoweredSubgraph& sg, std::map<const te
     if (outputs.count(t.get()) || s.is_extern() || is_reduction(s) || s.tag == "pad" || selects(s.body)) return false;
     const auto& r = readers[t.get()];
     if (r.size() != 1 || r[0]->is_extern() || is_reduction(*r[0])) return false;
-    return loads_of(*r[0], t.get()) == 1 && num_elements(r[0]->shape) == num_elements(t->shape);
+    return loads_of(*r[0], t.get()) == 1 && num_elements(r[0]->shape) == num_elements(t->shape) && reads_in_order(s) &&
+           reads_in_order(*r[0], t.get());
   };
 
   std::map<const te::TensorNode*, const te::Stage*> inlined;  // old tensor -> its stage, bodies rewritten

@@ -5,12 +5,16 @@
 /// memory per node: fifteen loop nests per step, each storing what the next one loads. A stage read
 /// by exactly one stage, at one place in its body, with as many elements, is now computed where that
 /// reader loads it, so the chain is one loop nest. It is the default schedule's form of Ansor's
-/// always-inline rule (tuned programs inline through their own steps), with two differences: a
-/// stage read at a shifted or permuted index (a Slice, a Transpose) inlines too, since the reader
-/// still computes each of its elements once; and nothing inlines into a reduction or a runtime
-/// kernel, whose inputs the default schedule reads as buffers (a conv's padded input keeps its
-/// padded-plane plan, a matmul's operand its packed layout), and a stage that selects (a Concat, a
-/// Pad, Where) keeps its loop nest, which the default schedule splits at the select's bounds.
+/// always-inline rule (tuned programs inline through their own steps), with differences:
+/// - a stage read at a shifted index (a Slice of the gates) inlines too, as the reader still
+///   computes each of its elements once;
+/// - both the stage and its reader must read in order (the last dimension along the last axis,
+///   stride 1): a Transpose keeps its tiled copy through a local buffer, a Reshape its reading at its
+///   own flat position, which inlined would become a gather per vector;
+/// - nothing inlines into a reduction or a runtime kernel, whose inputs the default schedule reads as
+///   buffers (a conv's padded input keeps its padded-plane plan, a matmul's operand its packed
+///   layout), and a stage that selects (a Concat, a Pad, Where) keeps its loop nest, which the
+///   default schedule splits at the select's bounds.
 #pragma once
 #include <map>
 
