@@ -15,6 +15,8 @@
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/reference/interpreter.h"
+#include "toolchain/pipeline.h"
+#include "toolchain/run_package.h"
 
 namespace kiln::testing {
 
@@ -106,6 +108,29 @@ Graph prepared_graph(ModelBuilder& b) {
   infer_shapes(g);
   remove_dead_nodes(g);
   return g;
+}
+
+std::string prepare_error(ModelBuilder& b) {
+  try {
+    prepared_graph(b);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+HostPackage::HostPackage(ModelBuilder& b, const TempDir& dir) : dir_(dir.path("pkg")), target_(resolve_target("host")) {
+  b.save(dir.path("model.onnx"));
+  graph_ = load_model(dir.path("model.onnx"), PipelineOptions{});
+  CompileOptions c;
+  c.target = target_;
+  std::optional<package::PackageInfo> info = compile_graph(graph_, c, dir_);
+  if (!info) throw Error("compile_graph wrote no package");
+  info_ = *info;
+}
+
+std::vector<Tensor> HostPackage::run(const std::map<std::string, Tensor>& inputs) const {
+  return run_package(dir_, target_, inputs, 1).outputs;
 }
 
 std::vector<std::string> op_types(const Graph& g) {

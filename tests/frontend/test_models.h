@@ -4,8 +4,10 @@
 #include <functional>
 #include <string>
 
+#include "backends/package/package.h"
 #include "frontend/ir/graph.h"
 #include "frontend/onnx/model_builder.h"
+#include "toolchain/compile_target.h"
 
 namespace kiln::testing {
 
@@ -62,6 +64,26 @@ ModelBuilder recurrent_model(const RecurrentModel& m);
 
 /// `b` imported, bound, shape-inferred and pruned: the graph the compiler's rewrites start from.
 Graph prepared_graph(ModelBuilder& b);
+/// The message of the Error that preparing `b` (prepared_graph) throws; "" when it prepares.
+std::string prepare_error(ModelBuilder& b);
+
+/// A model compiled for this host as `kiln compile` compiles it: `b` saved in `dir`, loaded
+/// (load_model) and compiled into dir's "pkg".
+class HostPackage {
+ public:
+  HostPackage(ModelBuilder& b, const TempDir& dir);
+  const Graph& graph() const { return graph_; }
+  const package::PackageInfo& info() const { return info_; }
+  /// The package's outputs for `inputs`, on one thread.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
+
+ private:
+  Graph graph_;
+  std::string dir_;
+  CompileTarget target_;
+  package::PackageInfo info_;
+};
+
 /// The op types of g's nodes, in order.
 std::vector<std::string> op_types(const Graph& g);
 /// Expects `after` to equal `before` element by element within 1e-5 + 1e-5 |before|: what a graph

@@ -14,12 +14,7 @@ using testing::RecurrentModel;
 
 std::string error_of(const RecurrentModel& m) {
   ModelBuilder b = testing::recurrent_model(m);
-  try {
-    testing::prepared_graph(b);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::prepare_error(b);
 }
 
 // A row of length 0 runs no step: its outputs are zeros and its final state the initial one. A

@@ -11,9 +11,6 @@
 #include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
-#include "toolchain/compile_target.h"
-#include "toolchain/pipeline.h"
-#include "toolchain/run_package.h"
 
 namespace kiln {
 namespace {
@@ -131,19 +128,14 @@ TEST(ExpandRecurrent, TheCompiledPackageMatchesTheReference) {
   m.lens_input = true;
   ModelBuilder b = testing::recurrent_model(m);
   testing::TempDir dir;
-  b.save(dir.path("lstm.onnx"));
-  const Graph g = load_model(dir.path("lstm.onnx"), PipelineOptions{});
-  const std::map<std::string, Tensor> in = inputs_of(m, g);
-  const std::vector<Tensor> want = run_reference(g, in);
-  CompileOptions c;
-  c.target = resolve_target("host");
-  const std::optional<package::PackageInfo> info = compile_graph(g, c, dir.path("pkg"));
-  ASSERT_TRUE(info);
+  const testing::HostPackage pkg(b, dir);
+  const std::map<std::string, Tensor> in = inputs_of(m, pkg.graph());
+  const std::vector<Tensor> want = run_reference(pkg.graph(), in);
   // Every step's MatMul reads R^T in the layout the kernel packs it into: one copy per direction in
   // the package (4 KiB each), not one per step that multiplies at run time (two per direction: the
   // first step's state is the constant initial one). The model's W, R, B and P are 11.4 KiB.
-  EXPECT_LT(info->weights_bytes, 14 * 1024) << info->weights_bytes;
-  const std::vector<Tensor> got = run_package(dir.path("pkg"), c.target, in, 1).outputs;
+  EXPECT_LT(pkg.info().weights_bytes, 14 * 1024) << pkg.info().weights_bytes;
+  const std::vector<Tensor> got = pkg.run(in);
   ASSERT_EQ(got.size(), want.size());
   for (size_t o = 0; o < got.size(); ++o) {
     ASSERT_EQ(got[o].shape(), want[o].shape());

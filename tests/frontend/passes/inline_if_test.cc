@@ -15,9 +15,7 @@
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
-#include "toolchain/compile_target.h"
 #include "toolchain/pipeline.h"
-#include "toolchain/run_package.h"
 
 namespace kiln {
 namespace {
@@ -58,16 +56,6 @@ ModelBuilder constant_if(const std::string& node, const ModelBuilder& then_branc
   return b;
 }
 
-// The message of the E that preparing `b` throws.
-template <typename E>
-std::string error_of(ModelBuilder& b) {
-  try {
-    testing::prepared_graph(b);
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::vector<double> run(const Graph& g) {
   Tensor x = Tensor::from_doubles(DType::Float32, {2, 3}, std::vector<double>{0, 1, 2, 3, 4, 5});
@@ -88,13 +76,9 @@ TEST(InlineConstantIf, AConditionOnAShapeTakesItsBranch) {
 TEST(InlineConstantIf, TheCompiledPackageComputesTheTakenBranch) {
   ModelBuilder b = shape_if(2);
   testing::TempDir dir;
-  b.save(dir.path("if.onnx"));
-  const Graph g = load_model(dir.path("if.onnx"), PipelineOptions{});
-  CompileOptions c;
-  c.target = resolve_target("host");
-  compile_graph(g, c, dir.path("pkg"));
+  const testing::HostPackage pkg(b, dir);
   const Tensor x = Tensor::from_doubles(DType::Float32, {2, 3}, std::vector<double>{0, 1, 2, 3, 4, 5});
-  const std::vector<Tensor> got = run_package(dir.path("pkg"), c.target, {{"x", x}}, 1).outputs;
+  const std::vector<Tensor> got = pkg.run({{"x", x}});
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].to_doubles(), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));
 }
@@ -183,18 +167,15 @@ ModelBuilder nested_data_if() {
 TEST(RunTimeIf, TheCompiledPackageChoosesAtRunTimeAsTheReferenceDoes) {
   ModelBuilder b = nested_data_if();
   testing::TempDir dir;
-  b.save(dir.path("if.onnx"));
-  const Graph g = load_model(dir.path("if.onnx"), PipelineOptions{});
-  CompileOptions c;
-  c.target = resolve_target("host");
-  compile_graph(g, c, dir.path("pkg"));
+  const testing::HostPackage pkg(b, dir);
+  const Graph& g = pkg.graph();
   const Tensor x = testing::random_weights({8, 64}, 11);
   std::set<std::vector<double>> distinct;
   for (bool outer : {true, false})
     for (bool inner : {true, false}) {
       const std::map<std::string, Tensor> in = {{"x", x}, {"outer", flag(outer)}, {"inner", flag(inner)}};
       const std::vector<Tensor> want = run_reference(g, in);
-      const std::vector<Tensor> got = run_package(dir.path("pkg"), c.target, in, 1).outputs;
+      const std::vector<Tensor> got = pkg.run(in);
       ASSERT_EQ(got.size(), 1u);
       testing::expect_same_outputs(want, got);
       distinct.insert(want[0].to_doubles());
@@ -232,8 +213,8 @@ TEST(RunTimeIf, RewrittenBranchesKeepTheirGuards) {
   b.node("If", {"flag"}, {"y"}, "gate").attr("then_branch", conv_branch("a", 1)).attr("else_branch", conv_branch("b", 2));
   b.output("y", DType::Float32, Shape{1, 16, 8, 8});
   testing::TempDir dir;
-  b.save(dir.path("if.onnx"));
-  const Graph g = load_model(dir.path("if.onnx"), PipelineOptions{});
+  const testing::HostPackage pkg(b, dir);
+  const Graph& g = pkg.graph();
   const Graph rewritten = optimize_graph(g, 512);
   int blocked_convs = 0;
   for (const Node& n : rewritten.nodes) {
@@ -247,13 +228,10 @@ TEST(RunTimeIf, RewrittenBranchesKeepTheirGuards) {
     }
   }
   EXPECT_EQ(blocked_convs, 2);
-  CompileOptions c;
-  c.target = resolve_target("host");
-  compile_graph(g, c, dir.path("pkg"));
   const Tensor x = testing::random_weights({1, 16, 8, 8}, 3);
   for (bool v : {true, false}) {
     const std::map<std::string, Tensor> in = {{"x", x}, {"flag", flag(v)}};
-    testing::expect_same_outputs(run_reference(g, in), run_package(dir.path("pkg"), c.target, in, 1).outputs);
+    testing::expect_same_outputs(run_reference(g, in), pkg.run(in));
   }
 }
 
@@ -266,7 +244,7 @@ TEST(RunTimeIf, BranchesOfDifferentShapesAreAnErrorNamingTheIf) {
   b.input("flag", DType::Bool, Shape{});
   b.node("If", {"flag"}, {"y"}, "gate").attr("then_branch", branch("Add", 1, "r")).attr("else_branch", reduce);
   b.output("y", DType::Float32, Shape{});
-  const std::string message = error_of<Error>(b);
+  const std::string message = testing::prepare_error(b);
   EXPECT_NE(message.find("node 'gate' (If): output 'y': the two sides give float32 2x3 and float32 scalar"), std::string::npos)
       << message;
 }
@@ -278,7 +256,7 @@ TEST(InlineConstantIf, ABranchWithTheWrongNumberOfOutputsIsAnError) {
   two.output("a", DType::Float32, Shape{});
   two.output("b", DType::Float32, Shape{});
   ModelBuilder b = constant_if("bad", two, branch("Mul", 2, "r"));
-  const std::string message = error_of<Error>(b);
+  const std::string message = testing::prepare_error(b);
   EXPECT_NE(message.find("node 'bad' (If): then_branch has 2 outputs"), std::string::npos) << message;
 }
 

@@ -9,9 +9,6 @@
 #include "frontend/ir/error.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
-#include "toolchain/compile_target.h"
-#include "toolchain/pipeline.h"
-#include "toolchain/run_package.h"
 
 namespace kiln {
 namespace {
@@ -62,15 +59,11 @@ const Tensor kX = Tensor::from_doubles(DType::Float32, {2, 2}, std::vector<doubl
 std::vector<Tensor> run_both(ModelBuilder& b, const std::vector<std::map<std::string, Tensor>>& runs,
                              std::vector<std::vector<Tensor>>& reference) {
   testing::TempDir dir;
-  b.save(dir.path("loop.onnx"));
-  const Graph g = load_model(dir.path("loop.onnx"), PipelineOptions{});
-  for (const Node& n : g.nodes) EXPECT_FALSE(is_control_flow(n)) << n.label();
-  CompileOptions c;
-  c.target = resolve_target("host");
-  compile_graph(g, c, dir.path("pkg"));
+  const testing::HostPackage pkg(b, dir);
+  for (const Node& n : pkg.graph().nodes) EXPECT_FALSE(is_control_flow(n)) << n.label();
   for (const auto& in : runs) {
-    reference.push_back(run_reference(g, in));
-    testing::expect_same_outputs(reference.back(), run_package(dir.path("pkg"), c.target, in, 1).outputs);
+    reference.push_back(run_reference(pkg.graph(), in));
+    testing::expect_same_outputs(reference.back(), pkg.run(in));
   }
   return reference.front();
 }
@@ -109,15 +102,6 @@ TEST(UnrollLoops, AConditionDecidedAtRunTimeStopsTheLoopWhereTheReferenceDoes) {
     EXPECT_EQ(ref[r][0].to_doubles(), expected_iterations(6, limits[r]).back()) << "limit " << limits[r];
 }
 
-std::string error_of(ModelBuilder& b) {
-  try {
-    testing::prepared_graph(b);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(UnrollLoops, ATripCountOrConditionThatShapesTheOutputMustBeKnown) {
   ModelBuilder b("unknown");
   b.input("x", DType::Float32, Shape{2, 2});
@@ -125,7 +109,7 @@ TEST(UnrollLoops, ATripCountOrConditionThatShapesTheOutputMustBeKnown) {
   b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
   b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", doubling_body(false, false));
   b.output("final", DType::Float32, Shape{2, 2});
-  EXPECT_NE(error_of(b).find("node 'loop' (Loop): its trip count 'M' must be known at compile time"), std::string::npos) << error_of(b);
+  EXPECT_NE(testing::prepare_error(b).find("node 'loop' (Loop): its trip count 'M' must be known at compile time"), std::string::npos) << testing::prepare_error(b);
 
   ModelBuilder c("scan_until");
   c.input("x", DType::Float32, Shape{2, 2});
@@ -134,8 +118,8 @@ TEST(UnrollLoops, ATripCountOrConditionThatShapesTheOutputMustBeKnown) {
   c.node("Loop", {"M", "go", "x"}, {"final", "rows"}, "loop").attr("body", doubling_body(false, true));
   c.output("final", DType::Float32, Shape{2, 2});
   c.output("rows", DType::Float32, Shape{3, 2, 2});
-  EXPECT_NE(error_of(c).find("its condition 'go' must be known at compile time: it decides how many rows"), std::string::npos)
-      << error_of(c);
+  EXPECT_NE(testing::prepare_error(c).find("its condition 'go' must be known at compile time: it decides how many rows"), std::string::npos)
+      << testing::prepare_error(c);
 }
 
 TEST(UnrollLoops, LoopsWithoutABoundAreRefused) {
@@ -145,7 +129,7 @@ TEST(UnrollLoops, LoopsWithoutABoundAreRefused) {
   b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
   b.node("Loop", {"", "go", "x"}, {"final"}, "loop").attr("body", doubling_body(true, false));
   b.output("final", DType::Float32, Shape{2, 2});
-  EXPECT_NE(error_of(b).find("runs until a condition decided at run time, with no trip count"), std::string::npos) << error_of(b);
+  EXPECT_NE(testing::prepare_error(b).find("runs until a condition decided at run time, with no trip count"), std::string::npos) << testing::prepare_error(b);
 
   ModelBuilder c("long");
   c.input("x", DType::Float32, Shape{2, 2});
@@ -153,7 +137,7 @@ TEST(UnrollLoops, LoopsWithoutABoundAreRefused) {
   c.initializer("go", Tensor::scalar_int(DType::Bool, 1));
   c.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", doubling_body(false, false));
   c.output("final", DType::Float32, Shape{2, 2});
-  EXPECT_NE(error_of(c).find("runs more than 4096 iterations"), std::string::npos) << error_of(c);
+  EXPECT_NE(testing::prepare_error(c).find("runs more than 4096 iterations"), std::string::npos) << testing::prepare_error(c);
 }
 
 // A running sum over x's rows read last to first, its per-step values stacked along axis 1.
