@@ -79,20 +79,19 @@ ModelSummary summarize_model(const std::string& path, ShapeBindings bindings, bo
   // Parameters are the constants the remaining nodes read: initializers, and weights a model builds
   // at load time (ConstantOfShape fills, folded casts), but not dead initializers or shape plumbing
   // that folding consumed.
-  std::set<std::string> counted;
+  // A constant is counted once however many values hold it: an unrolled Loop's iterations read the
+  // body's weights under names of their own.
+  std::set<const Tensor*> counted;
+  auto count = [&](const std::string& name) {
+    const Value& v = g.value(name);
+    if (!v.constant || !counted.insert(v.constant.get()).second) return;
+    s.parameters += v.constant->size();
+    s.parameter_bytes += static_cast<int64_t>(v.constant->byte_size());
+  };
   for (const Node& n : g.nodes)
-    for (const auto& in : n.inputs) {
-      if (in.empty() || !counted.insert(in).second) continue;
-      const Value& v = g.value(in);
-      if (!v.constant) continue;
-      s.parameters += v.constant->size();
-      s.parameter_bytes += static_cast<int64_t>(v.constant->byte_size());
-    }
-  for (const auto& out : g.outputs)
-    if (g.value(out).constant && counted.insert(out).second) {
-      s.parameters += g.value(out).constant->size();
-      s.parameter_bytes += static_cast<int64_t>(g.value(out).constant->byte_size());
-    }
+    for (const auto& in : n.inputs)
+      if (!in.empty()) count(in);
+  for (const auto& out : g.outputs) count(out);
   for (const auto& in : g.inputs) {
     const Value& v = g.value(in);
     s.inputs.push_back({in, v.dtype, declared[in], v.shape});

@@ -25,6 +25,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"bert_base", build_bert_base},
       {"blocked_edges", build_blocked_edges},
       {"lstm_kws", build_lstm_kws},
+      {"gru_refine", build_gru_refine},
   };
   return models;
 }

@@ -1,5 +1,6 @@
-// The zoo's keyword spotter (frontend/zoo/lstm_kws.cc): its size is two LSTMs' and a classifier's,
-// and the reference gives each input frame sequence its own distribution over the 12 words.
+// The zoo's recurrent models: the keyword spotter (frontend/zoo/lstm_kws.cc), whose size is two LSTMs'
+// and a classifier's and whose reference gives each frame sequence its own distribution over the 12
+// words; the Loop-refinement model (gru_refine.cc), whose iterations share one set of weights.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,6 +42,21 @@ TEST(ZooLstmKws, EachSequenceGetsItsOwnDistribution) {
     if (first.empty()) first = p.to_doubles();
     else EXPECT_NE(first, p.to_doubles());
   }
+}
+
+TEST(ZooGruRefine, EightIterationsShareOneSetOfWeights) {
+  ModelBuilder b = build_zoo_model("gru_refine", {});
+  testing::TempDir dir;
+  b.save(dir.path("refine.onnx"));
+  const ModelSummary s = summarize_model(dir.path("refine.onnx"), {});
+  // Three 3x3 GRU convs of 64 -> 32 channels, the head's 32 -> 32 and 32 -> 2, with biases; the
+  // zero initial state (32 x 16 x 16); one stacking axis per iteration's scan value.
+  const int64_t gates = 3 * (64 * 32 * 9 + 32), head = 32 * 32 * 9 + 32 + 2 * 32 * 9 + 2;
+  EXPECT_EQ(s.parameters, gates + head + 32 * 16 * 16 + 8);
+  ASSERT_EQ(s.outputs.size(), 2u);
+  EXPECT_EQ(s.outputs[1].shape, (Shape{8, 1, 2, 16, 16}));
+  // Every iteration's convs: 2 * (3 * 64 * 32 + 32 * 32 + 32 * 2) * 9 multiply-adds per pixel.
+  EXPECT_GT(s.flops, 8 * 2.0 * (3 * 64 * 32 + 32 * 32 + 32 * 2) * 9 * 256);
 }
 
 }  // namespace
