@@ -5,6 +5,7 @@
 
 #include "frontend/ops/recurrent_spec.h"
 #include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/splice_subgraph.h"
 
 namespace kiln {
 namespace {
@@ -260,6 +261,7 @@ std::vector<Node> expand_recurrent_node(Graph& g, const Node& n) {
   for (const std::string& in : n.inputs) shapes.push_back(in.empty() ? nullptr : &g.value(in).shape);
   const Spec s = recurrent::read_spec(n, shapes);
   if (s.seq == 0) throw Unsupported(n.label() + ": a sequence of length 0");
+  check_expansion(g, static_cast<size_t>(s.seq * s.directions) * 24, n.label());  // at most ~24 nodes a step
   return Expansion(g, n, s, g.value(n.inputs[recurrent::kX]).dtype).run();
 }
 

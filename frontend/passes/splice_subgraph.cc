@@ -31,6 +31,12 @@ std::shared_ptr<const Graph> renamed_outer_reads(const Graph& sub, const std::ma
 
 }  // namespace
 
+void check_expansion(const Graph& g, size_t added, const std::string& owner) {
+  if (g.nodes.size() + added > kMaxExpandedNodes)
+    throw Unsupported(owner + ": unrolled or expanded, the graph would pass " + std::to_string(kMaxExpandedNodes) +
+                      " nodes, the most kiln compiles (a loop in the generated code is issue 19's next step)");
+}
+
 const Graph& subgraph_attr(const Node& node, const std::string& name) {
   auto attr = node.attrs.find(name);
   const auto* sub = attr == node.attrs.end() ? nullptr : std::get_if<SubgraphAttr>(&attr->second);
@@ -40,6 +46,7 @@ const Graph& subgraph_attr(const Node& node, const std::string& name) {
 
 SplicedSubgraph splice_subgraph(Graph& g, const Graph& body, const std::string& prefix, const std::vector<Guard>& guards,
                                 const std::vector<std::string>& inputs, const std::string& owner) {
+  check_expansion(g, body.nodes.size(), owner);
   if (body.inputs.size() != inputs.size())
     throw Error(owner + ": its body declares " + std::to_string(body.inputs.size()) + " inputs, expected " +
                 std::to_string(inputs.size()));

@@ -192,6 +192,7 @@ void unroll_scan(Graph& g, size_t index) {
     throw Unsupported(node.label() + ": scans " + std::to_string(length) + " elements, more than the " +
                       std::to_string(kMaxUnrolledIterations) + " kiln unrolls");
 
+  check_expansion(g, static_cast<size_t>(length) * (body.nodes.size() + 2 * static_cast<size_t>(num_scan)), node.label());
   Nodes out(g, node);
   std::vector<Node> nodes;
   std::vector<std::string> state(node.inputs.begin(), node.inputs.begin() + static_cast<std::ptrdiff_t>(states));

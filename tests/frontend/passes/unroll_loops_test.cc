@@ -140,6 +140,27 @@ TEST(UnrollLoops, LoopsWithoutABoundAreRefused) {
   EXPECT_NE(testing::prepare_error(c).find("runs more than 4096 iterations"), std::string::npos) << testing::prepare_error(c);
 }
 
+// Unrolling is bounded in nodes too: 4000 iterations of a 20-node body would be 80000 nodes.
+TEST(UnrollLoops, AnUnrollingPastTheNodeBudgetIsRefusedBeforeItIsBuilt) {
+  ModelBuilder body("body");
+  body.input("sum_in", DType::Float32, Shape{2});
+  body.input("row", DType::Float32, Shape{2});
+  std::string v = "row";
+  for (int i = 0; i < 19; ++i) {
+    body.node("Neg", {v}, {"n" + std::to_string(i)});
+    v = "n" + std::to_string(i);
+  }
+  body.node("Add", {"sum_in", v}, {"sum_out"});
+  body.output("sum_out", DType::Float32, Shape{2});
+  ModelBuilder b("long_scan");
+  b.input("init", DType::Float32, Shape{2});
+  b.input("x", DType::Float32, Shape{4000, 2});
+  b.node("Scan", {"init", "x"}, {"total"}, "scan").attr("body", body).attr("num_scan_inputs", int64_t{1});
+  b.output("total", DType::Float32, Shape{2});
+  const std::string e = testing::prepare_error(b);
+  EXPECT_NE(e.find("node 'scan' (Scan): unrolled or expanded, the graph would pass 65536 nodes"), std::string::npos) << e;
+}
+
 // A running sum over x's rows read last to first, its per-step values stacked along axis 1.
 TEST(UnrollLoops, AScanReadsAndStacksInTheDirectionsAndAxesItNames) {
   ModelBuilder body("body");
