@@ -37,6 +37,7 @@ ModelIo model_io(const Graph& g) {
   };
   list(g.inputs, io.inputs);
   list(g.outputs, io.outputs);
+  io.limits = g.limits;
   return io;
 }
 

@@ -35,6 +35,7 @@ struct IoInfo {
 /// The graph's inputs and outputs, in the graph's order, with unique C field names.
 struct ModelIo {
   std::vector<IoInfo> inputs, outputs;
+  std::vector<std::string> limits;  // Graph::limits, which the header repeats
 };
 ModelIo model_io(const Graph& g);
 

@@ -41,6 +41,8 @@ std::string header_text(const ModelModule& mm) {
       fmt::arg("m", m), fmt::arg("M", M), fmt::arg("hash", mm.model_hash), fmt::arg("ws", mm.workspace_size),
       fmt::arg("align", kWorkspaceAlign), fmt::arg("wb", mm.weights_bytes), fmt::arg("ni", mm.io.inputs.size()),
       fmt::arg("no", mm.io.outputs.size()));
+  for (const std::string& limit : mm.io.limits) h += "/* Limit: " + limit + ". */\n";
+  if (!mm.io.limits.empty()) h += "\n";
   auto io_macros = [&](const IoInfo& io, const char* kind) {
     std::string P = fmt::format("{}_{}_{}", M, kind, c_macro_prefix(io.c_name));
     std::string shape;

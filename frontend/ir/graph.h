@@ -87,6 +87,9 @@ struct Graph {
   std::map<std::string, Value> values;
   std::map<std::string, int64_t> opsets;  // domain -> version
   int64_t ir_version = 0;
+  /// What compiled code does differently from the model for some inputs, by the user's leave (a
+  /// Loop bounded by --max-trip-count runs at most that many iterations): the package header says so.
+  std::vector<std::string> limits;
 
   Value& value(const std::string& name);
   const Value& value(const std::string& name) const;

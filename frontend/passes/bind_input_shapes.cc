@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "frontend/ir/error.h"
+#include "frontend/passes/unroll_loops.h"
 
 namespace kiln {
 namespace {
@@ -32,6 +33,12 @@ std::pair<std::string, Shape> parse_input_shape(const std::string& spec) {
     start = x + 1;
   }
   return {name, shape};
+}
+
+std::pair<std::string, int64_t> parse_max_trip_count(const std::string& spec) {
+  auto eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0) throw Error("bad --max-trip-count '" + spec + "' (expected NODE=N)");
+  return {spec.substr(0, eq), parse_extent(spec.substr(eq + 1), spec)};
 }
 
 std::pair<std::string, int64_t> parse_dim(const std::string& spec) {
@@ -95,6 +102,11 @@ std::map<std::string, Tensor> frozen_inputs(const Graph& g, const ShapeBindings&
 void bind_input_shapes(Graph& g, const ShapeBindings& given) {
   ShapeBindings b = given;
   b.frozen = frozen_inputs(g, given);
+  for (const auto& [name, bound] : b.max_trip_counts) {
+    auto loop = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.name == name && n.op_type == "Loop"; });
+    if (loop == g.nodes.end()) throw Error(g.source + ": --max-trip-count " + name + ": the graph has no Loop node of that name");
+    loop->attrs[kMaxTripCountAttr] = AttrValue(bound);
+  }
   for (const auto& [name, shape] : b.input_shapes)
     if (!g.declared_input_dims.count(name))
       throw Error(g.source + ": '" + name + "' is given a shape or a value (--input-shape, --input) but is not a graph input");

@@ -19,6 +19,9 @@ struct ShapeBindings {
   /// input's declared dtype, and its declared shape when that is fully known (a scalar, a vector of
   /// the values otherwise).
   std::map<std::string, std::vector<double>> frozen_values;
+  /// Bounds for Loops whose trip count is known only at run time (`--max-trip-count NODE=N`), by the
+  /// Loop node's name (unroll_loops.h).
+  std::map<std::string, int64_t> max_trip_counts;
 };
 
 /// kiln compiles static shapes only, so every graph input must end with a known shape: a declared
@@ -33,6 +36,8 @@ std::pair<std::string, Shape> parse_input_shape(const std::string& spec);
 std::map<std::string, Tensor> frozen_inputs(const Graph& g, const ShapeBindings& b);
 /// Parses "name=v1,v2,..." (numbers) for ShapeBindings::frozen_values.
 std::pair<std::string, std::vector<double>> parse_frozen_value(const std::string& spec);
+/// Parses "NODE=N" for ShapeBindings::max_trip_counts (N >= 0).
+std::pair<std::string, int64_t> parse_max_trip_count(const std::string& spec);
 /// Parses "batch=1".
 std::pair<std::string, int64_t> parse_dim(const std::string& spec);
 

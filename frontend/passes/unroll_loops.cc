@@ -79,12 +79,19 @@ void unroll_loop_step(Graph& g, size_t index) {
   std::vector<std::string> parts = node.has_attr(kScanParts) ? node.attr_strings(kScanParts) : std::vector<std::string>{};
 
   int64_t trips = -1;  // none: the condition alone ends the loop
+  bool trips_at_run_time = false;  // `trips` is then the user's bound (--max-trip-count)
   if (present(node, 0)) {
     const Value& m = g.value(node.inputs[0]);
-    if (!m.constant)
-      throw NotConstant(node.label() + ": its trip count '" + node.inputs[0] + "' must be known at compile time (kiln unrolls loops)",
+    if (m.constant) {
+      trips = m.constant->get_int(0);
+    } else if (node.has_attr(kMaxTripCountAttr)) {
+      trips = node.attr_int(kMaxTripCountAttr, 0);
+      trips_at_run_time = true;
+    } else {
+      throw NotConstant(node.label() + ": its trip count '" + node.inputs[0] +
+                            "' must be known at compile time, or bounded with --max-trip-count " + node.name + "=N",
                         node.inputs[0]);
-    trips = m.constant->get_int(0);
+    }
   }
   std::optional<bool> cond = true;  // known at compile time, or not (a run-time condition)
   if (present(node, 1)) {
@@ -108,7 +115,11 @@ void unroll_loop_step(Graph& g, size_t index) {
     replace_node(g, index, std::move(out.list()));
     return;
   }
-  if (!cond && scans > 0) {
+  if ((!cond || trips_at_run_time) && scans > 0) {
+    if (k == 0 && trips_at_run_time)
+      throw NotConstant(node.label() + ": its trip count '" + node.inputs[0] +
+                            "' must be known at compile time: it decides how many rows its scan outputs have",
+                        node.inputs[0]);
     if (k == 0)
       throw NotConstant(node.label() + ": its condition '" + node.inputs[1] +
                             "' must be known at compile time: it decides how many rows its scan outputs have",
@@ -122,14 +133,23 @@ void unroll_loop_step(Graph& g, size_t index) {
     throw Unsupported(node.label() + ": runs more than " + std::to_string(kMaxUnrolledIterations) +
                       " iterations, the most kiln unrolls");
 
-  // Iteration k, under the loop's guards and, when the condition is decided at run time, under it.
+  // Whether iteration k runs, when that is decided at run time: k < M for a trip count known only
+  // then, and the condition; computed before the iteration, which runs under it.
+  std::string runs;
+  if (trips_at_run_time) runs = out.add("Less", {out.int64(k), node.inputs[0]});
+  if (!cond) runs = runs.empty() ? node.inputs[1] : out.add("And", {runs, node.inputs[1]});
+  std::vector<Node> nodes = std::move(out.list());
+  out.list().clear();
   std::vector<Guard> guards = node.guards;
-  if (!cond) guards.push_back({node.inputs[1], true});
+  if (!runs.empty()) guards.push_back({runs, true});
+  if (trips_at_run_time && k == 0)
+    g.limits.push_back(node.label() + " runs at most " + std::to_string(trips) + " iterations (--max-trip-count): a trip count '" +
+                       node.inputs[0] + "' above that runs " + std::to_string(trips));
   std::vector<std::string> bound = {out.int64(k),
                                     present(node, 1) ? node.inputs[1] : g.add_constant(node.name + "/true", Tensor::scalar_int(DType::Bool, 1))};
   for (size_t j = 0; j < carried; ++j) bound.push_back(node.inputs[2 + j]);
   SplicedSubgraph it = splice_subgraph(g, body, node.name + "/iter" + std::to_string(k) + "/", guards, bound, node.label());
-  std::vector<Node> nodes = std::move(it.nodes);
+  for (Node& n : it.nodes) nodes.push_back(std::move(n));
 
   // The rest of the loop reads this iteration's results: where the iteration may not have run, the
   // values from before it.
@@ -137,12 +157,11 @@ void unroll_loop_step(Graph& g, size_t index) {
   rest.inputs = {present(node, 0) ? node.inputs[0] : "", it.outputs[0]};
   for (size_t j = 0; j < carried; ++j) {
     std::string next = it.outputs[1 + j];
-    if (!cond) {
-      next = out.add("IfMerge", {node.inputs[1], next, node.inputs[2 + j]}, {{"if", AttrValue(node.label())}}, "", "kiln");
-    }
+    if (!runs.empty()) next = out.add("IfMerge", {runs, next, node.inputs[2 + j]}, {{"if", AttrValue(node.label())}}, "", "kiln");
     rest.inputs.push_back(next);
   }
-  if (!cond) rest.inputs[1] = out.add("And", {node.inputs[1], it.outputs[0]});
+  // The next iteration's condition: the body's, where this iteration ran.
+  if (!runs.empty()) rest.inputs[1] = out.add("And", {runs, it.outputs[0]});
   for (size_t s = 0; s < scans; ++s) parts.push_back(out.stack_part(it.outputs[1 + carried + s], 0));
   rest.attrs[kIteration] = AttrValue(k + 1);
   rest.attrs[kScanParts] = AttrValue(parts);

@@ -9,7 +9,8 @@
 /// kMaxUnrolledIterations, and long loops are left for a loop in the generated code.
 ///
 /// Loop: iteration k splices the body with the iteration number k (a constant), the condition and
-/// the loop-carried values bound to its inputs. It is done one iteration at a time, during shape
+/// the loop-carried values bound to its inputs. A trip count M known only at run time needs a bound
+/// from the user (kMaxTripCountAttr); iteration k then runs when k < M, guarded as below. It is done one iteration at a time, during shape
 /// inference: the node is replaced by iteration k and a Loop for the rest (its internal attribute
 /// kiln_iteration = k + 1), so whether the body's condition output is constant is known before the
 /// next iteration is made. A constant condition needs nothing more. One known only at run time guards
@@ -30,10 +31,15 @@ namespace kiln {
 
 constexpr int64_t kMaxUnrolledIterations = 4096;
 
+/// The attribute a Loop whose trip count is known only at run time is bounded by (the user's
+/// `--max-trip-count NODE=N`, set by bind_input_shapes): the loop is unrolled that many iterations,
+/// each guarded by `k < M` (and the condition), and the package runs at most N.
+constexpr const char* kMaxTripCountAttr = "kiln_max_trip_count";
+
 /// Replaces the Loop at `g.nodes[index]` by its next iteration and a Loop for the rest, or, when it
 /// has run its last iteration, by the nodes that pass its results on. Throws NotConstant for a trip
-/// count (or the initial condition of a loop with scan outputs) not known at compile time, and
-/// Unsupported for loops it cannot bound.
+/// count not known at compile time and not bounded (or, for a loop with scan outputs, not known, or
+/// an initial condition not known), and Unsupported for loops it cannot bound.
 void unroll_loop_step(Graph& g, size_t index);
 
 /// Replaces the Scan at `g.nodes[index]` by all its iterations and the nodes that pass its results on.

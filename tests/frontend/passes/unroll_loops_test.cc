@@ -9,6 +9,9 @@
 #include "frontend/ir/error.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
+#include "toolchain/compile_target.h"
+#include "toolchain/pipeline.h"
+#include "toolchain/run_package.h"
 
 namespace kiln {
 namespace {
@@ -102,6 +105,46 @@ TEST(UnrollLoops, AConditionDecidedAtRunTimeStopsTheLoopWhereTheReferenceDoes) {
     EXPECT_EQ(ref[r][0].to_doubles(), expected_iterations(6, limits[r]).back()) << "limit " << limits[r];
 }
 
+// A trip count known only at run time, bounded by --max-trip-count: the package runs M iterations,
+// M from 0 to the bound.
+TEST(UnrollLoops, ARunTimeTripCountRunsAsManyIterationsAsItSaysUpToTheBound) {
+  ModelBuilder b("run_time_trips");
+  b.input("x", DType::Float32, Shape{2, 2});
+  b.input("M", DType::Int64, Shape{});
+  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", doubling_body(false, false));
+  b.output("final", DType::Float32, Shape{2, 2});
+  testing::TempDir dir;
+  b.save(dir.path("loop.onnx"));
+  const std::string model = dir.path("loop.onnx");
+  const testing::CliResult unbounded = testing::run_kiln("compile " + model + " -o " + dir.path("pkg0"), dir);
+  EXPECT_EQ(unbounded.exit_code, 2);
+  EXPECT_NE(unbounded.stderr_text.find("or bounded with --max-trip-count loop=N"), std::string::npos) << unbounded.stderr_text;
+  const testing::CliResult wrong = testing::run_kiln("compile " + model + " -o " + dir.path("pkg1") + " --max-trip-count nope=3", dir);
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.stderr_text.find("--max-trip-count nope: the graph has no Loop node of that name"), std::string::npos)
+      << wrong.stderr_text;
+
+  PipelineOptions po;
+  po.bindings.max_trip_counts["loop"] = 5;
+  const Graph g = load_model(model, po);
+  CompileOptions c;
+  c.target = resolve_target("host");
+  compile_graph(g, c, dir.path("pkg"));
+  const std::string header = testing::read_file(dir.path("pkg/" + c.name + ".h"));
+  EXPECT_NE(header.find("/* Limit: node 'loop' (Loop) runs at most 5 iterations (--max-trip-count): a trip count 'M' above "
+                        "that runs 5. */"),
+            std::string::npos)
+      << header;
+  for (int64_t m : {0, 2, 5, 9}) {
+    const std::map<std::string, Tensor> in = {{"x", kX}, {"M", Tensor::scalar_int(DType::Int64, m)}};
+    const std::vector<Tensor> want = run_reference(g, in);
+    testing::expect_same_outputs(want, run_package(dir.path("pkg"), c.target, in, 1).outputs);
+    const auto iterations = expected_iterations(static_cast<int>(std::min<int64_t>(m, 5)), -1);
+    EXPECT_EQ(want[0].to_doubles(), iterations.empty() ? kX.to_doubles() : iterations.back()) << "M = " << m;
+  }
+}
+
 TEST(UnrollLoops, ATripCountOrConditionThatShapesTheOutputMustBeKnown) {
   ModelBuilder b("unknown");
   b.input("x", DType::Float32, Shape{2, 2});
@@ -109,7 +152,8 @@ TEST(UnrollLoops, ATripCountOrConditionThatShapesTheOutputMustBeKnown) {
   b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
   b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", doubling_body(false, false));
   b.output("final", DType::Float32, Shape{2, 2});
-  EXPECT_NE(testing::prepare_error(b).find("node 'loop' (Loop): its trip count 'M' must be known at compile time"), std::string::npos) << testing::prepare_error(b);
+  EXPECT_NE(testing::prepare_error(b).find("node 'loop' (Loop): its trip count 'M' must be known at compile time"), std::string::npos)
+      << testing::prepare_error(b);
 
   ModelBuilder c("scan_until");
   c.input("x", DType::Float32, Shape{2, 2});
