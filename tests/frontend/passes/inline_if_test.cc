@@ -235,6 +235,25 @@ TEST(RunTimeIf, RewrittenBranchesKeepTheirGuards) {
   }
 }
 
+// Silero VAD's 8 kHz branch cannot take a 16 kHz window: an error inside a branch decided at run
+// time says where it is and how to compile only the branch taken.
+TEST(RunTimeIf, AnErrorInsideABranchSaysWhichAndSuggestsFreezing) {
+  ModelBuilder bad("bad");
+  bad.initializer("shape", Tensor::from_ints(DType::Int64, {2}, std::vector<int64_t>{4, 4}));
+  bad.node("Reshape", {"x", "shape"}, {"r"});
+  bad.output("r", DType::Float32, Shape{});
+  ModelBuilder b("branch_error");
+  b.input("x", DType::Float32, Shape{2, 3});
+  b.input("flag", DType::Bool, Shape{});
+  b.node("If", {"flag"}, {"y"}, "gate").attr("then_branch", branch("Add", 1, "r")).attr("else_branch", bad);
+  b.output("y", DType::Float32, Shape{2, 3});
+  const std::string message = testing::prepare_error(b);
+  EXPECT_NE(message.find("node 'gate/else/"), std::string::npos) << message;
+  EXPECT_NE(message.find("(in a branch of an If decided at run time, if not flag; --freeze the inputs of its condition"),
+            std::string::npos)
+      << message;
+}
+
 TEST(RunTimeIf, BranchesOfDifferentShapesAreAnErrorNamingTheIf) {
   ModelBuilder reduce("reduce");
   reduce.node("ReduceSum", {"x"}, {"s"}).attr("keepdims", int64_t{0});
