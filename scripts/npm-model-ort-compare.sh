@@ -6,6 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 name=$1
 shift
+"$root/scripts/install-ort.sh"  # node and npm too, which the fetch needs
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ln -s "$("$root/scripts/fetch-npm-model.sh" "$name")" "$work/$name.onnx"  # the case is named after the row
