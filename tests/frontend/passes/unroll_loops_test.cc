@@ -205,6 +205,62 @@ TEST(UnrollLoops, AnUnrollingPastTheNodeBudgetIsRefusedBeforeItIsBuilt) {
   EXPECT_NE(e.find("node 'scan' (Scan): unrolled or expanded, the graph would pass 65536 nodes"), std::string::npos) << e;
 }
 
+// Malformed Loops and Scans are errors that name the node and what is wrong.
+TEST(UnrollLoops, MalformedLoopsAndScansAreNamed) {
+  auto loop_with = [](const ModelBuilder& body) {
+    ModelBuilder b("bad_loop");
+    b.input("x", DType::Float32, Shape{2, 2});
+    b.initializer("M", Tensor::scalar_int(DType::Int64, 2));
+    b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+    b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", body);
+    b.output("final", DType::Float32, Shape{2, 2});
+    return testing::prepare_error(b);
+  };
+  ModelBuilder two_inputs("body");
+  two_inputs.input("i", DType::Int64, Shape{});
+  two_inputs.input("c", DType::Bool, Shape{});
+  two_inputs.node("Identity", {"c"}, {"c_out"});
+  two_inputs.output("c_out", DType::Bool, Shape{});
+  EXPECT_NE(loop_with(two_inputs).find("node 'loop' (Loop): its body has 2 inputs, expected 2 + 1 loop-carried values"),
+            std::string::npos)
+      << loop_with(two_inputs);
+  ModelBuilder no_outputs("body");
+  no_outputs.input("i", DType::Int64, Shape{});
+  no_outputs.input("c", DType::Bool, Shape{});
+  no_outputs.input("x_in", DType::Float32, Shape{2, 2});
+  no_outputs.node("Identity", {"c"}, {"c_out"});
+  no_outputs.output("c_out", DType::Bool, Shape{});
+  EXPECT_NE(loop_with(no_outputs).find("node 'loop' (Loop): its body has 1 outputs, fewer than 1 + 1 loop-carried values"),
+            std::string::npos)
+      << loop_with(no_outputs);
+
+  auto scan_with = [](const Shape& second, std::vector<int64_t> axes) {
+    ModelBuilder body("body");
+    body.input("s", DType::Float32, Shape{2});
+    body.input("a", DType::Float32, Shape{2});
+    body.input("b", DType::Float32, Shape{2});
+    body.node("Add", {"s", "a"}, {"s_out"});
+    body.output("s_out", DType::Float32, Shape{2});
+    ModelBuilder b("bad_scan");
+    b.input("init", DType::Float32, Shape{2});
+    b.input("xa", DType::Float32, Shape{3, 2});
+    b.input("xb", DType::Float32, second);
+    b.node("Scan", {"init", "xa", "xb"}, {"total"}, "scan")
+        .attr("body", body)
+        .attr("num_scan_inputs", int64_t{2})
+        .attr("scan_input_axes", axes);
+    b.output("total", DType::Float32, Shape{2});
+    return testing::prepare_error(b);
+  };
+  EXPECT_NE(scan_with({4, 2}, {0, 0}).find("node 'scan' (Scan): its scan inputs have lengths 3 and 4"), std::string::npos)
+      << scan_with({4, 2}, {0, 0});
+  EXPECT_NE(scan_with({3, 2}, {0, 2}).find("node 'scan' (Scan): scan_input_axes[1] is out of range"), std::string::npos)
+      << scan_with({3, 2}, {0, 2});
+  EXPECT_NE(scan_with({3, 2}, {0}).find("node 'scan' (Scan): attribute 'scan_input_axes' has 1 values, expected 2"),
+            std::string::npos)
+      << scan_with({3, 2}, {0});
+}
+
 // A running sum over x's rows read last to first, its per-step values stacked along axis 1.
 TEST(UnrollLoops, AScanReadsAndStacksInTheDirectionsAndAxesItNames) {
   ModelBuilder body("body");
