@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -69,19 +68,13 @@ void save_inputs(const std::string& dir, const std::vector<std::string>& names, 
 }
 
 // --input NAME=SPEC: a TensorProto or NumPy file, or, when no file has that name, literal numbers
-// ("16000", "1,2,3") in the input's dtype and shape.
-Tensor given_input(const std::string& name, const std::string& spec, DType dtype, const Shape& shape) {
-  if (std::filesystem::exists(spec)) return load_tensor_any(spec);
-  std::vector<double> values;
+// ("16000", "1,2,3").
+std::vector<double> literal_values(const std::string& name, const std::string& spec) {
   try {
-    values = parse_frozen_value(name + "=" + spec).second;
+    return parse_frozen_value(name + "=" + spec).second;
   } catch (const Error&) {
     throw Error("--input " + name + "=" + spec + ": no such file, and not a list of numbers");
   }
-  if (static_cast<int64_t>(values.size()) != num_elements(shape))
-    throw Error("--input " + name + "=" + spec + ": " + std::to_string(values.size()) + " values for an input of shape " +
-                shape_str(shape));
-  return Tensor::from_doubles(dtype, shape, values);
 }
 
 void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& out) {
@@ -94,7 +87,15 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
     const auto& io = sig.inputs[i];
     auto f = o.input_files.find(io.name);
     if (f != o.input_files.end()) {
-      inputs[io.name] = given_input(io.name, f->second, io.dtype, io.shape);
+      if (std::filesystem::exists(f->second)) {
+        inputs[io.name] = load_tensor_any(f->second);
+      } else {
+        const std::vector<double> values = literal_values(io.name, f->second);
+        if (static_cast<int64_t>(values.size()) != num_elements(io.shape))
+          throw Error("--input " + io.name + "=" + f->second + ": " + std::to_string(values.size()) +
+                      " values for an input of shape " + shape_str(io.shape));
+        inputs[io.name] = Tensor::from_doubles(io.dtype, io.shape, values);
+      }
     } else {
       Value v;
       v.dtype = io.dtype;
@@ -124,16 +125,11 @@ void run_model(const std::string& path, const RunOptions& o, std::ostream& out) 
   std::map<std::string, Tensor> given;
   const Graph declared = o.input_files.empty() ? Graph{} : import_onnx_file(path);
   for (const auto& [name, file] : o.input_files) {
-    Shape shape;  // a literal takes the declared shape, else the bound one, else a vector of its values
-    const bool known = declared.declared_input_dims.count(name) != 0;
-    if (known)
-      for (const Dim& d : declared.declared_input_dims.at(name)) shape.push_back(d.value);
-    const bool static_shape = known && std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
-    const DType dtype = declared.has_value(name) ? declared.value(name).dtype : DType::Float32;
-    auto bound = po.bindings.input_shapes.find(name);
-    if (!static_shape && bound != po.bindings.input_shapes.end()) shape = bound->second;
-    else if (!static_shape) shape = Shape{static_cast<int64_t>(std::count(file.begin(), file.end(), ',') + 1)};
-    given[name] = given_input(name, file, dtype, shape);
+    // A literal takes the input's declared (or bound) shape; a name that is no graph input fails in
+    // bind_input_shapes, which names it, so it is only read here when it is a file.
+    given[name] = std::filesystem::exists(file) || !declared.declared_input_dims.count(name)
+                      ? load_tensor_any(file)
+                      : literal_input(declared, name, literal_values(name, file), po.bindings, "--input");
     po.bindings.input_shapes[name] = given[name].shape();
   }
   Graph g = load_model(path, po);

@@ -70,12 +70,8 @@ std::pair<std::string, std::vector<double>> parse_frozen_value(const std::string
   return {spec.substr(0, eq), values};
 }
 
-namespace {
-
-// A command-line frozen value as a tensor of the input's declared dtype and shape.
-Tensor frozen_tensor(const Graph& g, const std::string& name, const std::vector<double>& values) {
-  if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end())
-    throw Error(g.source + ": cannot freeze '" + name + "', which is not a graph input");
+Tensor literal_input(const Graph& g, const std::string& name, const std::vector<double>& values, const ShapeBindings& b,
+                     const std::string& flag) {
   const std::vector<Dim>& declared = g.declared_input_dims.at(name);
   Shape shape;
   bool known = true;
@@ -84,18 +80,21 @@ Tensor frozen_tensor(const Graph& g, const std::string& name, const std::vector<
     shape.push_back(d.value);
   }
   const int64_t n = static_cast<int64_t>(values.size());
-  if (!known) shape = n == 1 && declared.empty() ? Shape{} : Shape{n};
+  auto bound = b.input_shapes.find(name);
+  if (!known) shape = bound != b.input_shapes.end() ? bound->second : n == 1 && declared.empty() ? Shape{} : Shape{n};
   if (num_elements(shape) != n || shape.size() != declared.size())
-    throw Error(g.source + ": --freeze " + name + " gives " + std::to_string(n) + " values; the input is declared " +
+    throw Error(g.source + ": " + flag + " " + name + " gives " + std::to_string(n) + " values; the input is declared " +
                 dims_str(declared));
   return Tensor::from_doubles(g.value(name).dtype, shape, values);
 }
 
-}  // namespace
-
 std::map<std::string, Tensor> frozen_inputs(const Graph& g, const ShapeBindings& b) {
   std::map<std::string, Tensor> out = b.frozen;
-  for (const auto& [name, values] : b.frozen_values) out[name] = frozen_tensor(g, name, values);
+  for (const auto& [name, values] : b.frozen_values) {
+    if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end())
+      throw Error(g.source + ": cannot freeze '" + name + "', which is not a graph input");
+    out[name] = literal_input(g, name, values, b, "--freeze");
+  }
   return out;
 }
 

@@ -31,6 +31,11 @@ void bind_input_shapes(Graph& g, const ShapeBindings& b);
 
 /// Parses "name=1x3x224x224" (or "name=" for a scalar) into a binding; throws Error on bad syntax.
 std::pair<std::string, Shape> parse_input_shape(const std::string& spec);
+/// Literal values for graph input `name` of `g` (not yet bound): a tensor of the declared dtype, in
+/// the declared shape when it is fully known, else the shape `b` binds, else a scalar (one value for
+/// a rank-0 input) or a vector. Throws Error naming `flag` and the input when the values do not fill it.
+Tensor literal_input(const Graph& g, const std::string& name, const std::vector<double>& values, const ShapeBindings& b,
+                     const std::string& flag);
 /// The values `b` freezes, as tensors: `b.frozen` and `b.frozen_values`, the latter in the dtype and
 /// shape `g` (not yet bound) declares. Throws Error for a name that is no graph input.
 std::map<std::string, Tensor> frozen_inputs(const Graph& g, const ShapeBindings& b);

@@ -5,6 +5,7 @@
 
 #include "frontend/ops/recurrent_spec.h"
 #include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/node_emitter.h"
 #include "frontend/passes/splice_subgraph.h"
 
 namespace kiln {
@@ -14,34 +15,14 @@ using recurrent::Activation;
 using recurrent::Cell;
 using recurrent::Spec;
 
-// Adds nodes of one expansion to a list: each call one node, named and valued under the recurrent
-// node's name, with values left untyped for infer_shapes.
-class Emitter {
+// The expansion's nodes (node_emitter.h), with constants of the layer's dtype.
+class Emitter : public NodeEmitter {
  public:
-  Emitter(Graph& g, const Node& n, DType dtype) : g_(g), n_(n), dtype_(dtype) {}
+  Emitter(Graph& g, const Node& n, DType dtype) : NodeEmitter(g, n), dtype_(dtype) {}
 
-  std::vector<Node>& nodes() { return nodes_; }
-
-  /// A node of `op` with one output; `out` names it when given (one of the recurrent node's outputs).
-  std::string op(const std::string& op, std::vector<std::string> ins, Attributes attrs = {}, const std::string& out = "") {
-    Node node;
-    node.name = n_.name + "/" + op + "_" + std::to_string(nodes_.size());
-    node.op_type = op;
-    node.opset = 13;
-    node.guards = n_.guards;
-    node.inputs = std::move(ins);
-    node.attrs = std::move(attrs);
-    node.outputs = {out.empty() ? untyped(n_.name + "/" + op) : out};
-    nodes_.push_back(std::move(node));
-    return nodes_.back().outputs[0];
-  }
-
-  std::string ints(const std::vector<int64_t>& v) {
-    return g_.add_constant(n_.name + "/ints", Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v));
-  }
-  std::string scalar(double v) { return g_.add_constant(n_.name + "/scalar", Tensor::scalar_double(dtype_, v)); }
-  std::string zeros(const Shape& s) { return g_.add_constant(n_.name + "/zeros", Tensor(dtype_, s)); }
-  std::string constant(Tensor t) { return g_.add_constant(n_.name + "/const", std::move(t)); }
+  std::string scalar(double v) { return g_.add_constant(owner_.name + "/scalar", Tensor::scalar_double(dtype_, v)); }
+  std::string zeros(const Shape& s) { return g_.add_constant(owner_.name + "/zeros", Tensor(dtype_, s)); }
+  std::string constant(Tensor t) { return g_.add_constant(owner_.name + "/const", std::move(t)); }
 
   // Shorthands for the ops the cells use.
   std::string add(const std::string& a, const std::string& b) { return op("Add", {a, b}); }
@@ -60,20 +41,11 @@ class Emitter {
   }
   // Direction d's slice of a per-direction input (its leading axis, or `axis`).
   std::string direction(const std::string& x, int64_t d, int64_t axis = 0) {
-    return op("Gather", {x, g_.add_constant(n_.name + "/d", Tensor::scalar_int(DType::Int64, d))}, {{"axis", AttrValue(axis)}});
+    return op("Gather", {x, int64(d)}, {{"axis", AttrValue(axis)}});
   }
 
  private:
-  std::string untyped(const std::string& base) {
-    const std::string name = g_.add_value(base, DType::Undefined, {});
-    g_.value(name).typed = false;
-    return name;
-  }
-
-  Graph& g_;
-  const Node& n_;
   DType dtype_;
-  std::vector<Node> nodes_;
 };
 
 // One direction's weights, arranged for the steps.

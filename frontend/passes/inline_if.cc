@@ -1,6 +1,7 @@
 #include "frontend/passes/inline_if.h"
 
 #include "frontend/ir/error.h"
+#include "frontend/passes/node_emitter.h"
 #include "frontend/passes/splice_subgraph.h"
 
 namespace kiln {
@@ -16,20 +17,6 @@ SplicedSubgraph splice_branch(Graph& g, const Node& node, const char* branch_nam
   return splice_subgraph(g, branch, prefix, guards, {}, node.label() + ": " + branch_name);
 }
 
-// A node of the default domain (or kiln's) that passes on or merges values for If `node`.
-Node if_node(const Graph& g, const Node& node, const std::string& name, const char* op, std::vector<std::string> ins,
-             const std::string& out) {
-  Node n;
-  n.name = name;
-  n.op_type = op;
-  n.domain = std::string(op) == "IfMerge" ? "kiln" : "";
-  n.opset = std::string(op) == "IfMerge" ? 1 : g.opsets.count("") ? g.opsets.at("") : node.opset;
-  n.inputs = std::move(ins);
-  n.outputs = {out};
-  n.guards = node.guards;
-  return n;
-}
-
 }  // namespace
 
 void inline_if(Graph& g, size_t index) {
@@ -37,18 +24,16 @@ void inline_if(Graph& g, size_t index) {
   if (node.inputs.empty() || node.inputs[0].empty()) throw Error(node.label() + ": has no condition input");
   const Value& cond = g.value(node.inputs[0]);
   std::vector<Node> spliced;
-  std::vector<std::string> outputs;
+  NodeEmitter passes(g, node);  // the Identities or IfMerges that give the If's outputs
   if (cond.constant) {
     if (cond.constant->size() != 1)
       throw Error(node.label() + ": the condition has " + std::to_string(cond.constant->size()) + " elements, not 1");
     const char* branch_name = cond.constant->get_double(0) != 0 ? "then_branch" : "else_branch";
     SplicedSubgraph taken = splice_branch(g, node, branch_name, node.name + "/", node.guards);
     spliced = std::move(taken.nodes);
-    outputs = std::move(taken.outputs);
     // The If's outputs are the branch's, passed on by Identity.
     for (size_t k = 0; k < node.outputs.size(); ++k)
-      if (!node.outputs[k].empty())
-        spliced.push_back(if_node(g, node, node.name + "/output" + std::to_string(k), "Identity", {outputs[k]}, node.outputs[k]));
+      if (!node.outputs[k].empty()) passes.op("Identity", {taken.outputs[k]}, {}, node.outputs[k]);
   } else {
     if (cond.typed && num_elements(cond.shape) != 1)
       throw Error(node.label() + ": the condition has shape " + shape_str(cond.shape) + ", not one element");
@@ -63,15 +48,11 @@ void inline_if(Graph& g, size_t index) {
     const std::vector<std::string>& else_out = else_part.outputs;
     // Each output picks its branch's value at run time; IfMerge checks that the two agree in type.
     for (size_t k = 0; k < node.outputs.size(); ++k)
-      if (!node.outputs[k].empty()) {
-        Node merge = if_node(g, node, node.name + "/output" + std::to_string(k), "IfMerge",
-                             {node.inputs[0], then_out[k], else_out[k]}, node.outputs[k]);
-        merge.attrs["if"] = AttrValue(node.label());
-        spliced.push_back(std::move(merge));
-      }
+      if (!node.outputs[k].empty())
+        passes.op("IfMerge", {node.inputs[0], then_out[k], else_out[k]}, {{"if", AttrValue(node.label())}}, node.outputs[k], "kiln");
   }
-  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(index));
-  g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(index), spliced.begin(), spliced.end());
+  spliced.insert(spliced.end(), passes.nodes().begin(), passes.nodes().end());
+  replace_node(g, index, spliced);
 }
 
 }  // namespace kiln

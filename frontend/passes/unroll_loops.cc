@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "frontend/ir/error.h"
+#include "frontend/passes/node_emitter.h"
 #include "frontend/passes/splice_subgraph.h"
 
 namespace kiln {
@@ -12,50 +13,8 @@ namespace {
 constexpr const char* kIteration = "kiln_iteration";  // a Loop for the rest: the next iteration's number
 constexpr const char* kScanParts = "kiln_scan_parts";  // ... and its earlier iterations' scan values
 
-// Nodes that pass an unrolled loop's values on, named under the loop and run under its guards.
-class Nodes {
- public:
-  Nodes(Graph& g, const Node& loop) : g_(g), loop_(loop) {}
-
-  std::vector<Node>& list() { return list_; }
-
-  std::string add(const std::string& op, std::vector<std::string> ins, Attributes attrs = {}, const std::string& out = "",
-                  const std::string& domain = "") {
-    Node n;
-    n.name = loop_.name + "/" + op + "_" + std::to_string(list_.size());
-    n.op_type = op;
-    n.domain = domain;
-    n.opset = domain.empty() ? 13 : 1;
-    n.inputs = std::move(ins);
-    n.attrs = std::move(attrs);
-    n.guards = loop_.guards;
-    if (out.empty()) {
-      const std::string name = g_.add_value(loop_.name + "/" + op, DType::Undefined, {});
-      g_.value(name).typed = false;
-      n.outputs = {name};
-    } else {
-      n.outputs = {out};
-    }
-    list_.push_back(std::move(n));
-    return list_.back().outputs[0];
-  }
-  std::string int64(int64_t v) { return g_.add_constant(loop_.name + "/i", Tensor::scalar_int(DType::Int64, v)); }
-  std::string axes(int64_t axis) {
-    return g_.add_constant(loop_.name + "/axes", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{axis}));
-  }
-  // One iteration's value of a scan output, with the axis the iterations stack along.
-  std::string stack_part(const std::string& v, int64_t axis) { return add("Unsqueeze", {v, axes(axis)}); }
-
- private:
-  Graph& g_;
-  const Node& loop_;
-  std::vector<Node> list_;
-};
-
-void replace_node(Graph& g, size_t index, std::vector<Node> nodes) {
-  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(index));
-  g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(index), nodes.begin(), nodes.end());
-}
+// One iteration's value of a scan output, with the axis the iterations stack along.
+std::string stack_part(NodeEmitter& out, const std::string& v, int64_t axis) { return out.op("Unsqueeze", {v, out.ints({axis})}); }
 
 bool present(const Node& n, size_t i) { return i < n.inputs.size() && !n.inputs[i].empty(); }
 
@@ -100,19 +59,19 @@ void unroll_loop_step(Graph& g, size_t index) {
     else cond.reset();
   }
   const bool done = (trips >= 0 && k >= trips) || (cond && !*cond);
-  Nodes out(g, node);
+  NodeEmitter out(g, node);
   if (done) {
     for (size_t j = 0; j < carried && j < node.outputs.size(); ++j)
-      if (!node.outputs[j].empty()) out.add("Identity", {node.inputs[2 + j]}, {}, node.outputs[j]);
+      if (!node.outputs[j].empty()) out.op("Identity", {node.inputs[2 + j]}, {}, node.outputs[j]);
     for (size_t s = 0; carried + s < node.outputs.size(); ++s) {
       const std::string& o = node.outputs[carried + s];
       if (o.empty()) continue;
       if (k == 0) throw Unsupported(node.label() + ": runs no iteration, so its scan output '" + o + "' has no known shape");
       std::vector<std::string> stacked;
       for (int64_t i = 0; i < k; ++i) stacked.push_back(parts[static_cast<size_t>(i) * scans + s]);
-      out.add("Concat", stacked, {{"axis", AttrValue(int64_t{0})}}, o);
+      out.op("Concat", stacked, {{"axis", AttrValue(int64_t{0})}}, o);
     }
-    replace_node(g, index, std::move(out.list()));
+    replace_node(g, index, out.nodes());
     return;
   }
   if ((!cond || trips_at_run_time) && scans > 0) {
@@ -136,10 +95,10 @@ void unroll_loop_step(Graph& g, size_t index) {
   // Whether iteration k runs, when that is decided at run time: k < M for a trip count known only
   // then, and the condition; computed before the iteration, which runs under it.
   std::string runs;
-  if (trips_at_run_time) runs = out.add("Less", {out.int64(k), node.inputs[0]});
-  if (!cond) runs = runs.empty() ? node.inputs[1] : out.add("And", {runs, node.inputs[1]});
-  std::vector<Node> nodes = std::move(out.list());
-  out.list().clear();
+  if (trips_at_run_time) runs = out.op("Less", {out.int64(k), node.inputs[0]});
+  if (!cond) runs = runs.empty() ? node.inputs[1] : out.op("And", {runs, node.inputs[1]});
+  std::vector<Node> nodes = std::move(out.nodes());
+  out.nodes().clear();
   std::vector<Guard> guards = node.guards;
   if (!runs.empty()) guards.push_back({runs, true});
   if (trips_at_run_time && k == 0)
@@ -157,17 +116,17 @@ void unroll_loop_step(Graph& g, size_t index) {
   rest.inputs = {present(node, 0) ? node.inputs[0] : "", it.outputs[0]};
   for (size_t j = 0; j < carried; ++j) {
     std::string next = it.outputs[1 + j];
-    if (!runs.empty()) next = out.add("IfMerge", {runs, next, node.inputs[2 + j]}, {{"if", AttrValue(node.label())}}, "", "kiln");
+    if (!runs.empty()) next = out.op("IfMerge", {runs, next, node.inputs[2 + j]}, {{"if", AttrValue(node.label())}}, "", "kiln");
     rest.inputs.push_back(next);
   }
   // The next iteration's condition: the body's, where this iteration ran.
-  if (!runs.empty()) rest.inputs[1] = out.add("And", {runs, it.outputs[0]});
-  for (size_t s = 0; s < scans; ++s) parts.push_back(out.stack_part(it.outputs[1 + carried + s], 0));
+  if (!runs.empty()) rest.inputs[1] = out.op("And", {runs, it.outputs[0]});
+  for (size_t s = 0; s < scans; ++s) parts.push_back(stack_part(out, it.outputs[1 + carried + s], 0));
   rest.attrs[kIteration] = AttrValue(k + 1);
   rest.attrs[kScanParts] = AttrValue(parts);
-  for (Node& n : out.list()) nodes.push_back(std::move(n));
+  for (Node& n : out.nodes()) nodes.push_back(std::move(n));
   nodes.push_back(std::move(rest));
-  replace_node(g, index, std::move(nodes));
+  replace_node(g, index, nodes);
 }
 
 void unroll_scan(Graph& g, size_t index) {
@@ -212,7 +171,7 @@ void unroll_scan(Graph& g, size_t index) {
                       std::to_string(kMaxUnrolledIterations) + " kiln unrolls");
 
   check_expansion(g, static_cast<size_t>(length) * (body.nodes.size() + 2 * static_cast<size_t>(num_scan)), node.label());
-  Nodes out(g, node);
+  NodeEmitter out(g, node);
   std::vector<Node> nodes;
   std::vector<std::string> state(node.inputs.begin(), node.inputs.begin() + static_cast<std::ptrdiff_t>(states));
   std::vector<std::vector<std::string>> stacked(scan_outputs);
@@ -220,29 +179,29 @@ void unroll_scan(Graph& g, size_t index) {
     std::vector<std::string> bound = state;
     for (size_t i = 0; i < static_cast<size_t>(num_scan); ++i) {
       const int64_t at = in_dirs[i] ? length - 1 - t : t;
-      bound.push_back(out.add("Gather", {node.inputs[states + i], out.int64(at)}, {{"axis", AttrValue(in_axes[i])}}));
+      bound.push_back(out.op("Gather", {node.inputs[states + i], out.int64(at)}, {{"axis", AttrValue(in_axes[i])}}));
     }
     SplicedSubgraph it = splice_subgraph(g, body, node.name + "/iter" + std::to_string(t) + "/", node.guards, bound, node.label());
-    for (Node& n : out.list()) nodes.push_back(std::move(n));
-    out.list().clear();
+    for (Node& n : out.nodes()) nodes.push_back(std::move(n));
+    out.nodes().clear();
     for (Node& n : it.nodes) nodes.push_back(std::move(n));
     state.assign(it.outputs.begin(), it.outputs.begin() + static_cast<std::ptrdiff_t>(states));
     for (size_t j = 0; j < scan_outputs; ++j) stacked[j].push_back(it.outputs[states + j]);
   }
   for (size_t j = 0; j < states && j < node.outputs.size(); ++j)
-    if (!node.outputs[j].empty()) out.add("Identity", {state[j]}, {}, node.outputs[j]);
+    if (!node.outputs[j].empty()) out.op("Identity", {state[j]}, {}, node.outputs[j]);
   for (size_t j = 0; j < scan_outputs && states + j < node.outputs.size(); ++j) {
     const std::string& o = node.outputs[states + j];
     if (o.empty()) continue;
     // Unsqueeze and Concat read a negative axis against the stacked rank, as scan_output_axes is.
     const int64_t axis = out_axes[j];
     std::vector<std::string> parts;
-    for (const std::string& v : stacked[j]) parts.push_back(out.stack_part(v, axis));
+    for (const std::string& v : stacked[j]) parts.push_back(stack_part(out, v, axis));
     if (out_dirs[j]) std::reverse(parts.begin(), parts.end());
-    out.add("Concat", parts, {{"axis", AttrValue(axis)}}, o);
+    out.op("Concat", parts, {{"axis", AttrValue(axis)}}, o);
   }
-  for (Node& n : out.list()) nodes.push_back(std::move(n));
-  replace_node(g, index, std::move(nodes));
+  for (Node& n : out.nodes()) nodes.push_back(std::move(n));
+  replace_node(g, index, nodes);
 }
 
 }  // namespace kiln

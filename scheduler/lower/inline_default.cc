@@ -8,8 +8,6 @@
 namespace kiln::lower {
 namespace {
 
-bool is_reduction(const te::Stage& s) { return !s.reduce_axes.empty() || s.reducer != te::Reducer::None; }
-
 // How many loads of `t` the body (and a reduction's start value) of `s` has.
 int loads_of(const te::Stage& s, const te::TensorNode* t) {
   int n = 0;
@@ -66,9 +64,9 @@ LoweredSubgraph inline_into_readers(const LoweredSubgraph& sg, std::map<const te
     }
   auto qualifies = [&](const te::TensorRef& t) {
     const te::Stage& s = *t->stage;
-    if (outputs.count(t.get()) || s.is_extern() || is_reduction(s) || s.tag == "pad" || selects(s.body)) return false;
+    if (outputs.count(t.get()) || s.is_extern() || s.is_reduction() || s.tag == "pad" || selects(s.body)) return false;
     const auto& r = readers[t.get()];
-    if (r.size() != 1 || r[0]->is_extern() || is_reduction(*r[0])) return false;
+    if (r.size() != 1 || r[0]->is_extern() || r[0]->is_reduction()) return false;
     return loads_of(*r[0], t.get()) == 1 && num_elements(r[0]->shape) == num_elements(t->shape) && reads_in_order(s) &&
            reads_in_order(*r[0], t.get());
   };

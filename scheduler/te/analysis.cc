@@ -55,8 +55,6 @@ bool is_axis(const Stage& s, const Expr& index) {
          std::any_of(s.axes.begin(), s.axes.end(), [&](const Expr& a) { return a.get() == index.get(); });
 }
 
-bool is_reduction(const Stage& s) { return s.reducer != Reducer::None || !s.reduce_axes.empty(); }
-
 // A read at exactly the reader's own axes, in order: reader[i...] uses producer[i...].
 bool is_identity_read(const Stage& reader, const std::vector<Expr>& indices) {
   if (indices.size() != reader.axes.size()) return false;
@@ -112,7 +110,7 @@ DagAnalysis::DagAnalysis(const ComputeDAG& dag) {
       for (const Indices& idx : reads)
         for (const Expr& i : idx)
           if (i->op != ExprOp::IntImm && !is_axis(s, i)) f.simple_access = false;
-    f.inlineable = !is_reduction(s);
+    f.inlineable = !s.is_reduction();
     f.strictly_inlineable = f.inlineable && f.simple_access && !has_expensive_op(s.body) && !has_expensive_op(s.init);
 
     // Ansor's count of operands with reuse along some output axis. One deviation: a tensor read only
@@ -131,7 +129,7 @@ DagAnalysis::DagAnalysis(const ComputeDAG& dag) {
         }
       }
     }
-    f.multi_level_tiling = missing >= 2 || (missing == 1 && is_reduction(s));
+    f.multi_level_tiling = missing >= 2 || (missing == 1 && s.is_reduction());
   }
 
   // Needs every stage's reads, so after the pass above.
@@ -141,7 +139,7 @@ DagAnalysis::DagAnalysis(const ComputeDAG& dag) {
     const Facts& reader = order_[f.consumers[0]];
     const Stage& r = *reader.tensor->stage;
     const std::vector<Indices>& reads = reader.reads.at(me);
-    f.inlines_into_reader = !r.is_extern() && !is_reduction(r) && r.shape == f.tensor->shape && reads.size() == 1 &&
+    f.inlines_into_reader = !r.is_extern() && !r.is_reduction() && r.shape == f.tensor->shape && reads.size() == 1 &&
                             is_identity_read(r, reads[0]);
   }
 }
@@ -259,7 +257,7 @@ bool DagAnalysis::elementwise_match(const TensorNode* t, const TensorNode* targe
       if (!f.tensor->stage || f.tensor->stage->is_extern() || f.consumers.empty()) return false;
       for (size_t c : f.consumers) {
         const Stage& reader = *order_[c].tensor->stage;
-        if (reader.is_extern() || is_reduction(reader) || f.tensor->shape != reader.shape) return false;
+        if (reader.is_extern() || reader.is_reduction() || f.tensor->shape != reader.shape) return false;
         for (const Indices& idx : order_[c].reads.at(from))
           if (!is_identity_read(reader, idx)) return false;
         if (c != to && order_[c].inlines_into_reader) {

@@ -45,6 +45,7 @@ struct Stage {
   int extern_output = 0;
 
   bool is_extern() const { return extern_node != nullptr; }
+  bool is_reduction() const { return reducer != Reducer::None || !reduce_axes.empty(); }
   /// The tensors this stage reads.
   std::vector<TensorRef> inputs() const;
 };

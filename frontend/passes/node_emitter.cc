@@ -1,0 +1,38 @@
+#include "frontend/passes/node_emitter.h"
+
+namespace kiln {
+
+std::string NodeEmitter::op(const std::string& op, std::vector<std::string> ins, Attributes attrs, const std::string& out,
+                            const std::string& domain) {
+  Node n;
+  n.op_type = op;
+  n.domain = domain;
+  n.opset = domain.empty() ? 13 : 1;
+  n.inputs = std::move(ins);
+  n.attrs = std::move(attrs);
+  n.guards = owner_.guards;
+  if (out.empty()) {
+    const std::string name = g_.add_value(owner_.name + "/" + op, DType::Undefined, {});
+    g_.value(name).typed = false;
+    n.outputs = {name};
+    n.name = name;
+  } else {
+    n.outputs = {out};
+    n.name = owner_.name + "/" + out;
+  }
+  nodes_.push_back(std::move(n));
+  return nodes_.back().outputs[0];
+}
+
+std::string NodeEmitter::int64(int64_t v) { return g_.add_constant(owner_.name + "/i", Tensor::scalar_int(DType::Int64, v)); }
+
+std::string NodeEmitter::ints(const std::vector<int64_t>& v) {
+  return g_.add_constant(owner_.name + "/ints", Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v));
+}
+
+void replace_node(Graph& g, size_t index, const std::vector<Node>& nodes) {
+  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(index));
+  g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(index), nodes.begin(), nodes.end());
+}
+
+}  // namespace kiln
