@@ -134,6 +134,23 @@ std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, cons
 
 }  // namespace
 
+namespace {
+
+ValueKind declared_kind(const Graph& g, const std::string& input) {
+  auto c = g.composite_inputs.find(input);
+  return c == g.composite_inputs.end() ? ValueKind::Tensor : c->second.kinds.front();
+}
+
+IoLayout layout_of(const IoValue& v) {
+  IoLayout l;
+  l.kind = v.kind;
+  if (v.kind == ValueKind::Tensor) l.shape = v.tensor.shape();
+  for (const IoValue& e : v.elements) l.elements.push_back(layout_of(e));
+  return l;
+}
+
+}  // namespace
+
 BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set, const std::vector<std::string>& freeze) {
   Graph g = base;
   auto in_files = numbered_files(set, "input_");
@@ -141,17 +158,30 @@ BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set
     throw Error(set.string() + ": " + std::to_string(in_files.size()) + " input files for " +
                 std::to_string(g.inputs.size()) + " graph inputs");
   std::map<std::string, Tensor> inputs;
+  std::map<std::string, IoValue> composite;  // sequence and optional inputs
   ShapeBindings b;
   for (size_t i = 0; i < in_files.size(); ++i) {
     std::string pb_name;
-    Tensor t = load_tensor_file(in_files[i].string(), &pb_name);
+    IoValue v = load_value_file(in_files[i].string(), declared_kind(g, g.inputs[i]), &pb_name);
     const std::string& name = g.has_value(pb_name) && std::count(g.inputs.begin(), g.inputs.end(), pb_name)
                                   ? pb_name
                                   : g.inputs[i];
-    b.input_shapes[name] = t.shape();
-    inputs[name] = std::move(t);
+    if (declared_kind(g, name) != v.kind) v = load_value_file(in_files[i].string(), declared_kind(g, name));
+    if (v.kind != ValueKind::Tensor) {
+      b.composite[name] = layout_of(v);
+      composite[name] = std::move(v);
+      continue;
+    }
+    b.input_shapes[name] = v.tensor.shape();
+    inputs[name] = std::move(v.tensor);
   }
-  if (inputs.size() != g.inputs.size())
+  // An optional input the test data leaves out is an empty one.
+  for (const std::string& name : g.inputs)
+    if (!inputs.count(name) && !composite.count(name) && declared_kind(g, name) == ValueKind::Optional) {
+      b.absent.insert(name);
+      composite[name].kind = ValueKind::Optional;
+    }
+  if (inputs.size() + composite.size() != g.inputs.size())
     throw Unsupported(set.string() + ": test data leaves graph inputs unset (optional inputs are not supported)");
   for (const std::string& name : freeze) {
     if (!inputs.count(name)) throw Error(set.string() + ": --freeze " + name + ": the test data has no input of that name");
@@ -163,6 +193,10 @@ BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set
   for (;;) {
     g = unbound;
     bind_input_shapes(g, b);
+    for (const auto& [name, v] : composite) {  // the tensors a sequence or optional holds, as inputs
+      std::vector<Tensor> tensors = tensors_of(v);
+      for (size_t k = 0; k < tensors.size(); ++k) inputs[g.io_parts.at(name).at(k)] = tensors[k];
+    }
     for (const auto& [name, t] : inputs)
       if (!b.frozen.count(name) && t.dtype() != g.value(name).dtype)
         throw Error(set.string() + ": input '" + name + "' is " + dtype_name(t.dtype()) + ", model declares " +
@@ -205,16 +239,25 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
       std::vector<Tensor> outs = run_engine(o, g, inputs);
       if (o.compile_only) continue;  // the package was built; nothing ran
       auto out_files = numbered_files(set, "output_");
-      if (out_files.size() != outs.size())
+      const std::vector<std::string>& declared = g.model_outputs.empty() ? g.outputs : g.model_outputs;
+      if (out_files.size() != declared.size())
         throw Error(set.string() + ": " + std::to_string(out_files.size()) + " output files for " +
-                    std::to_string(outs.size()) + " graph outputs");
-      for (size_t i = 0; i < outs.size(); ++i) {
-        Tensor want = load_tensor_file(out_files[i].string());
-        std::string diff = compare(outs[i], want, o);
+                    std::to_string(declared.size()) + " graph outputs");
+      size_t at = 0;  // the first of outs that output i gives
+      for (size_t i = 0; i < declared.size(); ++i) {
+        auto parts = g.io_parts.find(declared[i]);
+        const ValueKind kind = parts == g.io_parts.end() ? ValueKind::Tensor : g.value(declared[i]).kind;
+        std::vector<Tensor> want = tensors_of(load_value_file(out_files[i].string(), kind));
+        const size_t count = parts == g.io_parts.end() ? 1 : parts->second.size();
+        std::string diff;
+        if (want.size() != count)
+          diff = "the model gives " + std::to_string(count) + " tensors, the test data " + std::to_string(want.size());
+        for (size_t k = 0; diff.empty() && k < count; ++k) diff = compare(outs.at(at + k), want[k], o);
         if (!diff.empty()) {
-          why = set.filename().string() + " output " + std::to_string(i) + " ('" + g.outputs[i] + "'): " + diff;
+          why = set.filename().string() + " output " + std::to_string(i) + " ('" + declared[i] + "'): " + diff;
           return Outcome::Fail;
         }
+        at += count;
       }
     }
     return Outcome::Pass;

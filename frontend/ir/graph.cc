@@ -31,6 +31,29 @@ bool is_control_flow(const Node& n) {
   return n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan");
 }
 
+bool is_sequence_op(const Node& n) {
+  static const std::set<std::string> kOps = {
+      "SequenceEmpty",     "SequenceConstruct",  "SequenceInsert",  "SequenceAt",       "SequenceErase", "SequenceLength",
+      "SplitToSequence",   "ConcatFromSequence", "SequenceMap",     "Optional",         "OptionalHasElement",
+      "OptionalGetElement"};
+  return n.domain.empty() && kOps.count(n.op_type) != 0;
+}
+
+const char* value_kind_name(ValueKind k) {
+  switch (k) {
+    case ValueKind::Tensor: return "tensor";
+    case ValueKind::Sequence: return "sequence";
+    case ValueKind::Optional: return "optional";
+  }
+  return "?";
+}
+
+std::string composite_type_str(const CompositeType& t) {
+  std::string s = "tensor(" + std::string(dtype_name(t.dtype)) + ")";
+  for (auto k = t.kinds.rbegin(); k != t.kinds.rend(); ++k) s = std::string(value_kind_name(*k)) + "(" + s + ")";
+  return s;
+}
+
 std::string Node::label() const { return "node '" + name + "' (" + op_type + ")"; }
 
 namespace {

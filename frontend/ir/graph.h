@@ -20,16 +20,39 @@ struct Dim {
 };
 std::string dims_str(const std::vector<Dim>& dims);
 
-/// A tensor-valued edge of the graph. Until shape inference has run, `typed` is false for everything
-/// but graph inputs and constants. `constant` is set for initializers and for values that constant
-/// folding computed; such values need no kernel at run time.
+/// What a value holds. kiln compiles tensors; a sequence or an optional lives only until shape
+/// inference resolves it to the tensors it holds (frontend/passes/resolve_sequences.h).
+enum class ValueKind { Tensor, Sequence, Optional };
+/// "tensor", "sequence", "optional".
+const char* value_kind_name(ValueKind k);
+
+/// An edge of the graph: a tensor, or (until inference ends) a sequence or an optional. Until shape
+/// inference has run, `typed` is false for everything but graph inputs and constants. `constant` is
+/// set for initializers and for values that constant folding computed; such values need no kernel at
+/// run time.
 struct Value {
   std::string name;
-  DType dtype = DType::Undefined;
+  DType dtype = DType::Undefined;  // a sequence's element dtype
   Shape shape;
   bool typed = false;
   std::shared_ptr<const Tensor> constant;
+  ValueKind kind = ValueKind::Tensor;
+  /// A resolved sequence's tensors in order; an optional's one value (a tensor or a sequence), or
+  /// none when it is empty. Values are immutable, so a sequence may share them with another.
+  std::vector<std::string> elements;
 };
+
+/// How the model declares a graph input that is not a tensor: a sequence, an optional, or an
+/// optional sequence (`kinds`, outermost first) of tensors of `dtype`; `dims` when `ranked` (a
+/// sequence's elements often declare no shape, and may each have their own).
+struct CompositeType {
+  std::vector<ValueKind> kinds;
+  DType dtype = DType::Undefined;
+  bool ranked = false;
+  std::vector<Dim> dims;
+};
+/// "sequence(tensor(float))", "optional(sequence(tensor(float)))".
+std::string composite_type_str(const CompositeType& t);
 
 /// A run-time condition a node runs under: it runs when the bool scalar `cond` equals `when`. The
 /// branches of an If whose condition is known only at run time are inlined with one (inline_if.h);
@@ -84,6 +107,14 @@ struct Graph {
   std::vector<std::string> inputs;   // graph inputs that are not initializers, in declaration order
   std::vector<std::string> outputs;
   std::map<std::string, std::vector<Dim>> declared_input_dims;  // as the model declares them
+  /// Graph inputs the model declares as sequences or optionals (they have no declared_input_dims).
+  std::map<std::string, CompositeType> composite_inputs;
+  /// Graph inputs and outputs the model declares as sequences or optionals, once bound (inputs) or
+  /// inferred (outputs): the tensors they hold, depth first, which `inputs` and `outputs` list in
+  /// their place (none for an empty optional). `model_inputs` and `model_outputs` are the lists as the
+  /// model declares them; empty until some input or output is replaced.
+  std::map<std::string, std::vector<std::string>> io_parts;
+  std::vector<std::string> model_inputs, model_outputs;
   std::map<std::string, Value> values;
   std::map<std::string, int64_t> opsets;  // domain -> version
   int64_t ir_version = 0;
@@ -106,6 +137,10 @@ struct Graph {
 /// If, Loop and Scan of the default domain: nodes that hold subgraphs and have no OpDef; shape
 /// inference replaces them by their subgraphs' nodes (inline_if.h, unroll_loops.h).
 bool is_control_flow(const Node& n);
+
+/// The default domain's ops on sequences and optionals (SequenceConstruct, SplitToSequence, Optional,
+/// ...): they have no OpDef; shape inference resolves them (resolve_sequences.h).
+bool is_sequence_op(const Node& n);
 
 /// The names a subgraph reads from the graphs around it: inputs of its nodes (and of their own
 /// subgraphs) that it neither declares as inputs nor defines, and outputs it passes through from

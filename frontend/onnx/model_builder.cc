@@ -93,6 +93,24 @@ void ModelBuilder::input(const std::string& name, DType dtype, const std::vector
 }
 void ModelBuilder::input(const std::string& name, DType dtype, const Shape& shape) { input(name, dtype, to_dims(shape)); }
 
+void ModelBuilder::composite_input(const std::string& name, const CompositeType& t) {
+  auto* vi = model_->mutable_graph()->add_input();
+  vi->set_name(name);
+  onnx::TypeProto* type = vi->mutable_type();
+  for (ValueKind k : t.kinds)
+    type = k == ValueKind::Sequence ? type->mutable_sequence_type()->mutable_elem_type()
+                                    : type->mutable_optional_type()->mutable_elem_type();
+  auto* tt = type->mutable_tensor_type();
+  tt->set_elem_type(static_cast<int32_t>(t.dtype));
+  if (!t.ranked) return;
+  auto* shape = tt->mutable_shape();
+  for (const Dim& d : t.dims) {
+    auto* dim = shape->add_dim();
+    if (d.known()) dim->set_dim_value(d.value);
+    else if (!d.param.empty()) dim->set_dim_param(d.param);
+  }
+}
+
 void ModelBuilder::output(const std::string& name, DType dtype, const Shape& shape) {
   auto* vi = model_->mutable_graph()->add_output();
   vi->set_name(name);

@@ -42,6 +42,9 @@ class ModelBuilder {
   void input(const std::string& name, DType dtype, const std::vector<Dim>& dims);
   void input(const std::string& name, DType dtype, const Shape& shape);
   void output(const std::string& name, DType dtype, const Shape& shape);
+  /// A graph input of type `t`: a sequence, optional or optional sequence of tensors, without a
+  /// declared shape unless `t.ranked`.
+  void composite_input(const std::string& name, const CompositeType& t);
   void initializer(const std::string& name, const Tensor& value);
   NodeRef node(const std::string& op_type, const std::vector<std::string>& inputs,
                const std::vector<std::string>& outputs, const std::string& name = "");

@@ -48,24 +48,18 @@ AttrValue convert_attribute(const onnx::AttributeProto& a, const std::string& wh
     case A::SPARSE_TENSOR:
     case A::SPARSE_TENSORS: throw Unsupported(where + ": sparse tensor attribute '" + a.name() + "' is not supported");
     case A::TENSORS: throw Unsupported(where + ": tensor-list attribute '" + a.name() + "' is not supported");
+    // Optional's `type`: what an empty optional would hold. kiln resolves optionals at compile time,
+    // where only whether one holds a value matters (resolve_sequences.h); the type is kept as text.
+    case A::TYPE_PROTO: return a.tp().DebugString();
+    case A::TYPE_PROTOS: throw Unsupported(where + ": type-list attribute '" + a.name() + "' is not supported");
     default: throw Error(where + ": attribute '" + a.name() + "' has unknown type " + std::to_string(type));
   }
 }
 
-// A graph input's declared type: only dense tensors of supported dtypes.
-void import_input_type(const onnx::ValueInfoProto& vi, const std::string& file, Graph& g) {
-  const std::string where = file + ": graph input '" + vi.name() + "'";
-  if (!vi.has_type() || !vi.type().has_tensor_type()) {
-    if (vi.has_type() && vi.type().value_case() != onnx::TypeProto::VALUE_NOT_SET)
-      throw Unsupported(where + ": only tensor inputs are supported (sequence/optional/map are not)");
-    throw Error(where + ": has no tensor type");
-  }
-  const auto& tt = vi.type().tensor_type();
-  DType dt = dtype_from_int(tt.elem_type());
-  if (!is_supported(dt)) throw Unsupported(where + ": dtype " + dtype_name(dt) + " is not supported");
+// Dims of a declared tensor shape; throws Error for a negative one.
+std::vector<Dim> declared_dims(const onnx::TensorShapeProto& shape, const std::string& where) {
   std::vector<Dim> dims;
-  if (!tt.has_shape()) throw Unsupported(where + ": has no shape (unknown rank is not supported)");
-  for (const auto& d : tt.shape().dim()) {
+  for (const auto& d : shape.dim()) {
     Dim dim;
     if (d.has_dim_value()) {
       if (d.dim_value() < 0) throw Error(where + ": negative dimension " + std::to_string(d.dim_value()));
@@ -75,10 +69,46 @@ void import_input_type(const onnx::ValueInfoProto& vi, const std::string& file, 
     }
     dims.push_back(dim);
   }
+  return dims;
+}
+
+// A sequence, optional or optional sequence of tensors, as `t` declares it; Unsupported for maps and
+// deeper nesting.
+CompositeType composite_type(const onnx::TypeProto& type, const std::string& where) {
+  CompositeType c;
+  const onnx::TypeProto* t = &type;
+  while (t->has_sequence_type() || t->has_optional_type()) {
+    c.kinds.push_back(t->has_sequence_type() ? ValueKind::Sequence : ValueKind::Optional);
+    if (c.kinds.size() > 2 || (c.kinds.size() == 2 && c.kinds != std::vector{ValueKind::Optional, ValueKind::Sequence}))
+      throw Unsupported(where + ": only sequences, optionals and optional sequences of tensors are supported");
+    t = t->has_sequence_type() ? &t->sequence_type().elem_type() : &t->optional_type().elem_type();
+  }
+  if (!t->has_tensor_type()) throw Unsupported(where + ": only sequences and optionals of tensors are supported (not maps)");
+  c.dtype = dtype_from_int(t->tensor_type().elem_type());
+  if (!is_supported(c.dtype)) throw Unsupported(where + ": dtype " + dtype_name(c.dtype) + " is not supported");
+  c.ranked = t->tensor_type().has_shape();
+  if (c.ranked) c.dims = declared_dims(t->tensor_type().shape(), where);
+  return c;
+}
+
+// A graph input's declared type: a dense tensor of a supported dtype, or a sequence or optional of them.
+void import_input_type(const onnx::ValueInfoProto& vi, const std::string& file, Graph& g) {
+  const std::string where = file + ": graph input '" + vi.name() + "'";
+  if (!vi.has_type() || vi.type().value_case() == onnx::TypeProto::VALUE_NOT_SET) throw Error(where + ": has no type");
   Value v;
   v.name = vi.name();
-  v.dtype = dt;
-  g.declared_input_dims[vi.name()] = dims;
+  if (!vi.type().has_tensor_type()) {
+    CompositeType c = composite_type(vi.type(), where);
+    v.dtype = c.dtype;
+    v.kind = c.kinds.front();
+    g.composite_inputs[vi.name()] = std::move(c);
+  } else {
+    const auto& tt = vi.type().tensor_type();
+    v.dtype = dtype_from_int(tt.elem_type());
+    if (!is_supported(v.dtype)) throw Unsupported(where + ": dtype " + dtype_name(v.dtype) + " is not supported");
+    if (!tt.has_shape()) throw Unsupported(where + ": has no shape (unknown rank is not supported)");
+    g.declared_input_dims[vi.name()] = declared_dims(tt.shape(), where);
+  }
   g.values[vi.name()] = v;
   g.inputs.push_back(vi.name());
 }
@@ -183,7 +213,7 @@ Node convert_node(const onnx::NodeProto& np, int i, const Graph& g, const std::s
   const std::string where = file + ": " + n.label();
   if (n.op_type.empty()) throw Error(file + ": node " + std::to_string(i) + " has no op_type");
   auto ops = g.opsets.find(n.domain);
-  if (!find_op(n.domain, n.op_type) && !is_control_flow(n))
+  if (!find_op(n.domain, n.op_type) && !is_control_flow(n) && !is_sequence_op(n))
     throw Unsupported(where + ": op " + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " is not supported");
   if (ops == g.opsets.end()) throw Error(where + ": domain '" + n.domain + "' is not imported by the model");
   n.opset = ops->second;

@@ -1,5 +1,6 @@
 #include "frontend/onnx/tensor_proto.h"
 
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -110,6 +111,71 @@ Tensor parse_tensor_file(const std::string& bytes, const std::string& context, s
   if (!p.ParseFromString(bytes)) throw Error(context + ": not a valid serialized TensorProto");
   if (name) *name = p.name();
   return tensor_from_proto(p, context);
+}
+
+namespace {
+
+IoValue from_sequence(const onnx::SequenceProto& p, const std::string& context) {
+  if (p.elem_type() != onnx::SequenceProto::TENSOR && p.elem_type() != onnx::SequenceProto::UNDEFINED)
+    throw Unsupported(context + ": only sequences of tensors are supported");
+  IoValue v;
+  v.kind = ValueKind::Sequence;
+  for (int i = 0; i < p.tensor_values_size(); ++i) {
+    IoValue e;
+    e.tensor = tensor_from_proto(p.tensor_values(i), context + ": tensor " + std::to_string(i));
+    v.elements.push_back(std::move(e));
+  }
+  return v;
+}
+
+IoValue from_optional(const onnx::OptionalProto& p, const std::string& context) {
+  IoValue v;
+  v.kind = ValueKind::Optional;
+  if (p.has_tensor_value()) {
+    IoValue e;
+    e.tensor = tensor_from_proto(p.tensor_value(), context);
+    v.elements.push_back(std::move(e));
+  } else if (p.has_sequence_value()) {
+    v.elements.push_back(from_sequence(p.sequence_value(), context));
+  } else if (p.has_sparse_tensor_value() || p.has_map_value() || p.has_optional_value()) {
+    throw Unsupported(context + ": only optional tensors and sequences are supported");
+  }
+  return v;
+}
+
+void append_tensors(const IoValue& v, std::vector<Tensor>& out) {
+  if (v.kind == ValueKind::Tensor) out.push_back(v.tensor);
+  for (const IoValue& e : v.elements) append_tensors(e, out);
+}
+
+}  // namespace
+
+IoValue load_value_file(const std::string& path, ValueKind kind, std::string* name) {
+  if (kind == ValueKind::Tensor) {
+    IoValue v;
+    v.tensor = load_tensor_file(path, name);
+    return v;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (kind == ValueKind::Sequence) {
+    onnx::SequenceProto p;
+    if (!p.ParseFromString(ss.str())) throw Error(path + ": not a valid serialized SequenceProto");
+    if (name) *name = p.name();
+    return from_sequence(p, path);
+  }
+  onnx::OptionalProto p;
+  if (!p.ParseFromString(ss.str())) throw Error(path + ": not a valid serialized OptionalProto");
+  if (name) *name = p.name();
+  return from_optional(p, path);
+}
+
+std::vector<Tensor> tensors_of(const IoValue& v) {
+  std::vector<Tensor> out;
+  append_tensors(v, out);
+  return out;
 }
 
 void save_tensor_file(const std::string& path, const Tensor& t, const std::string& name) {

@@ -2,6 +2,9 @@
 #pragma once
 #include <string>
 
+#include <vector>
+
+#include "frontend/ir/graph.h"
 #include "frontend/ir/tensor.h"
 
 namespace onnx {
@@ -21,5 +24,17 @@ Tensor load_tensor_file(const std::string& path, std::string* name = nullptr);
 /// The same from the file's bytes; `context` (the file's name) starts every message.
 Tensor parse_tensor_file(const std::string& bytes, const std::string& context, std::string* name = nullptr);
 void save_tensor_file(const std::string& path, const Tensor& t, const std::string& name);
+
+/// A value of ONNX's test data: a tensor, a sequence of tensors, or an optional holding one value (a
+/// tensor or a sequence) or none.
+struct IoValue {
+  ValueKind kind = ValueKind::Tensor;
+  Tensor tensor;
+  std::vector<IoValue> elements;
+};
+/// A serialized TensorProto, SequenceProto or OptionalProto file, as `kind` says; its name in `name`.
+IoValue load_value_file(const std::string& path, ValueKind kind, std::string* name = nullptr);
+/// The tensors `v` holds, depth first (in the order Graph::io_parts lists them).
+std::vector<Tensor> tensors_of(const IoValue& v);
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 
 #include "frontend/ops/op_registry.h"
 #include "frontend/passes/inline_if.h"
+#include "frontend/passes/resolve_sequences.h"
 #include "frontend/passes/unroll_loops.h"
 
 namespace kiln {
@@ -72,11 +73,14 @@ void infer_all_nodes(Graph& g) {
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     // An If becomes its branches' nodes, a Loop its next iteration and a Loop for the rest, a Scan its
-    // iterations (the first of them may be another of these), inferred from here on.
-    while (i < g.nodes.size() && is_control_flow(g.nodes[i])) {
-      if (g.nodes[i].op_type == "If") inline_if(g, i);
-      else if (g.nodes[i].op_type == "Loop") unroll_loop_step(g, i);
-      else unroll_scan(g, i);
+    // iterations, a sequence op the tensor nodes it comes to (the first of them may be another of
+    // these), inferred from here on.
+    while (i < g.nodes.size()) {
+      if (g.nodes[i].op_type == "If" && is_control_flow(g.nodes[i])) inline_if(g, i);
+      else if (g.nodes[i].op_type == "Loop" && is_control_flow(g.nodes[i])) unroll_loop_step(g, i);
+      else if (is_control_flow(g.nodes[i])) unroll_scan(g, i);
+      else if (reads_or_makes_sequences(g.nodes[i], g)) resolve_sequence_node(g, i);
+      else break;
     }
     if (i == g.nodes.size()) break;
     const Node& n = g.nodes[i];
@@ -119,6 +123,7 @@ void infer_all_nodes(Graph& g) {
   }
   for (const std::string& o : g.outputs)
     if (!g.value(o).typed) throw Error("graph output '" + o + "' has no inferred type");
+  flatten_composite_outputs(g);
 }
 
 }  // namespace

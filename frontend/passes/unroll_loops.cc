@@ -18,6 +18,62 @@ std::string stack_part(NodeEmitter& out, const std::string& v, int64_t axis) { r
 
 bool present(const Node& n, size_t i) { return i < n.inputs.size() && !n.inputs[i].empty(); }
 
+// Opset 8's Scan (inputs: sequence_lens, then states and scan inputs, all with a leading batch axis)
+// as one opset-9 Scan per batch row, restacked along the batch axis: the Scans are unrolled in turn.
+// Rows shorter than the sequence (sequence_lens) are not supported.
+void scan8_as_scans_per_row(Graph& g, size_t index) {
+  const Node node = g.nodes.at(index);
+  const int64_t num_scan = node.required_int("num_scan_inputs");
+  if (node.inputs.empty() || num_scan < 1 || static_cast<size_t>(num_scan) > node.inputs.size() - 1)
+    throw Error(node.label() + ": attribute 'num_scan_inputs' is " + std::to_string(num_scan) + " for " +
+                std::to_string(node.inputs.size()) + " inputs (the first sequence_lens)");
+  const std::vector<std::string> ins(node.inputs.begin() + 1, node.inputs.end());
+  const Value& first_scan = g.value(ins[ins.size() - static_cast<size_t>(num_scan)]);
+  if (first_scan.shape.size() < 2) throw Error(node.label() + ": a scan input needs a batch and a sequence axis");
+  const int64_t batch = first_scan.shape[0], length = first_scan.shape[1];
+  if (present(node, 0)) {
+    const Tensor* lens = g.constant_input(node, 0);
+    if (!lens) throw NotConstant(node.label() + ": sequence_lens '" + node.inputs[0] + "' must be known at compile time", node.inputs[0]);
+    for (int64_t b = 0; b < lens->size(); ++b)
+      if (lens->get_int(b) != length)
+        throw Unsupported(node.label() + ": a sequence_lens shorter than the sequence (" + std::to_string(lens->get_int(b)) +
+                          " of " + std::to_string(length) + ") is not supported");
+  }
+  for (const std::string& in : ins)
+    if (g.value(in).shape.empty() || g.value(in).shape[0] != batch)
+      throw Error(node.label() + ": input '" + in + "' does not have the batch axis of " + std::to_string(batch));
+  check_expansion(g, static_cast<size_t>(batch) * (ins.size() + node.outputs.size() + 1), node.label());
+  NodeEmitter out(g, node);
+  std::vector<std::vector<std::string>> rows(node.outputs.size());
+  std::vector<Node> scans;
+  for (int64_t b = 0; b < batch; ++b) {
+    Node scan = node;
+    scan.name = node.name + "/row" + std::to_string(b);
+    scan.opset = 9;
+    scan.attrs.erase("directions");
+    if (node.has_attr("directions")) scan.attrs["scan_input_directions"] = node.attrs.at("directions");
+    scan.inputs.clear();
+    for (const std::string& in : ins) scan.inputs.push_back(out.op("Gather", {in, out.int64(b)}, {{"axis", AttrValue(int64_t{0})}}));
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      scan.outputs[k] = node.outputs[k].empty() ? "" : g.add_value(scan.name + "/out", DType::Undefined, {});
+      if (!scan.outputs[k].empty()) g.value(scan.outputs[k]).typed = false;
+      rows[k].push_back(scan.outputs[k]);
+    }
+    scans.push_back(std::move(scan));
+  }
+  std::vector<Node> nodes = out.nodes();
+  nodes.insert(nodes.end(), scans.begin(), scans.end());
+  out.nodes().clear();
+  for (size_t k = 0; k < node.outputs.size(); ++k) {
+    if (node.outputs[k].empty()) continue;
+    std::vector<std::string> parts;
+    for (const std::string& v : rows[k]) parts.push_back(stack_part(out, v, 0));
+    out.op("Concat", parts, {{"axis", AttrValue(int64_t{0})}}, node.outputs[k]);
+  }
+  nodes.insert(nodes.end(), out.nodes().begin(), out.nodes().end());
+  replace_node(g, index, nodes);
+}
+
 }  // namespace
 
 void unroll_loop_step(Graph& g, size_t index) {
@@ -131,7 +187,7 @@ void unroll_loop_step(Graph& g, size_t index) {
 
 void unroll_scan(Graph& g, size_t index) {
   const Node node = g.nodes.at(index);
-  if (node.opset < 9) throw Unsupported(node.label() + ": opset 8's Scan (a batch axis and sequence_lens) is not supported");
+  if (node.opset < 9) return scan8_as_scans_per_row(g, index);
   const Graph& body = subgraph_attr(node, "body");
   const int64_t num_scan = node.required_int("num_scan_inputs");
   if (num_scan < 1 || static_cast<size_t>(num_scan) > node.inputs.size())

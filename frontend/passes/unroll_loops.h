@@ -21,7 +21,8 @@
 ///
 /// Scan (opset 9 and later): all iterations at once, the sequence length being the scan inputs'
 /// extent along their axes; each iteration reads element t (or L-1-t, reversed) of every scan input
-/// and its scan outputs are stacked along their axes, reversed where the direction says so.
+/// and its scan outputs are stacked along their axes, reversed where the direction says so. Opset
+/// 8's Scan, whose inputs have a batch axis first, is one such Scan per batch row, restacked.
 #pragma once
 #include <cstdint>
 
@@ -43,7 +44,7 @@ constexpr const char* kMaxTripCountAttr = "kiln_max_trip_count";
 void unroll_loop_step(Graph& g, size_t index);
 
 /// Replaces the Scan at `g.nodes[index]` by all its iterations and the nodes that pass its results on.
-/// Needs the scan inputs typed. Throws Unsupported for opset 8's batched Scan.
+/// Needs the scan inputs typed. Throws Unsupported for opset 8's sequence_lens shorter than the sequence.
 void unroll_scan(Graph& g, size_t index);
 
 }  // namespace kiln

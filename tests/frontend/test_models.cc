@@ -119,9 +119,12 @@ std::string prepare_error(ModelBuilder& b) {
   return "";
 }
 
-HostPackage::HostPackage(ModelBuilder& b, const TempDir& dir) : dir_(dir.path("pkg")), target_(resolve_target("host")) {
+HostPackage::HostPackage(ModelBuilder& b, const TempDir& dir, const ShapeBindings& bindings)
+    : dir_(dir.path("pkg")), target_(resolve_target("host")) {
   b.save(dir.path("model.onnx"));
-  graph_ = load_model(dir.path("model.onnx"), PipelineOptions{});
+  PipelineOptions opts;
+  opts.bindings = bindings;
+  graph_ = load_model(dir.path("model.onnx"), opts);
   CompileOptions c;
   c.target = target_;
   std::optional<package::PackageInfo> info = compile_graph(graph_, c, dir_);

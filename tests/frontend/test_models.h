@@ -7,6 +7,7 @@
 #include "backends/package/package.h"
 #include "frontend/ir/graph.h"
 #include "frontend/onnx/model_builder.h"
+#include "frontend/passes/bind_input_shapes.h"
 #include "toolchain/compile_target.h"
 
 namespace kiln::testing {
@@ -71,7 +72,7 @@ std::string prepare_error(ModelBuilder& b);
 /// (load_model) and compiled into dir's "pkg".
 class HostPackage {
  public:
-  HostPackage(ModelBuilder& b, const TempDir& dir);
+  HostPackage(ModelBuilder& b, const TempDir& dir, const ShapeBindings& bindings = {});
   const Graph& graph() const { return graph_; }
   const package::PackageInfo& info() const { return info_; }
   /// The package's outputs for `inputs`, on one thread.

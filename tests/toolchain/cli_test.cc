@@ -108,6 +108,30 @@ TEST(Cli, UnknownOrRepeatedInputNamesExitTwo) {
   }
 }
 
+// A sequence input is bound by --sequence: the package takes its tensors as inputs s.0, s.1; without
+// the flag the one-line error says which flag, and exits 2.
+TEST(Cli, SequenceInputsAreBoundBySequence) {
+  testing::TempDir dir;
+  ModelBuilder b("sequence_io");
+  b.composite_input("s", CompositeType{{ValueKind::Sequence}, DType::Float32, false, {}});
+  b.input("t", DType::Float32, Shape{2});
+  b.node("SequenceInsert", {"s", "t"}, {"y"});
+  b.output("y", DType::Float32, Shape{});
+  b.save(dir.path("seq.onnx"));
+  ASSERT_EQ(run("compile " + dir.path("seq.onnx") + " --target host --sequence 's=2;3' -o " + dir.path("pkg")), 0);
+  const std::string header = slurp(dir.path("pkg") + "/seq.h");
+  EXPECT_NE(header.find("INPUT 's.1': float32 [3]"), std::string::npos) << header;
+  EXPECT_NE(header.find("OUTPUT 'y.2': float32 [2]"), std::string::npos) << header;
+  testing::CliOutput o = testing::run_kiln_output("compile " + dir.path("seq.onnx") + " -o " + dir.path("pkg2"), dir);
+  EXPECT_EQ(o.exit_code, 2) << o.err;
+  EXPECT_NE(o.err.find("graph input 's' is a sequence(tensor(float32)): bind the tensors it holds (--sequence s=SHAPE;SHAPE;...)"),
+            std::string::npos)
+      << o.err;
+  o = testing::run_kiln_output("compile " + dir.path("seq.onnx") + " --sequence 's=2;3' --absent s -o " + dir.path("pkg2"), dir);
+  EXPECT_EQ(o.exit_code, 2) << o.err;
+  EXPECT_NE(o.err.find("--absent s: the graph has no optional input of that name"), std::string::npos) << o.err;
+}
+
 // ONNX's Binarizer test imports only ai.onnx.ml: inspect summarises it (opset 0: no default domain)
 // instead of looking up a default-domain opset that is not there.
 TEST(Cli, InspectOfAModelImportingOnlyTheMlDomain) {

@@ -105,7 +105,7 @@ TEST(BindInputShapes, BadFrozenValuesAreNamed) {
   EXPECT_THROW(parse_frozen_value("sr=1,,2"), Error);
   ShapeBindings b;
   b.frozen_values["nope"] = {1};
-  EXPECT_NE(error_of(symbolic_model(), b).find("cannot freeze 'nope', which is not a graph input"), std::string::npos);
+  EXPECT_NE(error_of(symbolic_model(), b).find("cannot freeze 'nope', which is not a tensor graph input"), std::string::npos);
   b.frozen_values = {{"x", {1, 2}}};
   EXPECT_NE(error_of(symbolic_model(), b).find("--freeze x gives 2 values; the input is declared"), std::string::npos)
       << error_of(symbolic_model(), b);
