@@ -289,5 +289,41 @@ TEST(UnrollLoops, AScanReadsAndStacksInTheDirectionsAndAxesItNames) {
   EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{15, 18, 19, 26, 30, 32}));
 }
 
+// Opset 8's Scan: a batch axis first, one sequence per row, each with its own state; sequence_lens
+// equal to the length; a shorter one is refused naming the node.
+TEST(UnrollLoops, AnOpset8ScanRunsEachBatchRowOnItsOwn) {
+  ModelBuilder body("body");
+  body.input("sum_in", DType::Float32, Shape{2});
+  body.input("row", DType::Float32, Shape{2});
+  body.node("Add", {"sum_in", "row"}, {"sum_out"});
+  body.node("Mul", {"sum_out", "sum_out"}, {"square"});
+  body.output("sum_out", DType::Float32, Shape{2});
+  body.output("square", DType::Float32, Shape{2});
+  auto scan8 = [&](int64_t len) {
+    ModelBuilder b("scan8", 8, 4);
+    b.input("init", DType::Float32, Shape{2, 2});
+    b.input("x", DType::Float32, Shape{2, 3, 2});
+    b.initializer("lens", Tensor::from_ints(DType::Int32, {2}, std::vector<int64_t>{3, len}));
+    b.node("Scan", {"lens", "init", "x"}, {"total", "squares"}, "scan8")
+        .attr("body", body)
+        .attr("num_scan_inputs", int64_t{1})
+        .attr("directions", std::vector<int64_t>{0});
+    b.output("total", DType::Float32, Shape{2, 2});
+    b.output("squares", DType::Float32, Shape{2, 3, 2});
+    return b;
+  };
+  ModelBuilder b = scan8(3);
+  const Tensor init = Tensor::from_doubles(DType::Float32, {2, 2}, std::vector<double>{0, 0, 1, 1});
+  const Tensor x = Tensor::from_doubles(DType::Float32, {2, 3, 2}, std::vector<double>{1, 2, 3, 4, 5, 6, 1, 1, 1, 1, 1, 1});
+  std::vector<std::vector<Tensor>> ref;
+  const std::vector<Tensor> out = run_both(b, {{{"init", init}, {"x", x}}}, ref);
+  EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{9, 12, 4, 4}));
+  EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{1, 4, 16, 36, 81, 144, 4, 4, 9, 9, 16, 16}));
+  ModelBuilder shorter = scan8(2);
+  EXPECT_NE(testing::prepare_error(shorter).find("node 'scan8' (Scan): a sequence_lens shorter than the sequence (2 of 3)"),
+            std::string::npos)
+      << testing::prepare_error(shorter);
+}
+
 }  // namespace
 }  // namespace kiln
