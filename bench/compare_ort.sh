@@ -33,7 +33,7 @@ records_dir=""
 # (Untuned, 1 thread, on a 2-core EPYC: squeezenet ~110 ms, yolox_nano ~110 ms, ultraface ~30 ms,
 # mobilenetv3 ~3 ms; zoo resnet50 ~1.7 s, resnet3d18 ~25 s, bert_base ~0.8 s, dcgan ~0.4 s.)
 models="squeezenet1.0_fp32:21 mobilenetv3_small_112_headless:301 ultraface_rfb320:61 yolox_nano:15 mnist-8:1001 bert_toy:1001"
-zoo_models="resnet50:3 mobilenet_v2:21 resnet3d18:3 dcgan:9 bert_base:5 lstm_kws:201 gru_refine:201"
+zoo_models="resnet50:3 mobilenet_v2:21 resnet3d18:3 dcgan:9 bert_base:5 lstm_kws:201 gru_refine:201 detector_nms:201"
 npm_models="silero_vad_v5:3001 silero_vad_legacy:1001 silero_vad_legacy_sr16000:1001"
 compile_flags=()  # extra `kiln compile` flags of the model being measured (npm models' frozen inputs)
 while [ $# -gt 0 ]; do

@@ -42,6 +42,15 @@ struct Value {
   std::vector<std::string> elements;
 };
 
+/// A tensor whose extent along `axis` is decided at run time (frontend/passes/bound_run_time_shapes.h):
+/// kiln gives it a bound there, the first `count` (an int64 scalar value) entries along the axis are
+/// the tensor, the rest are unspecified. `origin` labels the node that made it so, for messages.
+struct RunTimeExtent {
+  int64_t axis = 0;
+  std::string count;
+  std::string origin;
+};
+
 /// How the model declares a graph input that is not a tensor: a sequence, an optional, or an
 /// optional sequence (`kinds`, outermost first) of tensors of `dtype`; `dims` when `ranked` (a
 /// sequence's elements often declare no shape, and may each have their own).
@@ -115,6 +124,10 @@ struct Graph {
   /// model declares them; empty until some input or output is replaced.
   std::map<std::string, std::vector<std::string>> io_parts;
   std::vector<std::string> model_inputs, model_outputs;
+  /// Values whose extent along one axis is decided at run time, by name. A graph output among them
+  /// has its count as another graph output (`count_outputs`, by output name).
+  std::map<std::string, RunTimeExtent> run_time_extents;
+  std::map<std::string, RunTimeExtent> count_outputs;
   std::map<std::string, Value> values;
   std::map<std::string, int64_t> opsets;  // domain -> version
   int64_t ir_version = 0;

@@ -111,10 +111,12 @@ void ModelBuilder::composite_input(const std::string& name, const CompositeType&
   }
 }
 
-void ModelBuilder::output(const std::string& name, DType dtype, const Shape& shape) {
+void ModelBuilder::output(const std::string& name, DType dtype, const Shape& shape) { output(name, dtype, to_dims(shape)); }
+
+void ModelBuilder::output(const std::string& name, DType dtype, const std::vector<Dim>& dims) {
   auto* vi = model_->mutable_graph()->add_output();
   vi->set_name(name);
-  set_type(vi, dtype, to_dims(shape));
+  set_type(vi, dtype, dims);
 }
 
 void ModelBuilder::initializer(const std::string& name, const Tensor& value) {

@@ -42,6 +42,7 @@ class ModelBuilder {
   void input(const std::string& name, DType dtype, const std::vector<Dim>& dims);
   void input(const std::string& name, DType dtype, const Shape& shape);
   void output(const std::string& name, DType dtype, const Shape& shape);
+  void output(const std::string& name, DType dtype, const std::vector<Dim>& dims);
   /// A graph input of type `t`: a sequence, optional or optional sequence of tensors, without a
   /// declared shape unless `t.ranked`.
   void composite_input(const std::string& name, const CompositeType& t);

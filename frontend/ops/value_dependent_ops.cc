@@ -223,9 +223,50 @@ std::vector<Tensor> unique(const Node& node, const std::vector<const Tensor*>& i
   return {std::move(y), vec(first), vec(inverse), vec(counts)};
 }
 
+// ---- Bounded forms ----------------------------------------------------------------------------------
+
+// kiln.<op>Bounded: `op` for inputs known only at run time (frontend/passes/bound_run_time_shapes.h).
+// Output 0 is `op`'s result padded with zeros along `axis` to the attribute "bound"; output 1, an
+// int64 scalar, is how many entries along the axis are the result.
+OpDef bounded_op(const std::string& op, int64_t axis, std::vector<const char*> input_names, size_t required_inputs,
+                 std::function<void(const InferContext&)> check, Compute compute) {
+  OpDef d;
+  d.op_type = op + "Bounded";
+  d.domain = "kiln";
+  d.infer = [=](InferContext& c) {
+    for (size_t i = 0; i < required_inputs; ++i) c.require_input(i, input_names[i]);
+    if (c.num_inputs() > input_names.size()) c.fail("too many inputs");
+    check(c);
+    const int64_t bound = c.node().required_int("bound");
+    const int64_t rank = op == "NonZero" ? std::max<int64_t>(1, static_cast<int64_t>(c.shape(0).size())) : 0;
+    c.set_output(0, DType::Int64, op == "NonZero" ? Shape{rank, bound} : Shape{bound, 3});
+    c.set_output(1, DType::Int64, Shape{});
+  };
+  d.eval = [=](EvalContext& c) {
+    std::vector<const Tensor*> ins(c.num_inputs(), nullptr);
+    for (size_t i = 0; i < c.num_inputs(); ++i)
+      if (c.has_input(i)) ins[i] = &c.input(i);
+    const Tensor exact = compute(c.node(), ins).front();
+    const int64_t bound = c.node().required_int("bound"), count = exact.shape()[static_cast<size_t>(axis)];
+    if (count > bound) throw Error(c.node().label() + ": " + std::to_string(count) + " results exceed the bound " + std::to_string(bound));
+    Shape shape = exact.shape();
+    shape[static_cast<size_t>(axis)] = bound;
+    Tensor padded(DType::Int64, shape);  // zeros
+    const int64_t outer = axis == 0 ? 1 : shape[0], inner = axis == 0 ? shape[1] : 1;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < count * inner; ++j) padded.set_int(o * bound * inner + j, exact.get_int(o * count * inner + j));
+    c.set_output(0, std::move(padded));
+    c.set_output(1, Tensor::scalar_int(DType::Int64, count));
+  };
+  return d;
+}
+
 }  // namespace
 
 void register_dynamic_shape_ops(OpRegistry& r) {
+  r.add(bounded_op("NonMaxSuppression", 0, {"boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold"},
+                   2, check_non_max_suppression, non_max_suppression));
+  r.add(bounded_op("NonZero", 1, {"X"}, 1, [](const InferContext&) {}, non_zero));
   r.add(value_dependent_op(
       "NonMaxSuppression", {"boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold"}, 2,
       check_non_max_suppression, non_max_suppression));

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "frontend/ops/op_registry.h"
+#include "frontend/passes/bound_run_time_shapes.h"
 #include "frontend/passes/inline_if.h"
 #include "frontend/passes/resolve_sequences.h"
 #include "frontend/passes/unroll_loops.h"
@@ -80,6 +81,7 @@ void infer_all_nodes(Graph& g) {
       else if (g.nodes[i].op_type == "Loop" && is_control_flow(g.nodes[i])) unroll_loop_step(g, i);
       else if (is_control_flow(g.nodes[i])) unroll_scan(g, i);
       else if (reads_or_makes_sequences(g.nodes[i], g)) resolve_sequence_node(g, i);
+      else if (has_run_time_shape(g.nodes[i], g)) bound_run_time_shape(g, i);
       else break;
     }
     if (i == g.nodes.size()) break;
@@ -115,6 +117,7 @@ void infer_all_nodes(Graph& g) {
       v.constant = outs[i].constant;
       produced_constants |= v.constant != nullptr;
     }
+    if (!g.run_time_extents.empty()) carry_run_time_extents(g, n);
     if (produced_constants || !all_inputs_constant(n, g)) continue;
     int64_t out_elems = 0;
     for (size_t i = 0; i < n.outputs.size(); ++i)
@@ -124,6 +127,7 @@ void infer_all_nodes(Graph& g) {
   for (const std::string& o : g.outputs)
     if (!g.value(o).typed) throw Error("graph output '" + o + "' has no inferred type");
   flatten_composite_outputs(g);
+  add_count_outputs(g);
 }
 
 }  // namespace

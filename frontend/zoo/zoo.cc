@@ -26,6 +26,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"blocked_edges", build_blocked_edges},
       {"lstm_kws", build_lstm_kws},
       {"gru_refine", build_gru_refine},
+      {"detector_nms", build_detector_nms},
   };
   return models;
 }

@@ -1,4 +1,5 @@
-/* kiln_rt_kernels.h: runtime kernels for the ops that are not loop nests (TopK, Det, BitCast).
+/* kiln_rt_kernels.h: runtime kernels for the ops that are not loop nests (TopK, Det, BitCast,
+ * NonMaxSuppression and NonZero with run-time result sizes).
  *
  * Generated code calls these through plain C symbols; build_package compiles the ones a model uses with
  * the target's C compiler and adds them to lib<m>.a. They are C11 with no malloc, no stdio and no libm,
@@ -47,6 +48,22 @@ void kiln_rt_topk(const void* x, void* values, int64_t* indices, int64_t* scratc
 /* Determinants of `batch` row-major n x n matrices (float32 or float64), by LU decomposition with
  * partial pivoting in double precision. scratch: n * n doubles. */
 void kiln_rt_det(const void* x, void* y, double* scratch, int64_t dtype, int64_t batch, int64_t n);
+
+/* NonMaxSuppression (float32 boxes [batches, num_boxes, 4], scores [batches, classes, num_boxes]) with a
+ * run-time result size: the selected [batch, class, box] rows in the reference's order into `selected`
+ * [bound, 3], zeros after them, their number in *count (at most `bound`). max_output_boxes_per_class
+ * (int64), iou_threshold and score_threshold (float32) point at one value each, or are NULL when
+ * absent. scratch: 2 * num_boxes int64_t. */
+void kiln_rt_nms(const float* boxes, const float* scores, const int64_t* max_output_boxes_per_class,
+                 const float* iou_threshold, const float* score_threshold, int64_t* selected, int64_t* count,
+                 int64_t* scratch, int64_t batches, int64_t classes, int64_t num_boxes, int64_t center_point_box,
+                 int64_t bound);
+
+/* NonZero with a run-time result size: x has `elements` elements of `dtype` in `rank` (at most 8)
+ * dimensions d0, d1, ...; y is [rank, elements], the coordinates of the nonzero elements in row-major
+ * order first, zeros after them; *count is their number. */
+void kiln_rt_nonzero(const void* x, int64_t* y, int64_t* count, int64_t dtype, int64_t elements, int64_t rank,
+                     int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t d4, int64_t d5, int64_t d6, int64_t d7);
 
 /* Reinterprets `bytes` bytes of x as the output's dtype: a byte copy (both little endian). */
 void kiln_rt_bitcast(const void* x, void* y, int64_t bytes);

@@ -79,6 +79,47 @@ ExternCallSpec bitcast_call(const CallContext& c) {
   return s;
 }
 
+// kiln.NonMaxSuppressionBounded: float32 boxes and scores; the optional scalars by pointer, null when
+// absent or empty (max_output_boxes_per_class then keeps none, as the reference does).
+ExternCallSpec nms_call(const CallContext& c) {
+  const TensorRef& boxes = c.input(0);
+  const TensorRef& scores = c.input(1);
+  if (boxes->dtype != DType::Float32 || scores->dtype != DType::Float32)
+    throw Unsupported(c.node.label() + ": NonMaxSuppression of " + dtype_name(boxes->dtype) + " has no runtime kernel (float32)");
+  auto scalar = [&](size_t i) -> BufferRef {
+    if (i >= c.inputs.size() || !c.inputs[i] || num_elements(c.inputs[i]->shape) == 0) return nullptr;
+    return c.buffer(c.inputs[i]);
+  };
+  if (c.inputs.size() > 3 && c.inputs[3] && c.inputs[3]->dtype != DType::Float32)
+    throw Unsupported(c.node.label() + ": an iou_threshold of " + dtype_name(c.inputs[3]->dtype) + " has no runtime kernel");
+  if (c.inputs.size() > 4 && c.inputs[4] && c.inputs[4]->dtype != DType::Float32)
+    throw Unsupported(c.node.label() + ": a score_threshold of " + dtype_name(c.inputs[4]->dtype) + " has no runtime kernel");
+  ExternCallSpec s;
+  s.callee = "kiln_rt_nms";
+  s.args = {c.buffer(boxes), c.buffer(scores), scalar(2), scalar(3), scalar(4), c.output_buffer(0), c.output_buffer(1)};
+  const int64_t num_boxes = boxes->shape[1];
+  s.int_args = {boxes->shape[0], scores->shape[1], num_boxes, c.node.attr_int("center_point_box", 0),
+                c.node.required_int("bound")};
+  s.takes_scratch = true;
+  s.scratch_bytes = 2 * num_boxes * static_cast<int64_t>(sizeof(int64_t));  // candidates, then the boxes kept
+  return s;
+}
+
+// kiln.NonZeroBounded: the input's dims as eight integers (a scalar is one element of rank 1).
+ExternCallSpec nonzero_call(const CallContext& c) {
+  const TensorRef& x = c.input(0);
+  if (x->shape.size() > 8) throw Unsupported(c.node.label() + ": NonZero of rank " + std::to_string(x->shape.size()) + " (at most 8)");
+  if (!is_supported(x->dtype) || dtype_size(x->dtype) == 0)
+    throw Unsupported(c.node.label() + ": NonZero of " + dtype_name(x->dtype) + " has no runtime kernel");
+  Shape dims = x->shape.empty() ? Shape{1} : x->shape;
+  ExternCallSpec s;
+  s.callee = "kiln_rt_nonzero";
+  s.args = {c.buffer(x), c.output_buffer(0), c.output_buffer(1)};
+  s.int_args = {static_cast<int64_t>(x->dtype), num_elements(dims), static_cast<int64_t>(dims.size())};
+  for (size_t a = 0; a < 8; ++a) s.int_args.push_back(a < dims.size() ? dims[a] : 1);
+  return s;
+}
+
 }  // namespace
 
 ExternCallSpec extern_call_spec(const Node& node, const std::vector<TensorRef>& inputs,
@@ -89,6 +130,10 @@ ExternCallSpec extern_call_spec(const Node& node, const std::vector<TensorRef>& 
     if (node.op_type == "TopK") return topk_call(c);
     if (node.op_type == "Det") return det_call(c);
     if (node.op_type == "BitCast") return bitcast_call(c);
+  }
+  if (node.domain == "kiln") {
+    if (node.op_type == "NonMaxSuppressionBounded") return nms_call(c);
+    if (node.op_type == "NonZeroBounded") return nonzero_call(c);
   }
   throw Unsupported(node.label() + ": no runtime kernel is compiled for " + node.op_type +
                     " (with constant inputs it folds away or becomes a loop nest)");

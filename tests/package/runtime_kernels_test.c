@@ -1,5 +1,6 @@
 /* The runtime kernels (runtime/kernels/) on the cases conformance data does not reach: NaN ordering,
- * ties, a strided axis, an unused output, float16 keys, singular and pivoting matrices. */
+ * ties, a strided axis, an unused output, float16 keys, singular and pivoting matrices, suppression
+ * ties and absent thresholds, negative zero and NaN in NonZero. */
 #include <stdio.h>
 #include <string.h>
 
@@ -66,7 +67,43 @@ static void bitcast_copies_bytes(void) {
   CHECK(y[0] == 0 && y[1] == 0 && y[2] == 0x80 && y[3] == 0x3f); /* little endian 0x3f800000 */
 }
 
+static void nms_ties_thresholds_and_padding(void) {
+  /* Three boxes of one class: 0 and 1 identical with equal scores, 2 apart. */
+  const float boxes[12] = {0, 0, 1, 1, 0, 0, 1, 1, 5, 5, 6, 6};
+  const float scores[3] = {0.5f, 0.5f, 0.7f};
+  const int64_t max_two = 2, max_ten = 10;
+  const float iou = 0.5f, score_floor = 0.6f;
+  int64_t selected[12], count = -1, scratch[6];
+  memset(selected, 0x7f, sizeof selected);
+  kiln_rt_nms(boxes, scores, &max_ten, &iou, NULL, selected, &count, scratch, 1, 1, 3, 0, 4);
+  /* Box 2 first, then box 0 (the lower index of the tie); box 1 overlaps box 0 entirely. */
+  CHECK(count == 2 && selected[2] == 2 && selected[5] == 0);
+  CHECK(selected[6] == 0 && selected[11] == 0); /* rows past the count are zeros */
+  kiln_rt_nms(boxes, scores, &max_ten, NULL, NULL, selected, &count, scratch, 1, 1, 3, 0, 4);
+  CHECK(count == 2); /* no iou_threshold: 0, and identical boxes still overlap */
+  kiln_rt_nms(boxes, scores, &max_ten, &iou, &score_floor, selected, &count, scratch, 1, 1, 3, 0, 4);
+  CHECK(count == 1 && selected[2] == 2);
+  kiln_rt_nms(boxes, scores, NULL, &iou, NULL, selected, &count, scratch, 1, 1, 3, 0, 4);
+  CHECK(count == 0 && selected[2] == 0); /* no max_output_boxes_per_class keeps none */
+  kiln_rt_nms(boxes, scores, &max_two, &iou, NULL, selected, &count, scratch, 1, 1, 3, 0, 1);
+  CHECK(count == 1 && selected[2] == 2); /* the bound truncates */
+}
+
+static void nonzero_signed_zero_nan_and_padding(void) {
+  const float nan = 0.0f / 0.0f;
+  const float x[4] = {-0.0f, nan, 0.0f, 2.0f};
+  const int16_t ints[6] = {0, 3, 0, 0, 0, -1};
+  int64_t y[12], count = -1;
+  kiln_rt_nonzero(x, y, &count, KILN_RT_FLOAT32, 4, 1, 4, 1, 1, 1, 1, 1, 1, 1);
+  CHECK(count == 2 && y[0] == 1 && y[1] == 3 && y[2] == 0 && y[3] == 0);
+  kiln_rt_nonzero(ints, y, &count, KILN_RT_INT16, 6, 2, 2, 3, 1, 1, 1, 1, 1, 1);
+  /* [2, 3]: (0, 1) and (1, 2); row then column coordinates, padded to 6 each. */
+  CHECK(count == 2 && y[0] == 0 && y[1] == 1 && y[6] == 1 && y[7] == 2 && y[2] == 0 && y[11] == 0);
+}
+
 int main(void) {
+  nms_ties_thresholds_and_padding();
+  nonzero_signed_zero_nan_and_padding();
   topk_nan_and_ties();
   topk_strided_axis_without_values();
   topk_float16_and_k_zero();

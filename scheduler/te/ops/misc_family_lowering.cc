@@ -17,8 +17,8 @@ std::vector<TensorRef> present_inputs(const LowerContext& c) {
 }
 
 // Ops that are not loop nests run their reference kernel: one extern stage per output.
-OpLowering extern_lowering(const std::string& op_type) {
-  return {op_type, "", [](LowerContext& c) {
+OpLowering extern_lowering(const std::string& op_type, const std::string& domain = "") {
+  return {op_type, domain, [](LowerContext& c) {
             for (size_t i = 0; i < c.num_outputs(); ++i) {
               if (!c.has_output(i)) continue;
               c.set_output(i, extern_stage(c.name(c.num_outputs() > 1 ? "out" + std::to_string(i) : ""), c.node(),
@@ -38,6 +38,9 @@ void register_misc_lowerings(LoweringRegistry& r) {
   r.add(extern_lowering("NonMaxSuppression"));
   r.add(extern_lowering("NonZero"));
   r.add(extern_lowering("Unique"));
+  // Their bounded forms for inputs known only at run time (frontend/passes/bound_run_time_shapes.h).
+  r.add(extern_lowering("NonMaxSuppressionBounded", "kiln"));
+  r.add(extern_lowering("NonZeroBounded", "kiln"));
   register_bitcast_lowering(r);
   register_swiglu_lowering(r);
   register_if_merge_lowering(r);
