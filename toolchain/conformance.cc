@@ -142,22 +142,6 @@ ValueKind declared_kind(const Graph& g, const std::string& input) {
   return c == g.composite_inputs.end() ? ValueKind::Tensor : c->second.kinds.front();
 }
 
-// The first `count` entries of `t` along `axis`: a run-time-sized output's result.
-Tensor leading(const Tensor& t, int64_t axis, int64_t count) {
-  Shape shape = t.shape();
-  const auto a = static_cast<size_t>(axis);
-  if (count < 0 || count > shape.at(a)) throw Error("a count of " + std::to_string(count) + " for " + std::to_string(shape.at(a)) + " entries");
-  const int64_t outer = std::accumulate(shape.begin(), shape.begin() + axis, int64_t{1}, std::multiplies<>());
-  const int64_t inner = std::accumulate(shape.begin() + axis + 1, shape.end(), int64_t{1}, std::multiplies<>()) *
-                        static_cast<int64_t>(dtype_size(t.dtype()));
-  const int64_t extent = shape[a];
-  shape[a] = count;
-  Tensor out(t.dtype(), shape);
-  for (int64_t o = 0; o < outer; ++o)
-    std::copy_n(t.data() + o * extent * inner, count * inner, out.data() + o * count * inner);
-  return out;
-}
-
 IoLayout layout_of(const IoValue& v) {
   IoLayout l;
   l.kind = v.kind;
@@ -264,7 +248,7 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
       for (const auto& [name, extent] : g.count_outputs) {
         const size_t k = std::find(g.outputs.begin(), g.outputs.end(), name) - g.outputs.begin();
         const size_t c = std::find(g.outputs.begin(), g.outputs.end(), extent.count) - g.outputs.begin();
-        outs.at(k) = leading(outs.at(k), extent.axis, outs.at(c).get_int(0));
+        outs.at(k) = outs.at(k).leading(extent.axis, outs.at(c).get_int(0));
       }
       size_t at = 0;  // the first of outs that output i gives
       for (size_t i = 0; i < declared.size(); ++i) {

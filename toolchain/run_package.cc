@@ -48,6 +48,12 @@ package::IoInfo parse_io(const nlohmann::json& j, const std::string& where) {
   if (!is_c_identifier(info.c_name)) throw Error(where + ": 'c_name' " + info.c_name + " is not a C identifier");
   info.shape = j.at("shape").get<Shape>();
   info.bytes = j.at("bytes").get<int64_t>();
+  if (j.contains("count")) {
+    info.count = j.at("count").at("output").get<std::string>();
+    info.count_axis = j.at("count").at("axis").get<int64_t>();
+    if (info.count_axis < 0 || info.count_axis >= static_cast<int64_t>(info.shape.size()))
+      throw Error(where + " '" + info.name + "': 'count' axis " + std::to_string(info.count_axis) + " is out of range");
+  }
   const std::string dtype = j.at("dtype").get<std::string>();
   info.dtype = DType::Undefined;
   for (int k = 1; k <= 16; ++k)

@@ -37,6 +37,11 @@ ModelIo model_io(const Graph& g) {
   };
   list(g.inputs, io.inputs);
   list(g.outputs, io.outputs);
+  for (IoInfo& o : io.outputs)
+    if (auto c = g.count_outputs.find(o.name); c != g.count_outputs.end()) {
+      o.count = c->second.count;
+      o.count_axis = c->second.axis;
+    }
   io.limits = g.limits;
   return io;
 }

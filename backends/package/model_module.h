@@ -30,6 +30,10 @@ struct IoInfo {
   DType dtype;
   Shape shape;
   int64_t bytes;
+  /// An output whose extent along `count_axis` is decided at run time (Graph::count_outputs): the
+  /// output holding how many entries along it are valid; "" otherwise.
+  std::string count;
+  int64_t count_axis = -1;
 };
 
 /// The graph's inputs and outputs, in the graph's order, with unique C field names.

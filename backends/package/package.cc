@@ -26,8 +26,9 @@ nlohmann::json metadata(const ModelModule& m, const PackageOptions& o, bool pool
   j["target"] = {{"name", o.target_name}, {"triple", m.options.machine.triple}, {"cpu", m.options.machine.cpu},
                  {"features", m.options.machine.features}, {"vector_bits", m.options.vector_bits}};
   auto io_json = [](const IoInfo& io) {
-    return nlohmann::json{{"name", io.name}, {"c_name", io.c_name}, {"dtype", dtype_name(io.dtype)},
-                          {"shape", io.shape}, {"bytes", io.bytes}};
+    nlohmann::json j{{"name", io.name}, {"c_name", io.c_name}, {"dtype", dtype_name(io.dtype)}, {"shape", io.shape}, {"bytes", io.bytes}};
+    if (!io.count.empty()) j["count"] = {{"output", io.count}, {"axis", io.count_axis}};
+    return j;
   };
   j["inputs"] = nlohmann::json::array();
   j["outputs"] = nlohmann::json::array();

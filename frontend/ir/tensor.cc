@@ -1,5 +1,6 @@
 #include "frontend/ir/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -158,6 +159,23 @@ Tensor Tensor::reshaped(Shape shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;
+}
+
+Tensor Tensor::leading(int64_t axis, int64_t count) const {
+  if (axis < 0 || axis >= rank()) throw Error("axis " + std::to_string(axis) + " of a tensor of shape " + shape_str(shape_));
+  const auto a = static_cast<size_t>(axis);
+  const int64_t extent = shape_[a];
+  if (count < 0 || count > extent)
+    throw Error("a count of " + std::to_string(count) + " for " + std::to_string(extent) + " entries along axis " + std::to_string(axis));
+  int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(dtype_));  // inner in bytes
+  for (size_t i = 0; i < a; ++i) outer *= shape_[i];
+  for (size_t i = a + 1; i < shape_.size(); ++i) inner *= shape_[i];
+  Shape shape = shape_;
+  shape[a] = count;
+  Tensor out(dtype_, shape);
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy_n(data() + o * extent * inner, count * inner, out.data() + o * count * inner);
+  return out;
 }
 
 }  // namespace kiln

@@ -57,6 +57,9 @@ class Tensor {
 
   /// Same bytes, new shape (the element count must match).
   Tensor reshaped(Shape shape) const;
+  /// The first `count` entries along `axis` (a run-time-sized output's result); throws Error when
+  /// `count` is negative or past the extent.
+  Tensor leading(int64_t axis, int64_t count) const;
 
  private:
   DType dtype_ = DType::Undefined;

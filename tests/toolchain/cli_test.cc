@@ -132,6 +132,26 @@ TEST(Cli, SequenceInputsAreBoundBySequence) {
   EXPECT_NE(o.err.find("--absent s: the graph has no optional input of that name"), std::string::npos) << o.err;
 }
 
+// An output whose extent is decided at run time: `kiln run` of the model and of its package prints
+// the counted entries, and the package metadata names the count output.
+TEST(Cli, RunPrintsTheCountedEntriesOfARunTimeSizedOutput) {
+  testing::TempDir dir;
+  ModelBuilder b("nonzero");
+  b.input("x", DType::Int32, Shape{2, 3});
+  b.node("NonZero", {"x"}, {"where"});
+  b.output("where", DType::Int64, Shape{});
+  b.save(dir.path("nz.onnx"));
+  ASSERT_EQ(run("compile " + dir.path("nz.onnx") + " --target host -o " + dir.path("pkg")), 0);
+  EXPECT_NE(slurp(dir.path("pkg") + "/nz.json").find("\"count\": {"), std::string::npos);
+  const std::string input = " --input x=0,7,0,-2,0,1";
+  for (const std::string& target : {dir.path("nz.onnx"), dir.path("pkg")}) {
+    testing::CliOutput o = testing::run_kiln_output("run " + target + input, dir);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("output where int64 [2x3]\n  0 1 1 1 0 2\n"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("output where.count int64 [scalar]\n  3\n"), std::string::npos) << o.out;
+  }
+}
+
 // ONNX's Binarizer test imports only ai.onnx.ml: inspect summarises it (opset 0: no default domain)
 // instead of looking up a default-domain opset that is not there.
 TEST(Cli, InspectOfAModelImportingOnlyTheMlDomain) {
