@@ -1,5 +1,5 @@
 /* kiln_rt_kernels.h: runtime kernels for the ops that are not loop nests (TopK, Det, BitCast,
- * NonMaxSuppression and NonZero with run-time result sizes).
+ * NonMaxSuppression and NonZero with run-time result sizes, RoiAlign sampled by run-time ROIs).
  *
  * Generated code calls these through plain C symbols; build_package compiles the ones a model uses with
  * the target's C compiler and adds them to lib<m>.a. They are C11 with no malloc, no stdio and no libm,
@@ -64,6 +64,15 @@ void kiln_rt_nms(const float* boxes, const float* scores, const int64_t* max_out
  * order first, zeros after them; *count is their number. */
 void kiln_rt_nonzero(const void* x, int64_t* y, int64_t* count, int64_t dtype, int64_t elements, int64_t rank,
                      int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t d4, int64_t d5, int64_t d6, int64_t d7);
+
+/* RoiAlign with sampling_ratio 0 over run-time ROIs: x [batch, channels, height, width] and rois
+ * [num_rois, 4] of `dtype` (float32 or float64), batch_indices of `index_dtype` (int32 or int64), y
+ * [num_rois, channels, out_h, out_w]. Each bin is sampled ceil(bin size) times per axis. max_mode and
+ * half_pixel are 0 or 1; spatial_scale_bits holds the bits of the double spatial_scale. */
+void kiln_rt_roialign(const void* x, const void* rois, const void* batch_indices, void* y, int64_t dtype,
+                      int64_t index_dtype, int64_t batch, int64_t channels, int64_t height, int64_t width,
+                      int64_t num_rois, int64_t out_h, int64_t out_w, int64_t max_mode, int64_t half_pixel,
+                      int64_t spatial_scale_bits);
 
 /* Reinterprets `bytes` bytes of x as the output's dtype: a byte copy (both little endian). */
 void kiln_rt_bitcast(const void* x, void* y, int64_t bytes);

@@ -1,5 +1,7 @@
 #include "scheduler/lower/extern_calls.h"
 
+#include <cstring>
+
 #include "frontend/ir/error.h"
 #include "frontend/ops/axes_and_broadcast.h"
 
@@ -120,6 +122,29 @@ ExternCallSpec nonzero_call(const CallContext& c) {
   return s;
 }
 
+// RoiAlign whose sample grid depends on run-time ROIs (te's lowering makes it an extern stage then).
+ExternCallSpec roialign_call(const CallContext& c) {
+  const TensorRef& x = c.input(0);
+  const TensorRef& rois = c.input(1);
+  const TensorRef& batch_indices = c.input(2);
+  if ((x->dtype != DType::Float32 && x->dtype != DType::Float64) || rois->dtype != x->dtype)
+    throw Unsupported(c.node.label() + ": RoiAlign of " + dtype_name(x->dtype) + " has no runtime kernel (float32, float64)");
+  if (batch_indices->dtype != DType::Int64 && batch_indices->dtype != DType::Int32)
+    throw Unsupported(c.node.label() + ": batch_indices of " + dtype_name(batch_indices->dtype) + " has no runtime kernel");
+  const std::string mode = c.node.attr_string("coordinate_transformation_mode", c.node.opset >= 16 ? "half_pixel" : "output_half_pixel");
+  const double scale = c.node.attr_float("spatial_scale", 1.0);
+  int64_t scale_bits = 0;
+  static_assert(sizeof(scale_bits) == sizeof(scale));
+  std::memcpy(&scale_bits, &scale, sizeof(scale));
+  ExternCallSpec s;
+  s.callee = "kiln_rt_roialign";
+  s.args = {c.buffer(x), c.buffer(rois), c.buffer(batch_indices), c.output_buffer(0)};
+  s.int_args = {static_cast<int64_t>(x->dtype), static_cast<int64_t>(batch_indices->dtype), x->shape[0], x->shape[1],
+                x->shape[2], x->shape[3], rois->shape[0], c.node.attr_int("output_height", 1), c.node.attr_int("output_width", 1),
+                c.node.attr_string("mode", "avg") == "max" ? 1 : 0, mode == "half_pixel" ? 1 : 0, scale_bits};
+  return s;
+}
+
 }  // namespace
 
 ExternCallSpec extern_call_spec(const Node& node, const std::vector<TensorRef>& inputs,
@@ -130,6 +155,7 @@ ExternCallSpec extern_call_spec(const Node& node, const std::vector<TensorRef>& 
     if (node.op_type == "TopK") return topk_call(c);
     if (node.op_type == "Det") return det_call(c);
     if (node.op_type == "BitCast") return bitcast_call(c);
+    if (node.op_type == "RoiAlign") return roialign_call(c);
   }
   if (node.domain == "kiln") {
     if (node.op_type == "NonMaxSuppressionBounded") return nms_call(c);
