@@ -261,9 +261,55 @@ OpDef bounded_op(const std::string& op, int64_t axis, std::vector<const char*> i
   return d;
 }
 
+// kiln.UniqueBounded: Unique of an input known only at run time. Y (along the axis, or flat),
+// indices and counts have the input's slice count as bound, padded with zeros; inverse_indices is
+// exact; output 4 is the number of unique slices.
+OpDef unique_bounded_op() {
+  OpDef d;
+  d.op_type = "UniqueBounded";
+  d.domain = "kiln";
+  d.infer = [](InferContext& c) {
+    c.require_input(0, "X");
+    const Node& n = c.node();
+    const bool has_axis = n.has_attr("axis");
+    const int64_t axis = has_axis ? normalize_axis(n, n.attr_int("axis", 0), c.rank(0)) : 0;
+    const Shape y = has_axis ? c.shape(0) : Shape{num_elements(c.shape(0))};
+    const int64_t slices = y[static_cast<size_t>(axis)];
+    c.set_output(0, c.dtype(0), y);
+    for (size_t i = 1; i < 4; ++i) c.set_output(i, DType::Int64, {slices});
+    c.set_output(4, DType::Int64, {});
+  };
+  d.eval = [](EvalContext& c) {
+    std::vector<Tensor> exact = unique(c.node(), {&c.input(0)});
+    const bool has_axis = c.node().has_attr("axis");
+    const int64_t axis = has_axis ? normalize_axis(c.node(), c.node().attr_int("axis", 0), c.input(0).rank()) : 0;
+    const Shape full = has_axis ? c.input(0).shape() : Shape{c.input(0).size()};
+    const int64_t slices = full[static_cast<size_t>(axis)], found = exact[1].size();
+    // Y: the unique slices first along the axis, zeros after them.
+    Tensor y(exact[0].dtype(), full);
+    int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(y.dtype()));
+    for (int64_t a = 0; a < axis; ++a) outer *= full[static_cast<size_t>(a)];
+    for (size_t a = static_cast<size_t>(axis) + 1; a < full.size(); ++a) inner *= full[a];
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy_n(exact[0].data() + o * found * inner, found * inner, y.data() + o * slices * inner);
+    auto padded = [&](const Tensor& t) {
+      Tensor out(DType::Int64, {slices});
+      for (int64_t i = 0; i < t.size(); ++i) out.set_int(i, t.get_int(i));
+      return out;
+    };
+    c.set_output(0, std::move(y));
+    c.set_output(1, padded(exact[1]));
+    c.set_output(2, std::move(exact[2]));
+    c.set_output(3, padded(exact[3]));
+    c.set_output(4, Tensor::scalar_int(DType::Int64, found));
+  };
+  return d;
+}
+
 }  // namespace
 
 void register_dynamic_shape_ops(OpRegistry& r) {
+  r.add(unique_bounded_op());
   r.add(bounded_op("NonMaxSuppression", 0, {"boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold"},
                    2, check_non_max_suppression, non_max_suppression));
   r.add(bounded_op("NonZero", 1, {"X"}, 1, [](const InferContext&) {}, non_zero));

@@ -49,6 +49,26 @@ void bound_with_kernel(Graph& g, size_t index, int64_t bound, int64_t axis) {
   g.nodes[index] = std::move(b);
 }
 
+// Unique: kiln.UniqueBounded, whose Y (along the axis), indices and counts are counted; inverse_indices
+// has one entry per input slice, known at compile time.
+void bound_unique(Graph& g, size_t index) {
+  Node b = g.nodes[index];
+  const std::string origin = b.label();
+  const bool has_axis = b.has_attr("axis");
+  const int64_t axis = has_axis ? normalize_axis(b, b.attr_int("axis", 0), rank_of(g, b.inputs.at(0))) : 0;
+  b.op_type = "UniqueBounded";
+  b.domain = "kiln";
+  b.opset = 1;
+  b.outputs.resize(4);
+  const std::string count = g.add_value(b.name + "/count", DType::Int64, {});
+  g.value(count).typed = false;
+  b.outputs.push_back(count);
+  const int64_t axes[] = {axis, 0, -1, 0};
+  for (size_t i = 0; i < 4; ++i)
+    if (!b.outputs[i].empty() && axes[i] >= 0) g.run_time_extents[b.outputs[i]] = {axes[i], count, origin};
+  g.nodes[index] = std::move(b);
+}
+
 // TopK with a run-time k: the whole axis sorted, and min(max(k, 0), extent) as the count.
 void bound_topk(Graph& g, size_t index) {
   const Node node = g.nodes[index];
@@ -114,7 +134,7 @@ bool has_run_time_shape(const Node& n, const Graph& g) {
   if (n.op_type == "NonMaxSuppression")
     return std::any_of(n.inputs.begin(), n.inputs.end(),
                        [&](const std::string& in) { return !in.empty() && !g.value(in).constant; });
-  if (n.op_type == "NonZero") return !constant_or_absent(g, n, 0);
+  if (n.op_type == "NonZero" || n.op_type == "Unique") return !constant_or_absent(g, n, 0);
   if (n.op_type == "TopK") return n.opset >= 10 && !constant_or_absent(g, n, 1);
   return false;
 }
@@ -125,6 +145,7 @@ void bound_run_time_shape(Graph& g, size_t index) {
     if (!in.empty() && !g.value(in).typed) throw Error(n.label() + ": input '" + in + "' has no inferred type");
   if (n.op_type == "TopK") return bound_topk(g, index);
   if (n.op_type == "NonMaxSuppression") return bound_with_kernel(g, index, nms_bound(g, n), 0);
+  if (n.op_type == "Unique") return bound_unique(g, index);
   const Shape& x = g.value(n.inputs.at(0)).shape;
   bound_with_kernel(g, index, num_elements(x), 1);
 }

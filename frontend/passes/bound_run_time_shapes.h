@@ -1,11 +1,12 @@
 /// \file Ops whose output extent is decided at run time, given a bound at compile time.
 ///
-/// Why bounds: kiln compiles static shapes, but NonMaxSuppression, NonZero and a TopK with a run-time
-/// k keep as many results as the data says, and detectors end in them. Such an op becomes its bounded
+/// Why bounds: kiln compiles static shapes, but NonMaxSuppression, NonZero, Unique and a TopK with a
+/// run-time k keep as many results as the data says, and detectors end in them. Such an op becomes its bounded
 /// form: the output has the most rows the op can ever produce (NMS: batches x classes x min(boxes,
-/// max_output_boxes_per_class); NonZero: every element; TopK: the whole axis, sorted), the results
-/// first, and a run-time count beside it (kiln.NonMaxSuppressionBounded and kiln.NonZeroBounded run a
-/// runtime kernel; TopK sorts the whole axis and its count is min(k, axis)). The bound is exact, so
+/// max_output_boxes_per_class); NonZero: every element; Unique: every slice; TopK: the whole axis,
+/// sorted), the results first, and a run-time count beside it (kiln.NonMaxSuppressionBounded,
+/// kiln.NonZeroBounded and kiln.UniqueBounded run a runtime kernel; TopK sorts the whole axis and its
+/// count is min(k, axis)). The bound is exact, so
 /// it cannot be exceeded. Graph::run_time_extents records which axis of which value is run-time
 /// sized, and inference carries that through the nodes that keep rows apart (element-wise ops, Gather,
 /// Slice off the axis, Squeeze, Unsqueeze, Reshape and Transpose that keep the axis, Concat along
@@ -19,7 +20,7 @@
 
 namespace kiln {
 
-/// True for NonMaxSuppression or NonZero whose inputs are not all constants, and TopK whose k is not.
+/// True for NonMaxSuppression, NonZero or Unique whose inputs are not all constants, and TopK whose k is not.
 bool has_run_time_shape(const Node& n, const Graph& g);
 
 /// Replaces g.nodes[index] (has_run_time_shape) by its bounded form, recording its output's extent in

@@ -1,5 +1,5 @@
 /* kiln_rt_kernels.h: runtime kernels for the ops that are not loop nests (TopK, Det, BitCast,
- * NonMaxSuppression and NonZero with run-time result sizes, RoiAlign sampled by run-time ROIs).
+ * NonMaxSuppression, NonZero and Unique with run-time result sizes, RoiAlign sampled by run-time ROIs).
  *
  * Generated code calls these through plain C symbols; build_package compiles the ones a model uses with
  * the target's C compiler and adds them to lib<m>.a. They are C11 with no malloc, no stdio and no libm,
@@ -64,6 +64,14 @@ void kiln_rt_nms(const float* boxes, const float* scores, const int64_t* max_out
  * order first, zeros after them; *count is their number. */
 void kiln_rt_nonzero(const void* x, int64_t* y, int64_t* count, int64_t dtype, int64_t elements, int64_t rank,
                      int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t d4, int64_t d5, int64_t d6, int64_t d7);
+
+/* Unique with a run-time result size over x viewed as [outer, slices, inner] (the slices along the
+ * axis; a flattened input is [1, elements, 1]): y [outer, slices, inner] holds the unique slices first
+ * (sorted, or by first appearance when `sorted` is 0) and zeros after them; indices and counts
+ * [slices] likewise; inverse [slices] maps each slice to its unique one; *count is the number of unique
+ * slices. Outputs may be NULL. scratch: 4 * slices int64_t. */
+void kiln_rt_unique(const void* x, void* y, int64_t* indices, int64_t* inverse, int64_t* counts, int64_t* count,
+                    int64_t* scratch, int64_t dtype, int64_t outer, int64_t slices, int64_t inner, int64_t sorted);
 
 /* RoiAlign with sampling_ratio 0 over run-time ROIs: x [batch, channels, height, width] and rois
  * [num_rois, 4] of `dtype` (float32 or float64), batch_indices of `index_dtype` (int32 or int64), y

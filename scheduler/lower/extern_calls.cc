@@ -122,6 +122,28 @@ ExternCallSpec nonzero_call(const CallContext& c) {
   return s;
 }
 
+// kiln.UniqueBounded: the input as [outer, slices, inner] around the axis (flat when there is none).
+ExternCallSpec unique_call(const CallContext& c) {
+  const TensorRef& x = c.input(0);
+  if (!is_supported(x->dtype) || dtype_size(x->dtype) == 0)
+    throw Unsupported(c.node.label() + ": Unique of " + dtype_name(x->dtype) + " has no runtime kernel");
+  int64_t outer = 1, slices = num_elements(x->shape), inner = 1;
+  if (c.node.has_attr("axis")) {
+    const auto axis = static_cast<size_t>(normalize_axis(c.node, c.node.attr_int("axis", 0), static_cast<int64_t>(x->shape.size())));
+    outer = product(x->shape, 0, axis);
+    slices = x->shape[axis];
+    inner = product(x->shape, axis + 1, x->shape.size());
+  }
+  ExternCallSpec s;
+  s.callee = "kiln_rt_unique";
+  s.args = {c.buffer(x)};
+  for (size_t i = 0; i < 5; ++i) s.args.push_back(c.output_buffer(i));
+  s.int_args = {static_cast<int64_t>(x->dtype), outer, slices, inner, c.node.attr_int("sorted", 1) != 0 ? 1 : 0};
+  s.takes_scratch = true;
+  s.scratch_bytes = 4 * slices * static_cast<int64_t>(sizeof(int64_t));  // order, first, runs, rank
+  return s;
+}
+
 // RoiAlign whose sample grid depends on run-time ROIs (te's lowering makes it an extern stage then).
 ExternCallSpec roialign_call(const CallContext& c) {
   const TensorRef& x = c.input(0);
@@ -160,6 +182,7 @@ ExternCallSpec extern_call_spec(const Node& node, const std::vector<TensorRef>& 
   if (node.domain == "kiln") {
     if (node.op_type == "NonMaxSuppressionBounded") return nms_call(c);
     if (node.op_type == "NonZeroBounded") return nonzero_call(c);
+    if (node.op_type == "UniqueBounded") return unique_call(c);
   }
   throw Unsupported(node.label() + ": no runtime kernel is compiled for " + node.op_type +
                     " (with constant inputs it folds away or becomes a loop nest)");

@@ -25,8 +25,8 @@ struct ExternCallSpec {
 
 /// The call for `node`: `inputs` are its extern stages' inputs (null where absent), `outputs[i]` the
 /// stage computing output i (null when the DAG does not need it), `buffers` every tensor's buffer.
-/// Throws Unsupported for ops without a runtime kernel (Unique needs its input constant, then folds
-/// away; NonZero and NonMaxSuppression on run-time inputs run as their bounded forms).
+/// Throws Unsupported for ops without a runtime kernel (NonZero, NonMaxSuppression and Unique on
+/// run-time inputs run as their bounded forms; on constants they fold away).
 ExternCallSpec extern_call_spec(const Node& node, const std::vector<te::TensorRef>& inputs,
                                 const std::vector<te::TensorRef>& outputs,
                                 const std::map<const te::TensorNode*, BufferRef>& buffers);

@@ -101,7 +101,22 @@ static void nonzero_signed_zero_nan_and_padding(void) {
   CHECK(count == 2 && y[0] == 0 && y[1] == 1 && y[6] == 1 && y[7] == 2 && y[2] == 0 && y[11] == 0);
 }
 
+static void unique_signed_and_first_appearance(void) {
+  const int8_t x[6] = {3, -1, 3, -128, -1, 2};
+  int8_t y[6];
+  int64_t indices[6], inverse[6], counts[6], count = -1, scratch[24];
+  kiln_rt_unique(x, y, indices, inverse, counts, &count, scratch, KILN_RT_INT8, 1, 6, 1, 1);
+  /* Sorted as signed bytes: -128, -1, 2, 3. */
+  CHECK(count == 4 && y[0] == -128 && y[1] == -1 && y[2] == 2 && y[3] == 3 && y[4] == 0);
+  CHECK(indices[0] == 3 && indices[1] == 1 && counts[1] == 2 && counts[3] == 2 && counts[4] == 0);
+  CHECK(inverse[0] == 3 && inverse[1] == 1 && inverse[3] == 0 && inverse[5] == 2);
+  kiln_rt_unique(x, y, indices, NULL, counts, &count, scratch, KILN_RT_INT8, 1, 6, 1, 0);
+  /* By first appearance: 3, -1, -128, 2. */
+  CHECK(count == 4 && y[0] == 3 && y[1] == -1 && y[2] == -128 && y[3] == 2 && indices[2] == 3);
+}
+
 int main(void) {
+  unique_signed_and_first_appearance();
   nms_ties_thresholds_and_padding();
   nonzero_signed_zero_nan_and_padding();
   topk_nan_and_ties();

@@ -41,6 +41,7 @@ void register_misc_lowerings(LoweringRegistry& r) {
   // Their bounded forms for inputs known only at run time (frontend/passes/bound_run_time_shapes.h).
   r.add(extern_lowering("NonMaxSuppressionBounded", "kiln"));
   r.add(extern_lowering("NonZeroBounded", "kiln"));
+  r.add(extern_lowering("UniqueBounded", "kiln"));
   register_bitcast_lowering(r);
   register_swiglu_lowering(r);
   register_if_merge_lowering(r);
