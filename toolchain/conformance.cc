@@ -152,7 +152,8 @@ IoLayout layout_of(const IoValue& v) {
 
 }  // namespace
 
-BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set, const std::vector<std::string>& freeze) {
+BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set, const std::vector<std::string>& freeze,
+                             bool run_time_shapes) {
   Graph g = base;
   auto in_files = numbered_files(set, "input_");
   if (in_files.size() > g.inputs.size())
@@ -191,6 +192,7 @@ BoundTestData bind_test_data(const Graph& base, const std::filesystem::path& set
   }
   // Inputs that shapes depend on are frozen to their test values, as a user would with --freeze.
   Graph unbound = g;
+  unbound.run_time_shapes = run_time_shapes;
   for (;;) {
     g = unbound;
     bind_input_shapes(g, b);
@@ -234,7 +236,11 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
     std::sort(sets.begin(), sets.end());
     if (sets.empty()) throw Error(dir.string() + ": no test_data_set_* directory");
     for (const fs::path& set : sets) {
-      BoundTestData bound = bind_test_data(base, set, o.freeze);
+      // GPU programs have no runtime kernels: their run-time-shaped ops get their inputs frozen.
+      const bool gpu = o.engine == "compiled" && (resolve_target(o.target).is_cuda() ||
+                                                 o.schedule.kind == ScheduleChoice::Kind::GpuSerial ||
+                                                 o.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom);
+      BoundTestData bound = bind_test_data(base, set, o.freeze, !gpu);
       const Graph& g = bound.graph;
       const std::map<std::string, Tensor>& inputs = bound.inputs;
       std::vector<Tensor> outs = run_engine(o, g, inputs);

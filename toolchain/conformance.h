@@ -49,6 +49,9 @@ struct BoundTestData {
   std::map<std::string, Tensor> inputs;
 };
 /// Throws Error / Unsupported naming `set` when its files do not fit the model.
-BoundTestData bind_test_data(const Graph& model, const std::filesystem::path& set, const std::vector<std::string>& freeze = {});
+/// `run_time_shapes` false (GPU programs, which have no runtime kernels) freezes the inputs that NMS,
+/// NonZero, Unique and TopK's k read, as it does the inputs shapes depend on (Graph::run_time_shapes).
+BoundTestData bind_test_data(const Graph& model, const std::filesystem::path& set, const std::vector<std::string>& freeze = {},
+                             bool run_time_shapes = true);
 
 }  // namespace kiln

@@ -128,6 +128,9 @@ struct Graph {
   /// has its count as another graph output (`count_outputs`, by output name).
   std::map<std::string, RunTimeExtent> run_time_extents;
   std::map<std::string, RunTimeExtent> count_outputs;
+  /// Whether such ops get a bound; false where the code will have no runtime kernel for them (GPU
+  /// programs), so that the values they depend on must be known at compile time (NotConstant).
+  bool run_time_shapes = true;
   std::map<std::string, Value> values;
   std::map<std::string, int64_t> opsets;  // domain -> version
   int64_t ir_version = 0;

@@ -130,7 +130,7 @@ bool slice_keeps_axis(const Graph& g, const Node& n, int64_t axis) {
 }  // namespace
 
 bool has_run_time_shape(const Node& n, const Graph& g) {
-  if (!n.domain.empty()) return false;
+  if (!n.domain.empty() || !g.run_time_shapes) return false;
   if (n.op_type == "NonMaxSuppression")
     return std::any_of(n.inputs.begin(), n.inputs.end(),
                        [&](const std::string& in) { return !in.empty() && !g.value(in).constant; });
