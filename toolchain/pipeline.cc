@@ -112,7 +112,7 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
 std::vector<Task> target_tasks(const Graph& model, int vector_bits) {
   const Graph g = optimize_graph(model, vector_bits);
   const SubgraphDAG sdag = partition_graph(g);
-  return extract_tasks(g, sdag, lower::subgraphs_of(lower::plan_in_place_concats(g, sdag)));
+  return extract_tasks(g, sdag, lower::subgraphs_of(lower::plan_in_place_outputs(g, sdag)));
 }
 
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
@@ -140,7 +140,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
                           ": an If decided at run time is not compiled for GPUs yet");
 
   // A Concat's inputs are computed straight into its output where they can be.
-  const std::vector<lower::InPlaceConcat> in_place = lower::plan_in_place_concats(g, sdag);
+  const std::vector<lower::InPlaceConcat> in_place = lower::plan_in_place_outputs(g, sdag);
   const std::vector<Task> tasks = extract_tasks(g, sdag, lower::subgraphs_of(in_place));
   if (!after(o, "tasks", [&] { return format_task_table(sdag, tasks); })) return std::nullopt;
 

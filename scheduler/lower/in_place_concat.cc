@@ -1,5 +1,7 @@
 #include "scheduler/lower/in_place_concat.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "frontend/ir/dtype.h"
@@ -51,6 +53,45 @@ std::vector<InPlaceConcat> plan_in_place_concats(const Graph& g, const SubgraphD
     for (const auto& s : plan.inputs) placed.insert(s.value);
     plans.push_back(std::move(plan));
   }
+  return plans;
+}
+
+std::vector<InPlaceConcat> plan_in_place_if_merges(const Graph& g, const SubgraphDAG& sdag,
+                                                   const std::vector<InPlaceConcat>& placed_already) {
+  std::set<std::string> graph_outputs(g.outputs.begin(), g.outputs.end()), placed;
+  for (const InPlaceConcat& c : placed_already)
+    for (const auto& s : c.inputs) placed.insert(s.value);
+  std::map<std::string, const Subgraph*> producer;
+  for (const Subgraph& sg : sdag.subgraphs)
+    for (const std::string& o : sg.outputs) producer[o] = &sg;
+  // A side may share the merge's buffer when only its branch computes it: the other branch, which
+  // writes the other side there, then never runs in the same call.
+  auto only_in_branch = [&](const std::string& v, const Guard& branch) {
+    auto p = producer.find(v);
+    return p != producer.end() && !graph_outputs.count(v) && !placed.count(v) &&
+           std::find(p->second->guards.begin(), p->second->guards.end(), branch) != p->second->guards.end();
+  };
+  std::vector<InPlaceConcat> plans;
+  for (size_t k = 0; k < sdag.subgraphs.size(); ++k) {
+    const Subgraph& sg = sdag.subgraphs[k];
+    if (sg.nodes.size() != 1 || sg.outputs.size() != 1 || graph_outputs.count(sg.outputs[0])) continue;
+    const Node& n = g.nodes[static_cast<size_t>(sg.nodes[0])];
+    if (n.op_type != "IfMerge" || n.domain != "kiln" || n.inputs.size() != 3 || n.outputs[0] != sg.outputs[0]) continue;
+    const std::string &cond = n.inputs[0], &then_value = n.inputs[1], &else_value = n.inputs[2];
+    if (then_value == else_value || num_elements(g.value(n.outputs[0]).shape) == 0) continue;
+    if (!only_in_branch(then_value, {cond, true}) || !only_in_branch(else_value, {cond, false})) continue;
+    placed.insert(then_value);
+    placed.insert(else_value);
+    plans.push_back({static_cast<int>(k), n.outputs[0], {{then_value, 0}, {else_value, 0}}});
+  }
+  return plans;
+}
+
+std::vector<InPlaceConcat> plan_in_place_outputs(const Graph& g, const SubgraphDAG& sdag) {
+  std::vector<InPlaceConcat> plans = plan_in_place_concats(g, sdag);
+  std::vector<InPlaceConcat> merges = plan_in_place_if_merges(g, sdag, plans);
+  plans.insert(plans.end(), merges.begin(), merges.end());
+  std::sort(plans.begin(), plans.end(), [](const InPlaceConcat& a, const InPlaceConcat& b) { return a.subgraph < b.subgraph; });
   return plans;
 }
 

@@ -1,5 +1,5 @@
-/// \file Concats without a copy: each input of a Concat is computed straight into its slice of the
-/// Concat's output buffer, and the Concat itself runs no code.
+/// \file Concats (and run-time Ifs' merges, below) without a copy: each input of a Concat is computed
+/// straight into its slice of the Concat's output buffer, and the Concat itself runs no code.
 ///
 /// In the blocked layout a Concat over channels (batch 1) puts each input at one contiguous run of
 /// the output: [1, C/16, H, W, 16] sliced on the block axis. Copying them took 1-5% of squeezenet,
@@ -36,6 +36,18 @@ struct InPlaceConcat {
 /// concat axis all have extent 1 (each input is one contiguous run of the output); and every slice
 /// starts on a 64-byte boundary (the alignment every buffer has). Ordered by subgraph.
 std::vector<InPlaceConcat> plan_in_place_concats(const Graph& g, const SubgraphDAG& sdag);
+
+/// The kiln.IfMerges of `sdag` whose two sides can share the merge's buffer (a run-time If's branches'
+/// outputs in one place, as issue 19 asks): the merge is a subgraph of its own and no graph output;
+/// each side is computed only in its branch (its subgraph is guarded by the condition, true for the
+/// then side, false for the else side), distinct, no graph output and not placed already (in
+/// `placed_already` or another merge). Only the branch taken runs, so the one buffer holds its value
+/// and the merge runs no code. Nested Ifs chain as Concats do.
+std::vector<InPlaceConcat> plan_in_place_if_merges(const Graph& g, const SubgraphDAG& sdag,
+                                                   const std::vector<InPlaceConcat>& placed_already);
+
+/// Both: every subgraph whose inputs live inside its output, ordered by subgraph.
+std::vector<InPlaceConcat> plan_in_place_outputs(const Graph& g, const SubgraphDAG& sdag);
 
 /// The subgraph positions of `plans`: subgraphs that run no code.
 std::set<int> subgraphs_of(const std::vector<InPlaceConcat>& plans);

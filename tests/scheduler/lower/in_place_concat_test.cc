@@ -1,10 +1,11 @@
 // In-place Concats (scheduler/lower/in_place_concat.h): which Concats qualify, where their inputs land
 // in the memory plan, and that a package computing a concat of a concat in place still matches the
-// reference interpreter.
+// reference interpreter; a run-time If's merge whose branches write one buffer, likewise.
 #include "scheduler/lower/in_place_concat.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -138,6 +139,68 @@ TEST(InPlaceConcat, ConcatsThatCannotAreLeftAlone) {
     b.output("y", DType::Float32, Shape{1, 2, 3, 3});
     EXPECT_TRUE(plans_of(b, 0).empty());
   }
+}
+
+// A branch: `out` = conv(x) op c.
+ModelBuilder conv_branch(const std::string& op, uint32_t seed) {
+  ModelBuilder b(op + "_branch");
+  conv(b, "x", "t", 8, 8, 3, seed);
+  b.initializer("c", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{0.5}));
+  b.node(op, {"t", "c"}, {"out"});
+  b.output("out", DType::Float32, Shape{1, 8, 6, 6});
+  return b;
+}
+
+// y = conv(If(go) then conv(x) + 0.5 else conv(x) * 0.5), go decided at run time: the merge feeds a conv.
+ModelBuilder runtime_if_into_conv() {
+  ModelBuilder b("if_merge");
+  b.input("go", DType::Bool, Shape{});
+  b.input("x", DType::Float32, Shape{1, 8, 6, 6});
+  b.node("If", {"go"}, {"z"}, "choose").attr("then_branch", conv_branch("Add", 5)).attr("else_branch", conv_branch("Mul", 6));
+  conv(b, "z", "y", 8, 4, 1, 7);
+  b.output("y", DType::Float32, Shape{1, 4, 6, 6});
+  return b;
+}
+
+TEST(InPlaceConcat, ARunTimeIfsBranchesWriteTheMergesBufferAndTheMergeRunsNothing) {
+  ModelBuilder b = runtime_if_into_conv();
+  const Graph g = optimize_graph(testing::prepared_graph(b), 0);
+  const SubgraphDAG sdag = partition_graph(g);
+  const auto plans = lower::plan_in_place_if_merges(g, sdag, {});
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].output, "z");
+  ASSERT_EQ(plans[0].inputs.size(), 2u);
+  EXPECT_EQ(plans[0].inputs[0].offset, 0);
+  EXPECT_EQ(plans[0].inputs[1].offset, 0);
+  const lower::ModelProgram with = lower::lower_model(g, sdag, "k", lower::default_subgraph_scheduler({}), plans);
+  const lower::ModelProgram without = lower::lower_model(g, sdag, "k", lower::default_subgraph_scheduler({}));
+  EXPECT_LT(package::plan_model_memory(with).size, package::plan_model_memory(without).size);
+
+  testing::TempDir dir;
+  const testing::HostPackage pkg(b, dir);
+  for (int go : {1, 0}) {
+    const std::map<std::string, Tensor> in = {{"go", Tensor::scalar_int(DType::Bool, go)}, {"x", random_weights({1, 8, 6, 6}, 9)}};
+    testing::expect_same_outputs(run_reference(pkg.graph(), in), pkg.run(in));
+  }
+}
+
+TEST(InPlaceConcat, AMergeOfAValueFromOutsideItsBranchKeepsItsOwnBuffer) {
+  // The else branch gives x2, which is computed before the If and read after it: the then branch
+  // must not write over it.
+  ModelBuilder pass("pass");
+  pass.output("x2", DType::Float32, Shape{1, 8, 6, 6});
+  ModelBuilder b("if_merge");
+  b.input("go", DType::Bool, Shape{});
+  b.input("x", DType::Float32, Shape{1, 8, 6, 6});
+  conv(b, "x", "x2", 8, 8, 3, 3);
+  b.node("If", {"go"}, {"z"}, "choose").attr("then_branch", conv_branch("Add", 5)).attr("else_branch", pass);
+  b.node("Add", {"z", "x2"}, {"y"});
+  b.output("y", DType::Float32, Shape{1, 8, 6, 6});
+  const Graph g = optimize_graph(testing::prepared_graph(b), 0);
+  EXPECT_TRUE(std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+    return n.op_type == "IfMerge" && n.inputs.size() == 3 && n.inputs[2] == "x2";
+  }));
+  EXPECT_TRUE(lower::plan_in_place_if_merges(g, partition_graph(g), {}).empty());
 }
 
 }  // namespace
