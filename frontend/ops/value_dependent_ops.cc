@@ -2,6 +2,7 @@
 // static, so shape inference needs those inputs at compile time; it then computes the result outright
 // and the outputs become constants. The kernels serve the reference interpreter all the same.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <numeric>
 
@@ -144,10 +145,12 @@ std::vector<Tensor> non_zero(const Node&, const std::vector<const Tensor*>& in) 
 
 // ---- Unique -----------------------------------------------------------------------------------------
 
-// Three-way comparison of elements i and j of a tensor, in its dtype's order.
+// Three-way comparison of elements i and j of a tensor, in its dtype's order; NaN above every number
+// and equal to NaN, as numpy sorts (np.unique, ONNX's reference, collapses NaNs into one).
 int compare_elements(const Tensor& t, int64_t i, int64_t j) {
   if (t.is_float_dtype()) {
     double a = t.get_double(i), b = t.get_double(j);
+    if (std::isnan(a) || std::isnan(b)) return static_cast<int>(std::isnan(a)) - static_cast<int>(std::isnan(b));
     return a < b ? -1 : a > b ? 1 : 0;
   }
   if (!is_signed(t.dtype())) {

@@ -85,6 +85,91 @@ void kiln_rt_roialign(const void* x, const void* rois, const void* batch_indices
 /* Reinterprets `bytes` bytes of x as the output's dtype: a byte copy (both little endian). */
 void kiln_rt_bitcast(const void* x, void* y, int64_t bytes);
 
+#ifdef KILN_RT_KERNEL_SOURCE
+/* Helpers the kernels' sources share (each defines KILN_RT_KERNEL_SOURCE first); not part of the
+ * interface. */
+
+typedef union {
+  uint32_t bits;
+  float value;
+} kiln_rt_float_bits;
+
+static inline float kiln_rt_bfloat16_to_float(uint16_t h) {
+  kiln_rt_float_bits f;
+  f.bits = (uint32_t)h << 16;
+  return f.value;
+}
+
+static inline float kiln_rt_float16_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  kiln_rt_float_bits f;
+  if (exponent == 0x1fu) {
+    f.bits = sign | 0x7f800000u | (mantissa << 13); /* infinity or NaN */
+  } else if (exponent != 0) {
+    f.bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    f.bits = sign;
+  } else { /* subnormal: normalise into float's range */
+    exponent = 113u;
+    while (!(mantissa & 0x400u)) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    f.bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  return f.value;
+}
+
+/* Ascending three-way comparisons (kiln_rt_compare_elements: elements a and b of x as `dtype`). NaN sits above every number and ties with NaN, as in the reference
+ * (numpy's order); `a != a` tests NaN without libm. */
+static inline int kiln_rt_compare_double(double a, double b) {
+  int a_nan = a != a, b_nan = b != b;
+  if (a_nan || b_nan) return a_nan - b_nan;
+  return (a > b) - (a < b);
+}
+static inline int kiln_rt_compare_int(int64_t a, int64_t b) { return (a > b) - (a < b); }
+static inline int kiln_rt_compare_uint(uint64_t a, uint64_t b) { return (a > b) - (a < b); }
+
+static inline int kiln_rt_compare_elements(const void* x, int64_t dtype, int64_t a, int64_t b) {
+  switch (dtype) {
+    case KILN_RT_FLOAT32: return kiln_rt_compare_double(((const float*)x)[a], ((const float*)x)[b]);
+    case KILN_RT_FLOAT64: return kiln_rt_compare_double(((const double*)x)[a], ((const double*)x)[b]);
+    case KILN_RT_FLOAT16:
+      return kiln_rt_compare_double(kiln_rt_float16_to_float(((const uint16_t*)x)[a]), kiln_rt_float16_to_float(((const uint16_t*)x)[b]));
+    case KILN_RT_BFLOAT16:
+      return kiln_rt_compare_double(kiln_rt_bfloat16_to_float(((const uint16_t*)x)[a]), kiln_rt_bfloat16_to_float(((const uint16_t*)x)[b]));
+    case KILN_RT_INT8: return kiln_rt_compare_int(((const int8_t*)x)[a], ((const int8_t*)x)[b]);
+    case KILN_RT_INT16: return kiln_rt_compare_int(((const int16_t*)x)[a], ((const int16_t*)x)[b]);
+    case KILN_RT_INT32: return kiln_rt_compare_int(((const int32_t*)x)[a], ((const int32_t*)x)[b]);
+    case KILN_RT_INT64: return kiln_rt_compare_int(((const int64_t*)x)[a], ((const int64_t*)x)[b]);
+    case KILN_RT_UINT8:
+    case KILN_RT_BOOL: return kiln_rt_compare_uint(((const uint8_t*)x)[a], ((const uint8_t*)x)[b]);
+    case KILN_RT_UINT16: return kiln_rt_compare_uint(((const uint16_t*)x)[a], ((const uint16_t*)x)[b]);
+    case KILN_RT_UINT32: return kiln_rt_compare_uint(((const uint32_t*)x)[a], ((const uint32_t*)x)[b]);
+    case KILN_RT_UINT64: return kiln_rt_compare_uint(((const uint64_t*)x)[a], ((const uint64_t*)x)[b]);
+    default: return 0;
+  }
+}
+
+static inline int64_t kiln_rt_element_size(int64_t dtype) {
+  switch (dtype) {
+    case KILN_RT_FLOAT64:
+    case KILN_RT_INT64:
+    case KILN_RT_UINT64: return 8;
+    case KILN_RT_FLOAT32:
+    case KILN_RT_INT32:
+    case KILN_RT_UINT32: return 4;
+    case KILN_RT_FLOAT16:
+    case KILN_RT_BFLOAT16:
+    case KILN_RT_INT16:
+    case KILN_RT_UINT16: return 2;
+    default: return 1;
+  }
+}
+
+#endif /* KILN_RT_KERNEL_SOURCE */
+
 #ifdef __cplusplus
 }
 #endif

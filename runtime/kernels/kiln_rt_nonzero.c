@@ -1,6 +1,7 @@
 /* kiln_rt_nonzero: NonZero of an input known only at run time (kiln.NonZeroBounded). Compaction is
  * data-dependent, not a loop nest. An element is nonzero when any bit but a float's sign bit is set
  * (so -0.0 is zero and NaN is not), which serves every dtype by its size alone. */
+#define KILN_RT_KERNEL_SOURCE
 #include "kiln_rt_kernels.h"
 
 static int is_nonzero(const unsigned char* p, int64_t dtype) {
@@ -19,10 +20,7 @@ static int is_nonzero(const unsigned char* p, int64_t dtype) {
     default: break;
   }
   {
-    int64_t size = dtype == KILN_RT_INT64 || dtype == KILN_RT_UINT64 ? 8
-                   : dtype == KILN_RT_INT32 || dtype == KILN_RT_UINT32 ? 4
-                   : dtype == KILN_RT_INT16 || dtype == KILN_RT_UINT16 ? 2
-                                                                       : 1;
+    const int64_t size = kiln_rt_element_size(dtype);
     int64_t k;
     for (k = 0; k < size; ++k)
       if (p[k]) return 1;
@@ -30,27 +28,11 @@ static int is_nonzero(const unsigned char* p, int64_t dtype) {
   }
 }
 
-static int64_t element_size(int64_t dtype) {
-  switch (dtype) {
-    case KILN_RT_FLOAT64:
-    case KILN_RT_INT64:
-    case KILN_RT_UINT64: return 8;
-    case KILN_RT_FLOAT32:
-    case KILN_RT_INT32:
-    case KILN_RT_UINT32: return 4;
-    case KILN_RT_FLOAT16:
-    case KILN_RT_BFLOAT16:
-    case KILN_RT_INT16:
-    case KILN_RT_UINT16: return 2;
-    default: return 1;
-  }
-}
-
 void kiln_rt_nonzero(const void* x, int64_t* y, int64_t* count, int64_t dtype, int64_t elements, int64_t rank,
                      int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t d4, int64_t d5, int64_t d6, int64_t d7) {
   const int64_t dims[8] = {d0, d1, d2, d3, d4, d5, d6, d7};
   const unsigned char* bytes = (const unsigned char*)x;
-  const int64_t size = element_size(dtype);
+  const int64_t size = kiln_rt_element_size(dtype);
   int64_t n = 0, i, a;
   for (i = 0; i < elements; ++i) {
     int64_t rest = i;

@@ -2,86 +2,8 @@
  * loop-nest language cannot express. Each row keeps a heap of its k best positions so far in `scratch`
  * (O(n log k) per row, no allocation), then heap-sorts them into output order. The order is total
  * (value, then index), so the result equals the reference's stable sort whatever the heap does. */
+#define KILN_RT_KERNEL_SOURCE
 #include "kiln_rt_kernels.h"
-
-typedef union {
-  uint32_t bits;
-  float value;
-} float_bits;
-
-static float bfloat16_to_float(uint16_t h) {
-  float_bits f;
-  f.bits = (uint32_t)h << 16;
-  return f.value;
-}
-
-static float float16_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-  float_bits f;
-  if (exponent == 0x1fu) {
-    f.bits = sign | 0x7f800000u | (mantissa << 13); /* infinity or NaN */
-  } else if (exponent != 0) {
-    f.bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    f.bits = sign;
-  } else { /* subnormal: normalise into float's range */
-    exponent = 113u;
-    while (!(mantissa & 0x400u)) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    f.bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-  }
-  return f.value;
-}
-
-/* Ascending three-way comparisons. NaN sits above every number and ties with NaN, as in the reference
- * (numpy's order); `a != a` tests NaN without libm. */
-static int compare_double(double a, double b) {
-  int a_nan = a != a, b_nan = b != b;
-  if (a_nan || b_nan) return a_nan - b_nan;
-  return (a > b) - (a < b);
-}
-static int compare_int(int64_t a, int64_t b) { return (a > b) - (a < b); }
-static int compare_uint(uint64_t a, uint64_t b) { return (a > b) - (a < b); }
-
-static int compare_elements(const void* x, int64_t dtype, int64_t a, int64_t b) {
-  switch (dtype) {
-    case KILN_RT_FLOAT32: return compare_double(((const float*)x)[a], ((const float*)x)[b]);
-    case KILN_RT_FLOAT64: return compare_double(((const double*)x)[a], ((const double*)x)[b]);
-    case KILN_RT_FLOAT16:
-      return compare_double(float16_to_float(((const uint16_t*)x)[a]), float16_to_float(((const uint16_t*)x)[b]));
-    case KILN_RT_BFLOAT16:
-      return compare_double(bfloat16_to_float(((const uint16_t*)x)[a]), bfloat16_to_float(((const uint16_t*)x)[b]));
-    case KILN_RT_INT8: return compare_int(((const int8_t*)x)[a], ((const int8_t*)x)[b]);
-    case KILN_RT_INT16: return compare_int(((const int16_t*)x)[a], ((const int16_t*)x)[b]);
-    case KILN_RT_INT32: return compare_int(((const int32_t*)x)[a], ((const int32_t*)x)[b]);
-    case KILN_RT_INT64: return compare_int(((const int64_t*)x)[a], ((const int64_t*)x)[b]);
-    case KILN_RT_UINT8:
-    case KILN_RT_BOOL: return compare_uint(((const uint8_t*)x)[a], ((const uint8_t*)x)[b]);
-    case KILN_RT_UINT16: return compare_uint(((const uint16_t*)x)[a], ((const uint16_t*)x)[b]);
-    case KILN_RT_UINT32: return compare_uint(((const uint32_t*)x)[a], ((const uint32_t*)x)[b]);
-    case KILN_RT_UINT64: return compare_uint(((const uint64_t*)x)[a], ((const uint64_t*)x)[b]);
-    default: return 0;
-  }
-}
-
-static int64_t element_size(int64_t dtype) {
-  switch (dtype) {
-    case KILN_RT_FLOAT64:
-    case KILN_RT_INT64:
-    case KILN_RT_UINT64: return 8;
-    case KILN_RT_FLOAT32:
-    case KILN_RT_INT32:
-    case KILN_RT_UINT32: return 4;
-    case KILN_RT_FLOAT16:
-    case KILN_RT_BFLOAT16:
-    case KILN_RT_INT16:
-    case KILN_RT_UINT16: return 2;
-    default: return 1;
-  }
-}
 
 /* One row of x: the elements at base + p * inner for axis positions p. */
 typedef struct {
@@ -91,7 +13,7 @@ typedef struct {
 
 /* Whether axis position p comes before q in the output. */
 static int precedes(const row_view* r, int64_t p, int64_t q) {
-  int c = (int)r->direction * compare_elements(r->x, r->dtype, r->base + p * r->inner, r->base + q * r->inner);
+  int c = (int)r->direction * kiln_rt_compare_elements(r->x, r->dtype, r->base + p * r->inner, r->base + q * r->inner);
   return c < 0 || (c == 0 && p < q);
 }
 
@@ -144,7 +66,7 @@ static void select_row(int64_t* heap, int64_t extent, int64_t k, const row_view*
 void kiln_rt_topk(const void* x, void* values, int64_t* indices, int64_t* scratch, int64_t dtype, int64_t outer,
                   int64_t extent, int64_t inner, int64_t k, int64_t largest) {
   if (k <= 0) return; /* nothing to select; scratch is NULL then */
-  const int64_t size = element_size(dtype);
+  const int64_t size = kiln_rt_element_size(dtype);
   const unsigned char* src = (const unsigned char*)x;
   unsigned char* dst = (unsigned char*)values;
   for (int64_t o = 0; o < outer; ++o)

@@ -2,7 +2,9 @@
  * grouping are not loop nests. The slices along the axis are heap-sorted (lexicographically by their
  * elements in row-major order, ties by position: a total order), so equal slices form runs that start
  * at their first appearance; unsorted output reorders the runs by that first appearance, as the
- * reference does. */
+ * reference does. Elements compare as TopK's do: NaN above every number and equal to NaN (numpy's
+ * order, in which np.unique collapses NaNs). */
+#define KILN_RT_KERNEL_SOURCE
 #include "kiln_rt_kernels.h"
 
 typedef struct {
@@ -11,101 +13,11 @@ typedef struct {
   const int64_t* key; /* when set, ids compare by key[id] instead of by slice */
 } unique_ctx;
 
-static int64_t element_size(int64_t dtype) {
-  switch (dtype) {
-    case KILN_RT_FLOAT64:
-    case KILN_RT_INT64:
-    case KILN_RT_UINT64: return 8;
-    case KILN_RT_FLOAT32:
-    case KILN_RT_INT32:
-    case KILN_RT_UINT32: return 4;
-    case KILN_RT_FLOAT16:
-    case KILN_RT_BFLOAT16:
-    case KILN_RT_INT16:
-    case KILN_RT_UINT16: return 2;
-    default: return 1;
-  }
-}
-
-static uint64_t load_bits(const unsigned char* p, int64_t size) {
-  uint64_t v = 0;
-  int64_t k;
-  for (k = size - 1; k >= 0; --k) v = v << 8 | p[k];
-  return v;
-}
-
-static double half_to_double(uint64_t h, int bfloat) {
-  union {
-    uint32_t bits;
-    float value;
-  } f;
-  if (bfloat) {
-    f.bits = (uint32_t)h << 16;
-    return f.value;
-  } else {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (uint32_t)(h >> 10) & 0x1fu, mantissa = (uint32_t)h & 0x3ffu;
-    if (exponent == 0x1fu) {
-      f.bits = sign | 0x7f800000u | (mantissa << 13);
-    } else if (exponent != 0) {
-      f.bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-    } else if (mantissa == 0) {
-      f.bits = sign;
-    } else {
-      exponent = 113u;
-      while (!(mantissa & 0x400u)) {
-        mantissa <<= 1;
-        --exponent;
-      }
-      f.bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-    }
-    return f.value;
-  }
-}
-
-/* Three-way comparison of elements i and j in the dtype's order. */
-static int compare_elements(const unique_ctx* c, int64_t i, int64_t j) {
-  const uint64_t a = load_bits(c->x + i * c->size, c->size), b = load_bits(c->x + j * c->size, c->size);
-  switch (c->dtype) {
-    case KILN_RT_FLOAT32:
-    case KILN_RT_FLOAT64:
-    case KILN_RT_FLOAT16:
-    case KILN_RT_BFLOAT16: {
-      double u, v;
-      if (c->dtype == KILN_RT_FLOAT32) {
-        union { uint32_t bits; float value; } f, g;
-        f.bits = (uint32_t)a;
-        g.bits = (uint32_t)b;
-        u = f.value;
-        v = g.value;
-      } else if (c->dtype == KILN_RT_FLOAT64) {
-        union { uint64_t bits; double value; } f, g;
-        f.bits = a;
-        g.bits = b;
-        u = f.value;
-        v = g.value;
-      } else {
-        u = half_to_double(a, c->dtype == KILN_RT_BFLOAT16);
-        v = half_to_double(b, c->dtype == KILN_RT_BFLOAT16);
-      }
-      return u < v ? -1 : u > v ? 1 : 0;
-    }
-    case KILN_RT_INT8:
-    case KILN_RT_INT16:
-    case KILN_RT_INT32:
-    case KILN_RT_INT64: {
-      const int shift = (int)(64 - 8 * c->size); /* sign-extend through the top bits */
-      const int64_t u = (int64_t)(a << shift) >> shift, v = (int64_t)(b << shift) >> shift;
-      return u < v ? -1 : u > v ? 1 : 0;
-    }
-    default: return a < b ? -1 : a > b ? 1 : 0;
-  }
-}
-
 static int compare_slices(const unique_ctx* c, int64_t s, int64_t t) {
   int64_t o, k;
   for (o = 0; o < c->outer; ++o)
     for (k = 0; k < c->inner; ++k) {
-      const int r = compare_elements(c, (o * c->slices + s) * c->inner + k, (o * c->slices + t) * c->inner + k);
+      const int r = kiln_rt_compare_elements(c->x, c->dtype, (o * c->slices + s) * c->inner + k, (o * c->slices + t) * c->inner + k);
       if (r) return r;
     }
   return 0;
@@ -150,7 +62,7 @@ void kiln_rt_unique(const void* x, void* y, int64_t* indices, int64_t* inverse, 
   int64_t groups = 0, i, o, k;
   c.x = (const unsigned char*)x;
   c.dtype = dtype;
-  c.size = element_size(dtype);
+  c.size = kiln_rt_element_size(dtype);
   c.outer = outer;
   c.slices = slices;
   c.inner = inner;

@@ -115,7 +115,17 @@ static void unique_signed_and_first_appearance(void) {
   CHECK(count == 4 && y[0] == 3 && y[1] == -1 && y[2] == -128 && y[3] == 2 && indices[2] == 3);
 }
 
+static void unique_collapses_nan_above_numbers(void) {
+  const float nan = 0.0f / 0.0f;
+  const float x[5] = {nan, 1.0f, nan, -2.0f, 1.0f};
+  float y[5];
+  int64_t counts[5], count = -1, scratch[20];
+  kiln_rt_unique(x, y, NULL, NULL, counts, &count, scratch, KILN_RT_FLOAT32, 1, 5, 1, 1);
+  CHECK(count == 3 && y[0] == -2.0f && y[1] == 1.0f && y[2] != y[2] && counts[2] == 2);
+}
+
 int main(void) {
+  unique_collapses_nan_above_numbers();
   unique_signed_and_first_appearance();
   nms_ties_thresholds_and_padding();
   nonzero_signed_zero_nan_and_padding();
