@@ -228,6 +228,22 @@ std::vector<Tensor> unique(const Node& node, const std::vector<const Tensor*>& i
 
 // ---- Bounded forms ----------------------------------------------------------------------------------
 
+// `exact` with zeros appended along `axis` up to `bound` entries: a bounded form's output.
+Tensor padded_along(const Tensor& exact, int64_t axis, int64_t bound, const Node& node) {
+  const auto a = static_cast<size_t>(axis);
+  const int64_t count = exact.shape()[a];
+  if (count > bound) throw Error(node.label() + ": " + std::to_string(count) + " results exceed the bound " + std::to_string(bound));
+  Shape shape = exact.shape();
+  shape[a] = bound;
+  Tensor out(exact.dtype(), shape);  // zeros
+  int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(exact.dtype()));  // inner in bytes
+  for (size_t i = 0; i < a; ++i) outer *= shape[i];
+  for (size_t i = a + 1; i < shape.size(); ++i) inner *= shape[i];
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy_n(exact.data() + o * count * inner, count * inner, out.data() + o * bound * inner);
+  return out;
+}
+
 // kiln.<op>Bounded: `op` for inputs known only at run time (frontend/passes/bound_run_time_shapes.h).
 // Output 0 is `op`'s result padded with zeros along `axis` to the attribute "bound"; output 1, an
 // int64 scalar, is how many entries along the axis are the result.
@@ -250,16 +266,8 @@ OpDef bounded_op(const std::string& op, int64_t axis, std::vector<const char*> i
     for (size_t i = 0; i < c.num_inputs(); ++i)
       if (c.has_input(i)) ins[i] = &c.input(i);
     const Tensor exact = compute(c.node(), ins).front();
-    const int64_t bound = c.node().required_int("bound"), count = exact.shape()[static_cast<size_t>(axis)];
-    if (count > bound) throw Error(c.node().label() + ": " + std::to_string(count) + " results exceed the bound " + std::to_string(bound));
-    Shape shape = exact.shape();
-    shape[static_cast<size_t>(axis)] = bound;
-    Tensor padded(DType::Int64, shape);  // zeros
-    const int64_t outer = axis == 0 ? 1 : shape[0], inner = axis == 0 ? shape[1] : 1;
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < count * inner; ++j) padded.set_int(o * bound * inner + j, exact.get_int(o * count * inner + j));
-    c.set_output(0, std::move(padded));
-    c.set_output(1, Tensor::scalar_int(DType::Int64, count));
+    c.set_output(0, padded_along(exact, axis, c.node().required_int("bound"), c.node()));
+    c.set_output(1, Tensor::scalar_int(DType::Int64, exact.shape()[static_cast<size_t>(axis)]));
   };
   return d;
 }
@@ -286,24 +294,11 @@ OpDef unique_bounded_op() {
     std::vector<Tensor> exact = unique(c.node(), {&c.input(0)});
     const bool has_axis = c.node().has_attr("axis");
     const int64_t axis = has_axis ? normalize_axis(c.node(), c.node().attr_int("axis", 0), c.input(0).rank()) : 0;
-    const Shape full = has_axis ? c.input(0).shape() : Shape{c.input(0).size()};
-    const int64_t slices = full[static_cast<size_t>(axis)], found = exact[1].size();
-    // Y: the unique slices first along the axis, zeros after them.
-    Tensor y(exact[0].dtype(), full);
-    int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(y.dtype()));
-    for (int64_t a = 0; a < axis; ++a) outer *= full[static_cast<size_t>(a)];
-    for (size_t a = static_cast<size_t>(axis) + 1; a < full.size(); ++a) inner *= full[a];
-    for (int64_t o = 0; o < outer; ++o)
-      std::copy_n(exact[0].data() + o * found * inner, found * inner, y.data() + o * slices * inner);
-    auto padded = [&](const Tensor& t) {
-      Tensor out(DType::Int64, {slices});
-      for (int64_t i = 0; i < t.size(); ++i) out.set_int(i, t.get_int(i));
-      return out;
-    };
-    c.set_output(0, std::move(y));
-    c.set_output(1, padded(exact[1]));
+    const int64_t slices = exact[2].size(), found = exact[1].size();  // inverse_indices: one per slice
+    c.set_output(0, padded_along(exact[0], axis, slices, c.node()));
+    c.set_output(1, padded_along(exact[1], 0, slices, c.node()));
     c.set_output(2, std::move(exact[2]));
-    c.set_output(3, padded(exact[3]));
+    c.set_output(3, padded_along(exact[3], 0, slices, c.node()));
     c.set_output(4, Tensor::scalar_int(DType::Int64, found));
   };
   return d;
