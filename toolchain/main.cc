@@ -18,6 +18,7 @@
 #include "toolchain/cli_bindings.h"
 #include "toolchain/measure_command.h"
 #include "toolchain/records_command.h"
+#include "toolchain/subst_command.h"
 #include "toolchain/rpc_commands.h"
 #include "toolchain/tune_command.h"
 #include <filesystem>
@@ -157,6 +158,7 @@ int main(int argc, char** argv) {
   kiln::MeasureCommand measure_command(app);
   kiln::TuneCommand tune_command(app);
   kiln::RecordsCommand records_command(app);
+  kiln::SubstCommand subst_command(app);
 
   try {
     app.parse(argc, argv);
@@ -169,6 +171,7 @@ int main(int argc, char** argv) {
     if (int rc = measure_command.run(); rc >= 0) return rc;
     if (int rc = tune_command.run(); rc >= 0) return rc;
     if (int rc = records_command.run(); rc >= 0) return rc;
+    if (int rc = subst_command.run(); rc >= 0) return rc;
     if (*inspect) {
       auto summary = kiln::summarize_model(model_path, inspect_bindings.parse(), inspect_tasks);
       std::cout << kiln::format_summary(summary, verbose);

@@ -152,6 +152,16 @@ TEST(Cli, RunPrintsTheCountedEntriesOfARunTimeSizedOutput) {
   }
 }
 
+TEST(Cli, SubstAxiomsChecksEveryAxiom) {
+  testing::TempDir dir;
+  testing::CliOutput o = testing::run_kiln_output("subst axioms --max-cases 3", dir);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("| matmul is associative | `matmul(x, matmul(y, z)) = matmul(matmul(x, y), z)` | 3 | holds |"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find(" 0 failing"), std::string::npos) << o.out;
+}
+
 // ONNX's Binarizer test imports only ai.onnx.ml: inspect summarises it (opset 0: no default domain)
 // instead of looking up a default-domain opset that is not there.
 TEST(Cli, InspectOfAModelImportingOnlyTheMlDomain) {

@@ -1,0 +1,91 @@
+#include "frontend/subst/term.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace kiln::subst {
+namespace {
+
+TermRef make(const std::string& op, std::vector<TermRef> args, const std::function<void(Term&)>& set = {}) {
+  auto t = std::make_shared<Term>();
+  t->op = op;
+  t->args = std::move(args);
+  if (set) set(*t);
+  return t;
+}
+
+}  // namespace
+
+TermRef leaf(const std::string& name) {
+  return make("leaf", {}, [&](Term& t) { t.name = name; });
+}
+TermRef ewadd(TermRef a, TermRef b) { return make("ewadd", {std::move(a), std::move(b)}); }
+TermRef ewmul(TermRef a, TermRef b) { return make("ewmul", {std::move(a), std::move(b)}); }
+TermRef smul(TermRef x, TermRef scalar) { return make("smul", {std::move(x), std::move(scalar)}); }
+TermRef transpose(TermRef x) { return make("transpose", {std::move(x)}); }
+TermRef matmul(TermRef a, TermRef b) { return make("matmul", {std::move(a), std::move(b)}); }
+TermRef conv(TermRef x, TermRef w, bool same, bool relu, int64_t group) {
+  return make("conv", {std::move(x), std::move(w)}, [&](Term& t) {
+    t.same = same;
+    t.relu = relu;
+    t.group = group;
+  });
+}
+TermRef enlarge(TermRef w, int64_t from) {
+  return make("enlarge", {std::move(w)}, [&](Term& t) { t.from = from; });
+}
+TermRef relu(TermRef x) { return make("relu", {std::move(x)}); }
+TermRef pool_avg(TermRef x) { return make("pool_avg", {std::move(x)}); }
+TermRef pool_max(TermRef x) { return make("pool_max", {std::move(x)}); }
+TermRef concat(int64_t axis, TermRef a, TermRef b) {
+  return make("concat", {std::move(a), std::move(b)}, [&](Term& t) { t.axis = axis; });
+}
+TermRef split0(int64_t axis, int64_t at, TermRef x) {
+  return make("split0", {std::move(x)}, [&](Term& t) {
+    t.axis = axis;
+    t.split_at = at;
+  });
+}
+TermRef split1(int64_t axis, int64_t at, TermRef x) {
+  return make("split1", {std::move(x)}, [&](Term& t) {
+    t.axis = axis;
+    t.split_at = at;
+  });
+}
+
+std::string to_string(const TermRef& t) {
+  if (t->op == "leaf") return t->name;
+  std::vector<std::string> params;
+  if (t->op == "concat" || t->op == "split0" || t->op == "split1") params.push_back("axis " + std::to_string(t->axis));
+  if (t->op == "split0" || t->op == "split1") params.push_back(t->split_at < 0 ? "at |x|" : "at " + std::to_string(t->split_at));
+  if (t->op == "conv") {
+    if (!t->same) params.push_back("valid");
+    if (t->relu) params.push_back("relu");
+    if (t->group != 1) params.push_back(t->group == 0 ? "depthwise" : "group " + std::to_string(t->group));
+  }
+  if (t->op == "enlarge") params.push_back("from " + std::to_string(t->from));
+  std::string s = t->op;
+  if (!params.empty()) {
+    s += "[";
+    for (size_t i = 0; i < params.size(); ++i) s += (i ? ", " : "") + params[i];
+    s += "]";
+  }
+  s += "(";
+  for (size_t i = 0; i < t->args.size(); ++i) s += (i ? ", " : "") + to_string(t->args[i]);
+  return s + ")";
+}
+
+std::vector<std::string> leaves(const TermRef& t) {
+  std::vector<std::string> out;
+  std::function<void(const TermRef&)> walk = [&](const TermRef& u) {
+    if (u->op == "leaf") {
+      if (std::find(out.begin(), out.end(), u->name) == out.end()) out.push_back(u->name);
+      return;
+    }
+    for (const TermRef& a : u->args) walk(a);
+  };
+  walk(t);
+  return out;
+}
+
+}  // namespace kiln::subst

@@ -1,0 +1,60 @@
+/// \file TASO's operators (SOSP'19, table 1) as symbolic terms: the language graph substitutions and
+/// the axioms that verify them are written in (issue 20).
+///
+/// Why terms of their own and not kiln's Graph: a substitution is a pattern over symbolic tensors,
+/// compared, hashed, printed and (later) handed to Z3 as an expression; a Graph is one concrete model.
+/// A term is evaluated by writing it as ONNX nodes (term_graph.h) and running kiln's reference
+/// interpreter, so every operator means exactly what the ONNX op it stands for means.
+///
+/// Leaves are named tensors: variables (x, y, w, ...) and the constants of TASO's table (I_matmul,
+/// I_conv, C_pool, I_ewmul, scalars), whose values a check supplies. Operators: ewadd, ewmul, smul
+/// (by a scalar), transpose (of the last two axes), matmul, conv (grouped, stride 1, "same" or "valid"
+/// padding, with or without a fused relu), enlarge (a kernel zero-padded to 3x3), relu, pool_avg and
+/// pool_max (3x3, stride 1, "same"), concat (on an axis) and split0 / split1 (the two parts of a
+/// split on an axis at a given extent).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::subst {
+
+struct Term;
+using TermRef = std::shared_ptr<const Term>;
+
+struct Term {
+  std::string op;  // "leaf" or an operator name above
+  std::vector<TermRef> args;
+  std::string name;  // a leaf's name
+  int64_t axis = 0;  // concat, split0, split1
+  int64_t split_at = 0;  // split0, split1: the first part's extent along the axis; -1: leaf x's (an axiom's)
+  int64_t group = 1;     // conv: groups; 0: one per input channel (depthwise)
+  bool same = true;      // conv: "same" padding, else "valid"
+  bool relu = false;     // conv: relu fused
+  int64_t from = 1;      // enlarge: the kernel's extent before
+};
+
+TermRef leaf(const std::string& name);
+TermRef ewadd(TermRef a, TermRef b);
+TermRef ewmul(TermRef a, TermRef b);
+TermRef smul(TermRef x, TermRef scalar);
+TermRef transpose(TermRef x);
+TermRef matmul(TermRef a, TermRef b);
+TermRef conv(TermRef x, TermRef w, bool same = true, bool relu = false, int64_t group = 1);
+TermRef enlarge(TermRef w, int64_t from);
+TermRef relu(TermRef x);
+TermRef pool_avg(TermRef x);
+TermRef pool_max(TermRef x);
+TermRef concat(int64_t axis, TermRef a, TermRef b);
+TermRef split0(int64_t axis, int64_t at, TermRef x);
+TermRef split1(int64_t axis, int64_t at, TermRef x);
+
+/// "ewadd(x, conv[valid,relu](y, w))": operators with their parameters in brackets where they are
+/// not the defaults.
+std::string to_string(const TermRef& t);
+
+/// The leaf names of `t`, each once, in order of first appearance.
+std::vector<std::string> leaves(const TermRef& t);
+
+}  // namespace kiln::subst
