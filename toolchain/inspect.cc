@@ -42,7 +42,7 @@ ModelSummary summarize_model(const std::string& path, ShapeBindings bindings, bo
   s.imported_nodes = static_cast<int64_t>(g.nodes.size());
   for (const Node& n : g.nodes) s.op_histogram[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
   for (const auto& in : g.inputs) {
-    if (bindings.input_shapes.count(in)) continue;
+    if (bindings.input_shapes.count(in) || !g.declared_input_dims.count(in)) continue;  // a sequence or optional: --sequence
     for (const Dim& d : g.declared_input_dims.at(in)) {
       if (d.known()) continue;
       std::string key = d.param.empty() ? "?" : d.param;
@@ -60,8 +60,12 @@ ModelSummary summarize_model(const std::string& path, ShapeBindings bindings, bo
     }
   }
   std::map<std::string, std::string> declared;
-  for (const auto& in : g.inputs) declared[in] = dims_str(g.declared_input_dims.at(in));
+  for (const auto& in : g.inputs)
+    declared[in] = g.composite_inputs.count(in) ? composite_type_str(g.composite_inputs.at(in)) : dims_str(g.declared_input_dims.at(in));
   bind_input_shapes(g, bindings);
+  for (const auto& [name, parts] : g.io_parts)  // a sequence's tensors: declared as the sequence is
+    if (declared.count(name))
+      for (const std::string& part : parts) declared[part] = "part of " + declared.at(name);
   try {
     infer_shapes(g);
   } catch (const Unsupported&) {

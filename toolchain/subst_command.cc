@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <fstream>
 #include <iostream>
 
+#include "frontend/ir/error.h"
 #include "frontend/subst/axioms.h"
+#include "frontend/subst/generator.h"
 
 namespace kiln {
 
@@ -15,10 +18,37 @@ SubstCommand::SubstCommand(CLI::App& app) {
   axioms_ = cmd_->add_subcommand("axioms", "Check every operator axiom on concrete tensors (every shape up to 4x4x4x4)");
   axioms_->add_option("--seed", seed_, "Seed of the random integer tensors")->capture_default_str();
   axioms_->add_option("--max-cases", max_cases_, "Check at most this many shape cases per axiom (0: all)")->capture_default_str();
+  generate_ = cmd_->add_subcommand("generate", "Enumerate candidate substitutions and print the count after each stage");
+  generate_->add_option("--max-ops", max_ops_, "Operators per side, at most (1 to 3)")->capture_default_str();
+  generate_->add_option("--seed", seed_, "Seed of the fingerprint and test data")->capture_default_str();
+  generate_->add_option("-o,--output", out_, "Write the candidates here, one 'lhs = rhs' per line");
 }
+
+namespace {
+
+int generate(int max_ops, uint64_t seed, const std::string& out_path) {
+  const auto start = std::chrono::steady_clock::now();
+  const subst::GeneratorResult r = subst::generate_candidates({max_ops, seed});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const subst::GeneratorStats& s = r.stats;
+  std::cout << fmt::format(
+      "| stage | count |\n|---|---:|\n| terms of up to {} operators | {} |\n| shape-correct | {} |\n"
+      "| pairs with equal fingerprints | {} |\n| ... agreeing on random floats | {} |\n| ... after input renaming | {} |\n"
+      "| ... after common subgraphs | {} |\n\n{:.1f} s\n",
+      max_ops, s.terms, s.valid, s.fingerprint_pairs, s.after_float_tests, s.after_renaming, s.after_common_subgraph, seconds);
+  if (!out_path.empty()) {
+    std::ofstream out(out_path);
+    for (const subst::Candidate& c : r.candidates) out << subst::to_string(c.lhs) << " = " << subst::to_string(c.rhs) << "\n";
+    if (!out.flush()) throw Error(out_path + ": cannot write the candidates");
+  }
+  return 0;
+}
+
+}  // namespace
 
 int SubstCommand::run() {
   if (!*cmd_) return -1;
+  if (*generate_) return generate(max_ops_, seed_, out_);
   int failed = 0;
   int64_t cases = 0;
   const auto start = std::chrono::steady_clock::now();

@@ -221,7 +221,7 @@ void add_count_outputs(Graph& g) {
   std::vector<std::string> counts;
   for (const std::string& o : g.outputs) {
     const RunTimeExtent* e = extent_of(g, o);
-    if (!e) continue;
+    if (!e || g.count_outputs.count(o)) continue;  // inference may run again (after expanding LSTMs)
     Node copy;
     copy.op_type = "Identity";
     copy.opset = 13;

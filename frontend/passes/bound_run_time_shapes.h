@@ -32,7 +32,8 @@ void bound_run_time_shape(Graph& g, size_t index);
 void carry_run_time_extents(Graph& g, const Node& n);
 
 /// Adds graph output "<output>.count" for each graph output with a run-time extent
-/// (Graph::count_outputs), copied by an Identity appended to g.nodes.
+/// (Graph::count_outputs), copied by an Identity appended to g.nodes; once per output, however often
+/// inference runs.
 void add_count_outputs(Graph& g);
 
 }  // namespace kiln

@@ -162,6 +162,17 @@ TEST(Cli, SubstAxiomsChecksEveryAxiom) {
   EXPECT_NE(o.out.find(" 0 failing"), std::string::npos) << o.out;
 }
 
+TEST(Cli, SubstGenerateCountsEachStageAndWritesTheCandidates) {
+  testing::TempDir dir;
+  testing::CliOutput o = testing::run_kiln_output("subst generate --max-ops 2 -o " + dir.path("rules.txt"), dir);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("| ... after common subgraphs |"), std::string::npos) << o.out;
+  EXPECT_NE(slurp(dir.path("rules.txt")).find("ewadd(x, y) = ewadd(y, x)\n"), std::string::npos);
+  o = testing::run_kiln_output("subst generate --max-ops 9", dir);
+  EXPECT_EQ(o.exit_code, 2) << o.err;
+  EXPECT_NE(o.err.find("--max-ops must be 1 to 3, got 9"), std::string::npos) << o.err;
+}
+
 // ONNX's Binarizer test imports only ai.onnx.ml: inspect summarises it (opset 0: no default domain)
 // instead of looking up a default-domain opset that is not there.
 TEST(Cli, InspectOfAModelImportingOnlyTheMlDomain) {

@@ -33,5 +33,30 @@ TEST(Inspect, AShapeErrorCausedByADefaultedDimSaysHowToBindIt) {
   EXPECT_NO_THROW(summarize_model(dir.path("m.onnx"), two, false));
 }
 
+// A sequence input is summarised by its tensors, each declared as part of the sequence; unbound, it
+// is the one-line error that names the flag.
+TEST(Inspect, ASequenceInputIsSummarisedByItsTensors) {
+  testing::TempDir dir;
+  ModelBuilder b("seq");
+  b.composite_input("s", CompositeType{{ValueKind::Sequence}, DType::Float32, false, {}});
+  b.node("ConcatFromSequence", {"s"}, {"y"}).attr("axis", int64_t{0});
+  b.output("y", DType::Float32, Shape{});
+  b.save(dir.path("m.onnx"));
+  ShapeBindings bindings;
+  bindings.composite.insert(parse_sequence_shapes("s=2;3"));
+  const ModelSummary s = summarize_model(dir.path("m.onnx"), bindings, false);
+  ASSERT_EQ(s.inputs.size(), 2u);
+  EXPECT_EQ(s.inputs[1].name, "s.1");
+  EXPECT_EQ(s.inputs[1].declared, "part of sequence(tensor(float32))");
+  ASSERT_EQ(s.outputs.size(), 1u);
+  EXPECT_EQ(s.outputs[0].shape, Shape{5});
+  try {
+    summarize_model(dir.path("m.onnx"), {}, false);
+    FAIL() << "an unbound sequence input was summarised";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bind the tensors it holds (--sequence s=SHAPE;SHAPE;...)"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kiln
