@@ -9,6 +9,7 @@
 #include "frontend/ir/error.h"
 #include "frontend/subst/axioms.h"
 #include "frontend/subst/generator.h"
+#include "frontend/subst/verifier.h"
 
 namespace kiln {
 
@@ -21,24 +22,37 @@ SubstCommand::SubstCommand(CLI::App& app) {
   generate_ = cmd_->add_subcommand("generate", "Enumerate candidate substitutions and print the count after each stage");
   generate_->add_option("--max-ops", max_ops_, "Operators per side, at most (1 to 3)")->capture_default_str();
   generate_->add_option("--seed", seed_, "Seed of the fingerprint and test data")->capture_default_str();
-  generate_->add_option("-o,--output", out_, "Write the candidates here, one 'lhs = rhs' per line");
+  generate_->add_option("-o,--output", out_, "Write the candidates (with --verify: the proved ones) here, one 'lhs = rhs' per line");
+  generate_->add_flag("--verify", verify_, "Prove each candidate from the axioms with Z3; keep the proved ones");
+  generate_->add_option("--timeout-ms", timeout_ms_, "Z3's time per candidate")->capture_default_str();
 }
 
 namespace {
 
-int generate(int max_ops, uint64_t seed, const std::string& out_path) {
+int generate(int max_ops, uint64_t seed, bool verify, unsigned timeout_ms, const std::string& out_path) {
   const auto start = std::chrono::steady_clock::now();
   const subst::GeneratorResult r = subst::generate_candidates({max_ops, seed});
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto seconds_since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+  const double generated_s = seconds_since(start);
   const subst::GeneratorStats& s = r.stats;
   std::cout << fmt::format(
       "| stage | count |\n|---|---:|\n| terms of up to {} operators | {} |\n| shape-correct | {} |\n"
       "| pairs with equal fingerprints | {} |\n| ... agreeing on random floats | {} |\n| ... after input renaming | {} |\n"
-      "| ... after common subgraphs | {} |\n\n{:.1f} s\n",
-      max_ops, s.terms, s.valid, s.fingerprint_pairs, s.after_float_tests, s.after_renaming, s.after_common_subgraph, seconds);
+      "| ... after common subgraphs | {} |\n",
+      max_ops, s.terms, s.valid, s.fingerprint_pairs, s.after_float_tests, s.after_renaming, s.after_common_subgraph);
+  std::vector<subst::Candidate> kept = r.candidates;
+  std::string verified;
+  if (verify) {
+    const auto proving = std::chrono::steady_clock::now();
+    subst::VerifyResult v = subst::verify_candidates(r.candidates, {timeout_ms});
+    std::cout << fmt::format("| ... proved from the axioms (Z3, {} ms each at most) | {} |\n", timeout_ms, v.proved.size());
+    verified = fmt::format(", proving {:.1f} s ({} not proved)", seconds_since(proving), v.unproved);
+    kept = std::move(v.proved);
+  }
+  std::cout << fmt::format("\ngenerating {:.1f} s{}\n", generated_s, verified);
   if (!out_path.empty()) {
     std::ofstream out(out_path);
-    for (const subst::Candidate& c : r.candidates) out << subst::to_string(c.lhs) << " = " << subst::to_string(c.rhs) << "\n";
+    for (const subst::Candidate& c : kept) out << subst::to_string(c.lhs) << " = " << subst::to_string(c.rhs) << "\n";
     if (!out.flush()) throw Error(out_path + ": cannot write the candidates");
   }
   return 0;
@@ -48,7 +62,7 @@ int generate(int max_ops, uint64_t seed, const std::string& out_path) {
 
 int SubstCommand::run() {
   if (!*cmd_) return -1;
-  if (*generate_) return generate(max_ops_, seed_, out_);
+  if (*generate_) return generate(max_ops_, seed_, verify_, timeout_ms_, out_);
   int failed = 0;
   int64_t cases = 0;
   const auto start = std::chrono::steady_clock::now();

@@ -1,7 +1,7 @@
 /// \file `kiln subst axioms`: TASO's operator properties (frontend/subst/axioms.h), each checked on
 /// concrete tensors, as a table; `kiln subst generate`: the candidate substitutions
-/// (frontend/subst/generator.h) with the count after each stage. The verifier will join them. Kept
-/// out of main.cc like `kiln records`.
+/// (frontend/subst/generator.h) with the count after each stage, and with `--verify` those Z3 proves
+/// from the axioms (verifier.h). Kept out of main.cc like `kiln records`.
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -25,6 +25,8 @@ class SubstCommand {
   uint64_t seed_ = 1;
   int64_t max_cases_ = 0;
   int max_ops_ = 3;
+  bool verify_ = false;
+  unsigned timeout_ms_ = 100;
   std::string out_;
 };
 

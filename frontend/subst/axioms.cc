@@ -129,6 +129,7 @@ std::vector<Axiom> make_axioms() {
   add("transpose distributes over ewadd", transpose(ewadd(x, y)), ewadd(transpose(x), transpose(y)), matrices({"x", "y"}));
   add("transpose distributes over ewmul", transpose(ewmul(x, y)), ewmul(transpose(x), transpose(y)), matrices({"x", "y"}));
   add("transpose commutes with smul", smul(transpose(x), s), transpose(smul(x, s)), matrices({"x"}, {"s"}));
+  add("transpose commutes with relu", relu(transpose(x)), transpose(relu(x)), matrices({"x"}));
 
   // Matmul: x [m, k], y [k, n], z [n, p] (and their variants), every extent 1..4.
   auto mm = [](std::function<LeafValues(int64_t, int64_t, int64_t, int64_t, std::mt19937_64&)> make) {
@@ -192,6 +193,14 @@ std::vector<Axiom> make_axioms() {
   add("smul moves into conv's kernel", smul(conv(x, w), s), conv(x, smul(w, s)),
       cv([](int64_t n, int64_t c, int64_t h, int64_t k, std::mt19937_64& r) {
         return LeafValues{{"x", ints({n, c, h, h}, r)}, {"w", ints({k, c, 3, 3}, r)}, {"s", ints({}, r)}};
+      }));
+  add("smul moves out of conv's input", conv(smul(x, s), w), smul(conv(x, w), s),
+      cv([](int64_t n, int64_t c, int64_t h, int64_t k, std::mt19937_64& r) {
+        return LeafValues{{"x", ints({n, c, h, h}, r)}, {"w", ints({k, c, 3, 3}, r)}, {"s", ints({}, r)}};
+      }));
+  add("enlarge commutes with smul", enlarge(smul(w, s), 1), smul(enlarge(w, 1), s),
+      cv([](int64_t, int64_t c, int64_t, int64_t k, std::mt19937_64& r) {
+        return LeafValues{{"w", ints({k, c, 1, 1}, r)}, {"s", ints({}, r)}};
       }));
   add("conv with relu is relu of conv", conv(x, w, true, true), relu(conv(x, w)),
       cv([](int64_t n, int64_t c, int64_t h, int64_t k, std::mt19937_64& r) {
