@@ -24,12 +24,13 @@ SubstCommand::SubstCommand(CLI::App& app) {
   generate_->add_option("--seed", seed_, "Seed of the fingerprint and test data")->capture_default_str();
   generate_->add_option("-o,--output", out_, "Write the candidates (with --verify: the proved ones) here, one 'lhs = rhs' per line");
   generate_->add_flag("--verify", verify_, "Prove each candidate from the axioms with Z3; keep the proved ones");
-  generate_->add_option("--timeout-ms", timeout_ms_, "Z3's time per candidate")->capture_default_str();
+  generate_->add_option("--rlimit", rlimit_, "Z3's step limit per candidate (deterministic, unlike a time limit)")
+      ->capture_default_str();
 }
 
 namespace {
 
-int generate(int max_ops, uint64_t seed, bool verify, unsigned timeout_ms, const std::string& out_path) {
+int generate(int max_ops, uint64_t seed, bool verify, unsigned rlimit, const std::string& out_path) {
   const auto start = std::chrono::steady_clock::now();
   const subst::GeneratorResult r = subst::generate_candidates({max_ops, seed});
   const auto seconds_since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
@@ -44,14 +45,17 @@ int generate(int max_ops, uint64_t seed, bool verify, unsigned timeout_ms, const
   std::string verified;
   if (verify) {
     const auto proving = std::chrono::steady_clock::now();
-    subst::VerifyResult v = subst::verify_candidates(r.candidates, {timeout_ms});
-    std::cout << fmt::format("| ... proved from the axioms (Z3, {} ms each at most) | {} |\n", timeout_ms, v.proved.size());
+    subst::VerifyResult v = subst::verify_candidates(r.candidates, {rlimit});
+    std::cout << fmt::format("| ... proved from the axioms (Z3, rlimit {} each) | {} |\n", rlimit, v.proved.size());
     verified = fmt::format(", proving {:.1f} s ({} not proved)", seconds_since(proving), v.unproved);
     kept = std::move(v.proved);
   }
   std::cout << fmt::format("\ngenerating {:.1f} s{}\n", generated_s, verified);
   if (!out_path.empty()) {
     std::ofstream out(out_path);
+    out << fmt::format("# kiln graph substitutions: `kiln subst generate --max-ops {} --seed {}{}`\n", max_ops, seed,
+                       verify ? fmt::format(" --verify --rlimit {}", rlimit) : "");
+    out << fmt::format("# axioms: {}, hash {}\n", subst::axioms().size(), subst::axioms_hash());
     for (const subst::Candidate& c : kept) out << subst::to_string(c.lhs) << " = " << subst::to_string(c.rhs) << "\n";
     if (!out.flush()) throw Error(out_path + ": cannot write the candidates");
   }
@@ -62,7 +66,7 @@ int generate(int max_ops, uint64_t seed, bool verify, unsigned timeout_ms, const
 
 int SubstCommand::run() {
   if (!*cmd_) return -1;
-  if (*generate_) return generate(max_ops_, seed_, verify_, timeout_ms_, out_);
+  if (*generate_) return generate(max_ops_, seed_, verify_, rlimit_, out_);
   int failed = 0;
   int64_t cases = 0;
   const auto start = std::chrono::steady_clock::now();

@@ -26,7 +26,7 @@ class SubstCommand {
   int64_t max_cases_ = 0;
   int max_ops_ = 3;
   bool verify_ = false;
-  unsigned timeout_ms_ = 100;
+  unsigned rlimit_ = 200000;
   std::string out_;
 };
 

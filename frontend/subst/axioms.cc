@@ -275,6 +275,16 @@ TermRef resolve_split_points(const TermRef& t, int64_t at) {
 
 }  // namespace
 
+std::string axioms_hash() {
+  uint64_t h = 1469598103934665603ull;
+  for (const Axiom& a : axioms())
+    for (char ch : a.name + ": " + to_string(a.lhs) + " = " + to_string(a.rhs) + "\n") h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  static const char* digits = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<size_t>(i)] = digits[h & 15];
+  return out;
+}
+
 const std::vector<Axiom>& axioms() {
   static const std::vector<Axiom> all = make_axioms();
   return all;

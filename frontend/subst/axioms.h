@@ -33,6 +33,10 @@ struct Axiom {
 /// Every axiom, in a fixed order (the order of the rule file's axiom hash, later).
 const std::vector<Axiom>& axioms();
 
+/// A hash of every axiom's statement (16 hex digits): the rule file is stamped with it, so a rule set
+/// proved from other axioms is told apart.
+std::string axioms_hash();
+
 struct AxiomCheck {
   int64_t cases = 0;    // shape cases evaluated
   int64_t failed = 0;   // cases where the two sides differ

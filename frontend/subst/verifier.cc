@@ -105,7 +105,7 @@ bool prove(const TermRef& lhs, const TermRef& rhs, const VerifyOptions& o) {
   Encoding e(c);
   z3::solver s(c);
   z3::params p(c);
-  p.set("timeout", o.timeout_ms);
+  p.set("rlimit", o.rlimit);
   s.set(p);
   for (const Axiom& a : axioms()) s.add(e.axiom(a));
   std::map<std::string, z3::expr> leaves;

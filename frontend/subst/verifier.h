@@ -6,7 +6,7 @@
 /// axioms (axioms.h, each already checked on concrete tensors) are universally quantified equations
 /// over it, and a candidate lhs = rhs is proved when Z3 finds lhs != rhs unsatisfiable for fresh
 /// leaves under the axioms. The identity constants (I_matmul, I_conv, C_pool, ones) are constants,
-/// not quantified. A candidate that Z3 cannot prove within the time limit is dropped and counted:
+/// not quantified. A candidate that Z3 cannot prove within its step limit is dropped and counted:
 /// it may be true for a reason no axiom states (ewmul(x, x) = relu(ewmul(x, x))), or only on the
 /// shapes the generator tried.
 #pragma once
@@ -18,7 +18,9 @@
 namespace kiln::subst {
 
 struct VerifyOptions {
-  unsigned timeout_ms = 100;  // per candidate
+  /// Z3's resource limit per candidate (its "rlimit": a count of solver steps). A step count, unlike
+  /// a time limit, proves the same candidates on any machine, so the rule file is reproducible.
+  unsigned rlimit = 200000;
 };
 
 struct VerifyResult {
@@ -29,7 +31,7 @@ struct VerifyResult {
 /// Proves each candidate from axioms(); keeps the proved ones in order.
 VerifyResult verify_candidates(const std::vector<Candidate>& candidates, const VerifyOptions& o = {});
 
-/// Whether lhs = rhs follows from the axioms within the time limit.
+/// Whether lhs = rhs follows from the axioms within the step limit.
 bool prove(const TermRef& lhs, const TermRef& rhs, const VerifyOptions& o = {});
 
 }  // namespace kiln::subst
