@@ -139,7 +139,8 @@ void subterms(const TermRef& t, std::set<std::string>& out) {
 }
 
 bool same_root(const Term& a, const Term& b) {
-  return a.op == b.op && a.axis == b.axis && a.split_at == b.split_at && a.group == b.group && a.same == b.same &&
+  return a.op == b.op && a.axis == b.axis && a.split_at == b.split_at && a.split_leaf == b.split_leaf &&
+         a.split_leaf_axis == b.split_leaf_axis && a.group == b.group && a.same == b.same &&
          a.relu == b.relu && a.from == b.from && a.args.size() == b.args.size();
 }
 

@@ -53,11 +53,32 @@ TermRef split1(int64_t axis, int64_t at, TermRef x) {
   });
 }
 
+TermRef split0_at(int64_t axis, const std::string& leaf, int64_t leaf_axis, TermRef x) {
+  return make("split0", {std::move(x)}, [&](Term& t) {
+    t.axis = axis;
+    t.split_at = -1;
+    t.split_leaf = leaf;
+    t.split_leaf_axis = leaf_axis;
+  });
+}
+TermRef split1_at(int64_t axis, const std::string& leaf, int64_t leaf_axis, TermRef x) {
+  return make("split1", {std::move(x)}, [&](Term& t) {
+    t.axis = axis;
+    t.split_at = -1;
+    t.split_leaf = leaf;
+    t.split_leaf_axis = leaf_axis;
+  });
+}
+
 std::string to_string(const TermRef& t) {
   if (t->op == "leaf") return t->name;
   std::vector<std::string> params;
   if (t->op == "concat" || t->op == "split0" || t->op == "split1") params.push_back("axis " + std::to_string(t->axis));
-  if (t->op == "split0" || t->op == "split1") params.push_back(t->split_at < 0 ? "at |x|" : "at " + std::to_string(t->split_at));
+  if (t->op == "split0" || t->op == "split1") {
+    const int64_t leaf_axis = t->split_leaf_axis < 0 ? t->axis : t->split_leaf_axis;
+    params.push_back(t->split_at >= 0 ? "at " + std::to_string(t->split_at)
+                                      : "at extent(" + t->split_leaf + ", " + std::to_string(leaf_axis) + ")");
+  }
   if (t->op == "conv") {
     if (!t->same) params.push_back("valid");
     if (t->relu) params.push_back("relu");

@@ -28,7 +28,11 @@ struct Term {
   std::vector<TermRef> args;
   std::string name;  // a leaf's name
   int64_t axis = 0;  // concat, split0, split1
-  int64_t split_at = 0;  // split0, split1: the first part's extent along the axis; -1: leaf x's (an axiom's)
+  /// split0, split1: the first part's extent along the axis; -1: the extent of leaf `split_leaf` along
+  /// `split_leaf_axis` (-1: along the split's axis), which a substitution knows only symbolically.
+  int64_t split_at = 0;
+  std::string split_leaf = "x";
+  int64_t split_leaf_axis = -1;
   int64_t group = 1;     // conv: groups; 0: one per input channel (depthwise)
   bool same = true;      // conv: "same" padding, else "valid"
   bool relu = false;     // conv: relu fused
@@ -49,6 +53,10 @@ TermRef pool_max(TermRef x);
 TermRef concat(int64_t axis, TermRef a, TermRef b);
 TermRef split0(int64_t axis, int64_t at, TermRef x);
 TermRef split1(int64_t axis, int64_t at, TermRef x);
+/// split0 / split1 at the extent of leaf `leaf` along `leaf_axis`: how a merged conv's output splits
+/// back into the two convs' (at the first kernel's count).
+TermRef split0_at(int64_t axis, const std::string& leaf, int64_t leaf_axis, TermRef x);
+TermRef split1_at(int64_t axis, const std::string& leaf, int64_t leaf_axis, TermRef x);
 
 /// "ewadd(x, conv[valid,relu](y, w))": operators with their parameters in brackets where they are
 /// not the defaults.

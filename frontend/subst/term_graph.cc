@@ -47,7 +47,16 @@ class TermWriter {
     else if (op == "concat") b_.node("Concat", args, {out}).attr("axis", t.axis);
     else if (op == "split0" || op == "split1") {
       const bool first = op == "split0";
-      b_.node("Slice", {args[0], ints({first ? 0 : t.split_at}), ints({first ? t.split_at : INT64_MAX}), ints({t.axis})}, {out});
+      int64_t at = t.split_at;
+      if (at < 0) {  // the extent of a leaf
+        auto leaf = leaves_.find(t.split_leaf);
+        if (leaf == leaves_.end()) throw Error("term split point: leaf '" + t.split_leaf + "' has no value");
+        const Shape& shape = leaf->second.shape();
+        const int64_t a = t.split_leaf_axis < 0 ? t.axis : t.split_leaf_axis;
+        if (a >= static_cast<int64_t>(shape.size())) throw Error("term split point: leaf '" + t.split_leaf + "' has no axis " + std::to_string(a));
+        at = shape[static_cast<size_t>(a)];
+      }
+      b_.node("Slice", {args[0], ints({first ? 0 : at}), ints({first ? at : INT64_MAX}), ints({t.axis})}, {out});
     } else if (op == "enlarge") {
       const int64_t p = (3 - t.from) / 2;
       b_.node("Pad", {args[0], ints({0, 0, p, p, 0, 0, p, p})}, {out});

@@ -44,20 +44,25 @@ class Encoding {
 
   const z3::sort& tensor() const { return tensor_; }
 
-  // `t` with its leaves looked up in `leaves` (split points of -1 become the extent of leaf x).
+  // Leaf `name`: its entry in `leaves`, or a fresh constant (a candidate's leaf) added there.
+  z3::expr leaf(const std::string& name, std::map<std::string, z3::expr>& leaves) {
+    auto it = leaves.find(name);
+    if (it == leaves.end()) it = leaves.emplace(name, c_.constant(name.c_str(), tensor_)).first;
+    return it->second;
+  }
+
+  // `t` with its leaves looked up in `leaves` (a split point of -1 is the extent of its leaf).
   z3::expr encode(const TermRef& t, std::map<std::string, z3::expr>& leaves) {
-    if (t->op == "leaf") {
-      auto it = leaves.find(t->name);
-      if (it == leaves.end()) it = leaves.emplace(t->name, c_.constant(t->name.c_str(), tensor_)).first;
-      return it->second;
-    }
+    if (t->op == "leaf") return leaf(t->name, leaves);
     std::vector<z3::expr> a;
     for (const TermRef& arg : t->args) a.push_back(encode(arg, leaves));
     const std::string& op = t->op;
     const z3::func_decl& f = f_.at(op);
     if (op == "concat") return f(c_.int_val(t->axis), a[0], a[1]);
     if (op == "split0" || op == "split1") {
-      const z3::expr at = t->split_at >= 0 ? c_.int_val(t->split_at) : f_.at("extent")(c_.int_val(t->axis), leaves.at("x"));
+      const int64_t leaf_axis = t->split_leaf_axis < 0 ? t->axis : t->split_leaf_axis;
+      const z3::expr at = t->split_at >= 0 ? c_.int_val(t->split_at)
+                                            : f_.at("extent")(c_.int_val(leaf_axis), leaf(t->split_leaf, leaves));
       return f(c_.int_val(t->axis), at, a[0]);
     }
     if (op == "enlarge") return f(c_.int_val(t->from), a[0]);
@@ -72,6 +77,26 @@ class Encoding {
     }
     if (a.size() == 1) return f(a[0]);
     return f(a[0], a[1]);
+  }
+
+  // Facts about extents that split points need (what ONNX's shape inference says of these ops):
+  // a conv has as many output channels as its kernel has filters, a matmul as many columns as its
+  // right operand, and enlarging a kernel keeps its filter count.
+  std::vector<z3::expr> extent_facts() {
+    const z3::expr x = c_.constant("e_x", tensor_), w = c_.constant("e_w", tensor_);
+    const z3::expr p = c_.int_const("e_p"), q = c_.int_const("e_q"), g = c_.int_const("e_g");
+    const z3::func_decl& extent = f_.at("extent");
+    z3::expr_vector conv_args(c_);
+    for (const z3::expr& e : {p, q, g, x, w}) conv_args.push_back(e);
+    z3::expr_vector all(c_), two(c_), enl(c_);
+    for (const z3::expr& e : {p, q, g, x, w}) all.push_back(e);
+    two.push_back(x);
+    two.push_back(w);
+    enl.push_back(p);
+    enl.push_back(w);
+    return {z3::forall(all, extent(c_.int_val(1), f_.at("conv")(conv_args)) == extent(c_.int_val(0), w)),
+            z3::forall(two, extent(c_.int_val(1), f_.at("matmul")(x, w)) == extent(c_.int_val(1), w)),
+            z3::forall(enl, extent(c_.int_val(0), f_.at("enlarge")(p, w)) == extent(c_.int_val(0), w))};
   }
 
   // Axiom `a` as a formula: its leaves bound by a universal quantifier, its constants free.
@@ -108,6 +133,7 @@ bool prove(const TermRef& lhs, const TermRef& rhs, const VerifyOptions& o) {
   p.set("rlimit", o.rlimit);
   s.set(p);
   for (const Axiom& a : axioms()) s.add(e.axiom(a));
+  for (const z3::expr& fact : e.extent_facts()) s.add(fact);
   std::map<std::string, z3::expr> leaves;
   s.add(e.encode(lhs, leaves) != e.encode(rhs, leaves));
   return s.check() == z3::unsat;

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "frontend/subst/axioms.h"
+#include "frontend/subst/term_graph.h"
 
 namespace kiln::subst {
 namespace {
@@ -24,6 +27,39 @@ TEST(Verifier, ProvesRulesThatFollowFromTheAxiomsAndNotOthers) {
   EXPECT_FALSE(prove(matmul(x, y), matmul(y, x)));
   EXPECT_FALSE(prove(relu(ewadd(x, y)), ewadd(relu(x), relu(y))));
   EXPECT_FALSE(prove(conv(ewadd(x, y), w, true, true), ewadd(conv(x, w, true, true), conv(y, w, true, true))));
+}
+
+// TASO's substitutions by name (its figures): two convs sharing an input as one conv by the
+// concatenated kernels, split back; a 1x1 conv enlarged to merge with a 3x3 one; two matmuls sharing
+// a left operand as one. Each is proved, and holds on concrete data.
+TEST(Verifier, ProvesTasosNamedSubstitutions) {
+  const TermRef x = leaf("x"), y = leaf("y"), z = leaf("z"), w = leaf("w"), v = leaf("v"), u = leaf("u");
+  const TermRef merged = conv(x, concat(0, w, v));
+  const TermRef enlarged = conv(x, concat(0, enlarge(u, 1), w));
+  const TermRef matmuls = matmul(x, concat(1, y, z));
+  const std::vector<std::pair<TermRef, TermRef>> named = {
+      {conv(x, w), split0_at(1, "w", 0, merged)},      {conv(x, v), split1_at(1, "w", 0, merged)},
+      {conv(x, u), split0_at(1, "u", 0, enlarged)},    {conv(x, w), split1_at(1, "u", 0, enlarged)},
+      {matmul(x, y), split0_at(1, "y", 1, matmuls)},   {matmul(x, z), split1_at(1, "y", 1, matmuls)}};
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> d(-1, 1);
+  auto values = [&](const Shape& shape) {
+    std::vector<double> out(static_cast<size_t>(num_elements(shape)));
+    for (double& e : out) e = d(rng);
+    return Tensor::from_doubles(DType::Float64, shape, out);
+  };
+  const std::map<std::string, Tensor> images = {
+      {"x", values({1, 3, 5, 5})}, {"w", values({4, 3, 3, 3})}, {"v", values({2, 3, 3, 3})}, {"u", values({2, 3, 1, 1})}};
+  const std::map<std::string, Tensor> matrices = {{"x", values({3, 4})}, {"y", values({4, 2})}, {"z", values({4, 5})}};
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& [lhs, rhs] = named[i];
+    EXPECT_TRUE(prove(lhs, rhs)) << to_string(lhs) << " = " << to_string(rhs);
+    const std::vector<Tensor> out = evaluate({lhs, rhs}, i < 4 ? images : matrices);
+    ASSERT_EQ(out[0].shape(), out[1].shape()) << to_string(rhs);
+    for (int64_t k = 0; k < out[0].size(); ++k) ASSERT_NEAR(out[0].get_double(k), out[1].get_double(k), 1e-9) << to_string(rhs);
+  }
+  // The split point matters: the other filter count does not give the first conv back.
+  EXPECT_FALSE(prove(conv(x, w), split0_at(1, "v", 0, merged)));
 }
 
 TEST(Verifier, ProvesMostTwoOperatorCandidates) {
