@@ -168,6 +168,13 @@ TEST(Cli, SubstGenerateCountsEachStageAndWritesTheCandidates) {
   EXPECT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("| ... after common subgraphs |"), std::string::npos) << o.out;
   EXPECT_NE(slurp(dir.path("rules.txt")).find("ewadd(x, y) = ewadd(y, x)\n"), std::string::npos);
+  o = testing::run_kiln_output("subst generate --max-ops 1 --verify -o " + dir.path("proved.txt"), dir);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("| ... proved from the axioms (Z3, rlimit 200000 each) |"), std::string::npos) << o.out;
+  const std::string proved = slurp(dir.path("proved.txt"));
+  EXPECT_EQ(proved.rfind("# kiln graph substitutions: `kiln subst generate --max-ops 1 --seed 1 --verify --rlimit 200000`\n# axioms: ", 0), 0u)
+      << proved;
+  EXPECT_NE(proved.find("ewadd(x, y) = ewadd(y, x)\n"), std::string::npos) << proved;
   o = testing::run_kiln_output("subst generate --max-ops 9", dir);
   EXPECT_EQ(o.exit_code, 2) << o.err;
   EXPECT_NE(o.err.find("--max-ops must be 1 to 3, got 9"), std::string::npos) << o.err;
