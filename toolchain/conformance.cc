@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <regex>
 #include <set>
 
@@ -235,11 +234,11 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
       if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
     std::sort(sets.begin(), sets.end());
     if (sets.empty()) throw Error(dir.string() + ": no test_data_set_* directory");
+    // GPU programs have no runtime kernels: their run-time-shaped ops get their inputs frozen.
+    const bool gpu = o.engine == "compiled" && (resolve_target(o.target).is_cuda() ||
+                                               o.schedule.kind == ScheduleChoice::Kind::GpuSerial ||
+                                               o.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom);
     for (const fs::path& set : sets) {
-      // GPU programs have no runtime kernels: their run-time-shaped ops get their inputs frozen.
-      const bool gpu = o.engine == "compiled" && (resolve_target(o.target).is_cuda() ||
-                                                 o.schedule.kind == ScheduleChoice::Kind::GpuSerial ||
-                                                 o.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom);
       BoundTestData bound = bind_test_data(base, set, o.freeze, !gpu);
       const Graph& g = bound.graph;
       const std::map<std::string, Tensor>& inputs = bound.inputs;
@@ -251,11 +250,7 @@ Outcome run_case(const fs::path& dir, const ConformanceOptions& o, std::string& 
         throw Error(set.string() + ": " + std::to_string(out_files.size()) + " output files for " +
                     std::to_string(declared.size()) + " graph outputs");
       // A run-time-sized output keeps the entries its count output says.
-      for (const auto& [name, extent] : g.count_outputs) {
-        const size_t k = std::find(g.outputs.begin(), g.outputs.end(), name) - g.outputs.begin();
-        const size_t c = std::find(g.outputs.begin(), g.outputs.end(), extent.count) - g.outputs.begin();
-        outs.at(k) = outs.at(k).leading(extent.axis, outs.at(c).get_int(0));
-      }
+      keep_counted_entries(g.outputs, g.count_outputs, outs);
       size_t at = 0;  // the first of outs that output i gives
       for (size_t i = 0; i < declared.size(); ++i) {
         auto parts = g.io_parts.find(declared[i]);

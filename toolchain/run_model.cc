@@ -30,16 +30,12 @@ Tensor seeded_input(const Value& v, uint64_t seed, size_t input_index) {
 
 namespace {
 
-// A run-time-sized output (`counts`: its count output and axis, by name) keeps its counted entries.
-void print_outputs(const std::vector<std::string>& names, const std::vector<Tensor>& outs,
-                   const std::map<std::string, std::pair<std::string, int64_t>>& counts, const RunOptions& o, std::ostream& out) {
+// A run-time-sized output (`counts`, as Graph::count_outputs) keeps its counted entries.
+void print_outputs(const std::vector<std::string>& names, std::vector<Tensor> outs,
+                   const std::map<std::string, RunTimeExtent>& counts, const RunOptions& o, std::ostream& out) {
+  keep_counted_entries(names, counts, outs);
   for (size_t i = 0; i < outs.size(); ++i) {
-    Tensor t = outs[i];
-    if (auto c = counts.find(names[i]); c != counts.end()) {
-      const size_t k = std::find(names.begin(), names.end(), c->second.first) - names.begin();
-      if (k == names.size()) throw Error("output '" + names[i] + "': its count output '" + c->second.first + "' is missing");
-      t = t.leading(c->second.second, outs[k].get_int(0));
-    }
+    const Tensor& t = outs[i];
     out << fmt::format("output {} {} [{}]", names[i], dtype_name(t.dtype()), shape_str(t.shape())) << "\n ";
     int64_t n = std::min<int64_t>(t.size(), o.print_limit);
     for (int64_t k = 0; k < n; ++k)
@@ -114,10 +110,10 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
   save_inputs(o.inputs_dir, input_names, inputs);
   PackageRun r = run_package(dir, resolve_target(sig.target), inputs, std::max(1, o.repeat), o.threads);
   std::vector<std::string> names;
-  std::map<std::string, std::pair<std::string, int64_t>> counts;
+  std::map<std::string, RunTimeExtent> counts;
   for (const auto& io : sig.outputs) {
     names.push_back(io.name);
-    if (!io.count.empty()) counts[io.name] = {io.count, io.count_axis};
+    if (!io.count.empty()) counts[io.name] = {io.count_axis, io.count, ""};
   }
   print_outputs(names, r.outputs, counts, o, out);
   out << fmt::format("median: {:.3f} ms over {} run(s), min {:.3f} ms\n", r.median_ms, std::max(1, o.repeat), r.min_ms);
@@ -159,9 +155,7 @@ void run_model(const std::string& path, const RunOptions& o, std::ostream& out) 
   } else {
     save_inputs(o.inputs_dir, g.inputs, inputs);
   }
-  std::map<std::string, std::pair<std::string, int64_t>> counts;
-  for (const auto& [name, extent] : g.count_outputs) counts[name] = {extent.count, extent.axis};
-  print_outputs(g.outputs, run_reference(g, inputs), counts, o, out);
+  print_outputs(g.outputs, run_reference(g, inputs), g.count_outputs, o, out);
 }
 
 }  // namespace kiln

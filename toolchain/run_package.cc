@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -243,6 +244,19 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
     r.outputs.push_back(std::move(t));
   }
   return r;
+}
+
+void keep_counted_entries(const std::vector<std::string>& names, const std::map<std::string, RunTimeExtent>& counts,
+                          std::vector<Tensor>& outs) {
+  for (const auto& [name, extent] : counts) {
+    const auto at = [&](const std::string& n) {
+      const size_t k = static_cast<size_t>(std::find(names.begin(), names.end(), n) - names.begin());
+      if (k >= outs.size()) throw Error("output '" + name + "': its count output '" + extent.count + "' is missing");
+      return k;
+    };
+    const size_t k = at(name);
+    outs[k] = outs[k].leading(extent.axis, outs[at(extent.count)].get_int(0));
+  }
 }
 
 }  // namespace kiln

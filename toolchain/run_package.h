@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/package/package.h"
+#include "frontend/ir/graph.h"
 #include "frontend/ir/tensor.h"
 #include "toolchain/compile_target.h"
 
@@ -36,5 +37,11 @@ std::string io_sizes_array(const PackageSignature& sig, const std::string& c_typ
 /// a context whose parallel_for uses that many threads (the caller included).
 PackageRun run_package(const std::string& dir, const CompileTarget& target, const std::map<std::string, Tensor>& inputs,
                        int repeat, int threads = 1);
+
+/// Each run-time-sized output among `outs` (named `names`) cut to the entries its count output holds;
+/// `counts` maps such an output to its count output and axis, as Graph::count_outputs does. Throws
+/// Error naming the output when its count output is not among `names`.
+void keep_counted_entries(const std::vector<std::string>& names, const std::map<std::string, RunTimeExtent>& counts,
+                          std::vector<Tensor>& outs);
 
 }  // namespace kiln

@@ -19,9 +19,11 @@ onnx::AttributeProto* new_attr(onnx::NodeProto* n, const std::string& name, onnx
   return a;
 }
 
-void set_type(onnx::ValueInfoProto* vi, DType dtype, const std::vector<Dim>& dims) {
-  auto* tt = vi->mutable_type()->mutable_tensor_type();
+// A tensor type of `dtype`; with a shape of `dims` unless `ranked` is false (unknown rank).
+void set_tensor_type(onnx::TypeProto* type, DType dtype, const std::vector<Dim>& dims, bool ranked = true) {
+  auto* tt = type->mutable_tensor_type();
   tt->set_elem_type(static_cast<int32_t>(dtype));
+  if (!ranked) return;
   auto* shape = tt->mutable_shape();
   for (const Dim& d : dims) {
     auto* dim = shape->add_dim();
@@ -29,6 +31,8 @@ void set_type(onnx::ValueInfoProto* vi, DType dtype, const std::vector<Dim>& dim
     else if (!d.param.empty()) dim->set_dim_param(d.param);
   }
 }
+
+void set_type(onnx::ValueInfoProto* vi, DType dtype, const std::vector<Dim>& dims) { set_tensor_type(vi->mutable_type(), dtype, dims); }
 
 std::vector<Dim> to_dims(const Shape& s) {
   std::vector<Dim> dims;
@@ -100,15 +104,7 @@ void ModelBuilder::composite_input(const std::string& name, const CompositeType&
   for (ValueKind k : t.kinds)
     type = k == ValueKind::Sequence ? type->mutable_sequence_type()->mutable_elem_type()
                                     : type->mutable_optional_type()->mutable_elem_type();
-  auto* tt = type->mutable_tensor_type();
-  tt->set_elem_type(static_cast<int32_t>(t.dtype));
-  if (!t.ranked) return;
-  auto* shape = tt->mutable_shape();
-  for (const Dim& d : t.dims) {
-    auto* dim = shape->add_dim();
-    if (d.known()) dim->set_dim_value(d.value);
-    else if (!d.param.empty()) dim->set_dim_param(d.param);
-  }
+  set_tensor_type(type, t.dtype, t.dims, t.ranked);
 }
 
 void ModelBuilder::output(const std::string& name, DType dtype, const Shape& shape) { output(name, dtype, to_dims(shape)); }

@@ -33,38 +33,21 @@ int64_t nms_bound(const Graph& g, const Node& n) {
   return boxes[0] * scores[1] * per_class;
 }
 
-// The op as kiln.<op>Bounded with the count as a second output.
-void bound_with_kernel(Graph& g, size_t index, int64_t bound, int64_t axis) {
+// The op as kiln.<op>Bounded: its first `axes.size()` outputs, then the count. Output i is counted
+// along axes[i] (-1: known at compile time, as Unique's inverse_indices). `bound` < 0: no attribute
+// (Unique's bound is its input's slice count, which the op reads itself).
+void bound_with_kernel(Graph& g, size_t index, int64_t bound, const std::vector<int64_t>& axes) {
   Node b = g.nodes[index];
   const std::string origin = b.label();
   b.op_type += "Bounded";
   b.domain = "kiln";
   b.opset = 1;
-  b.attrs["bound"] = AttrValue(bound);
-  b.outputs.resize(1);
+  if (bound >= 0) b.attrs["bound"] = AttrValue(bound);
+  b.outputs.resize(axes.size());
   const std::string count = g.add_value(b.name + "/count", DType::Int64, {});
   g.value(count).typed = false;
   b.outputs.push_back(count);
-  if (!b.outputs[0].empty()) g.run_time_extents[b.outputs[0]] = {axis, count, origin};
-  g.nodes[index] = std::move(b);
-}
-
-// Unique: kiln.UniqueBounded, whose Y (along the axis), indices and counts are counted; inverse_indices
-// has one entry per input slice, known at compile time.
-void bound_unique(Graph& g, size_t index) {
-  Node b = g.nodes[index];
-  const std::string origin = b.label();
-  const bool has_axis = b.has_attr("axis");
-  const int64_t axis = has_axis ? normalize_axis(b, b.attr_int("axis", 0), rank_of(g, b.inputs.at(0))) : 0;
-  b.op_type = "UniqueBounded";
-  b.domain = "kiln";
-  b.opset = 1;
-  b.outputs.resize(4);
-  const std::string count = g.add_value(b.name + "/count", DType::Int64, {});
-  g.value(count).typed = false;
-  b.outputs.push_back(count);
-  const int64_t axes[] = {axis, 0, -1, 0};
-  for (size_t i = 0; i < 4; ++i)
+  for (size_t i = 0; i < axes.size(); ++i)
     if (!b.outputs[i].empty() && axes[i] >= 0) g.run_time_extents[b.outputs[i]] = {axes[i], count, origin};
   g.nodes[index] = std::move(b);
 }
@@ -144,10 +127,13 @@ void bound_run_time_shape(Graph& g, size_t index) {
   for (const std::string& in : n.inputs)
     if (!in.empty() && !g.value(in).typed) throw Error(n.label() + ": input '" + in + "' has no inferred type");
   if (n.op_type == "TopK") return bound_topk(g, index);
-  if (n.op_type == "NonMaxSuppression") return bound_with_kernel(g, index, nms_bound(g, n), 0);
-  if (n.op_type == "Unique") return bound_unique(g, index);
+  if (n.op_type == "NonMaxSuppression") return bound_with_kernel(g, index, nms_bound(g, n), {0});
   const Shape& x = g.value(n.inputs.at(0)).shape;
-  bound_with_kernel(g, index, num_elements(x), 1);
+  if (n.op_type == "Unique") {  // Y along its axis (flat: 0), indices and counts; inverse_indices is exact
+    const int64_t axis = n.has_attr("axis") ? normalize_axis(n, n.attr_int("axis", 0), static_cast<int64_t>(x.size())) : 0;
+    return bound_with_kernel(g, index, -1, {axis, 0, -1, 0});
+  }
+  bound_with_kernel(g, index, num_elements(x), {1});
 }
 
 void carry_run_time_extents(Graph& g, const Node& n) {
@@ -222,17 +208,11 @@ void add_count_outputs(Graph& g) {
   for (const std::string& o : g.outputs) {
     const RunTimeExtent* e = extent_of(g, o);
     if (!e || g.count_outputs.count(o)) continue;  // inference may run again (after expanding LSTMs)
-    Node copy;
-    copy.op_type = "Identity";
-    copy.opset = 13;
-    copy.inputs = {e->count};
-    copy.outputs = {g.add_value(o + ".count", DType::Int64, {}, g.value(e->count).constant)};
-    copy.name = copy.outputs[0];
-    g.count_outputs[o] = {e->axis, copy.outputs[0], e->origin};
-    counts.push_back(copy.outputs[0]);
-    g.limits.push_back("output '" + o + "' holds '" + copy.outputs[0] + "' valid entries along axis " + std::to_string(e->axis) +
+    const std::string count = append_copy(g, e->count, o + ".count");
+    g.count_outputs[o] = {e->axis, count, e->origin};
+    counts.push_back(count);
+    g.limits.push_back("output '" + o + "' holds '" + count + "' valid entries along axis " + std::to_string(e->axis) +
                        " (decided at run time by " + e->origin + "); the entries past them are unspecified");
-    g.nodes.push_back(std::move(copy));
   }
   if (counts.empty()) return;
   if (g.model_outputs.empty()) g.model_outputs = g.outputs;

@@ -30,6 +30,18 @@ std::string NodeEmitter::ints(const std::vector<int64_t>& v) {
   return g_.add_constant(owner_.name + "/ints", Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v));
 }
 
+std::string append_copy(Graph& g, const std::string& from, const std::string& base) {
+  const Value& v = g.value(from);
+  Node copy;
+  copy.op_type = "Identity";
+  copy.opset = 13;
+  copy.inputs = {from};
+  copy.outputs = {g.add_value(base, v.dtype, v.shape, v.constant)};
+  copy.name = copy.outputs[0];
+  g.nodes.push_back(copy);
+  return copy.outputs[0];
+}
+
 void replace_node(Graph& g, size_t index, const std::vector<Node>& nodes) {
   g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(index));
   g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(index), nodes.begin(), nodes.end());

@@ -32,6 +32,11 @@ class NodeEmitter {
   std::vector<Node> nodes_;
 };
 
+/// Appends to g.nodes an Identity copying tensor `from` to a new value named `base` (made unique),
+/// typed as `from` is (a constant stays one), and returns that value: how inference gives a graph
+/// output a name of its own after the nodes are inferred (a sequence's tensors, a run-time count).
+std::string append_copy(Graph& g, const std::string& from, const std::string& base);
+
 /// Replaces g.nodes[index] by `nodes`, in place.
 void replace_node(Graph& g, size_t index, const std::vector<Node>& nodes);
 

@@ -260,14 +260,7 @@ void flatten(Graph& g, const Value& v, const std::string& base, std::vector<std:
       flatten(g, e, name, parts);
       continue;
     }
-    Node copy;
-    copy.op_type = "Identity";
-    copy.opset = 13;
-    copy.inputs = {e.name};
-    copy.outputs = {g.add_value(name, e.dtype, e.shape, e.constant)};
-    copy.name = copy.outputs[0];
-    parts.push_back(copy.outputs[0]);
-    g.nodes.push_back(std::move(copy));
+    parts.push_back(append_copy(g, e.name, name));
   }
 }
 

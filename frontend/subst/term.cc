@@ -40,34 +40,23 @@ TermRef pool_max(TermRef x) { return make("pool_max", {std::move(x)}); }
 TermRef concat(int64_t axis, TermRef a, TermRef b) {
   return make("concat", {std::move(a), std::move(b)}, [&](Term& t) { t.axis = axis; });
 }
-TermRef split0(int64_t axis, int64_t at, TermRef x) {
-  return make("split0", {std::move(x)}, [&](Term& t) {
+// split0 or split1 at `at`, or (at -1) at the extent of `leaf` along `leaf_axis`.
+TermRef split(const std::string& op, int64_t axis, int64_t at, const std::string& leaf, int64_t leaf_axis, TermRef x) {
+  return make(op, {std::move(x)}, [&](Term& t) {
     t.axis = axis;
     t.split_at = at;
-  });
-}
-TermRef split1(int64_t axis, int64_t at, TermRef x) {
-  return make("split1", {std::move(x)}, [&](Term& t) {
-    t.axis = axis;
-    t.split_at = at;
+    t.split_leaf = leaf;
+    t.split_leaf_axis = leaf_axis;
   });
 }
 
+TermRef split0(int64_t axis, int64_t at, TermRef x) { return split("split0", axis, at, "x", -1, std::move(x)); }
+TermRef split1(int64_t axis, int64_t at, TermRef x) { return split("split1", axis, at, "x", -1, std::move(x)); }
 TermRef split0_at(int64_t axis, const std::string& leaf, int64_t leaf_axis, TermRef x) {
-  return make("split0", {std::move(x)}, [&](Term& t) {
-    t.axis = axis;
-    t.split_at = -1;
-    t.split_leaf = leaf;
-    t.split_leaf_axis = leaf_axis;
-  });
+  return split("split0", axis, -1, leaf, leaf_axis, std::move(x));
 }
 TermRef split1_at(int64_t axis, const std::string& leaf, int64_t leaf_axis, TermRef x) {
-  return make("split1", {std::move(x)}, [&](Term& t) {
-    t.axis = axis;
-    t.split_at = -1;
-    t.split_leaf = leaf;
-    t.split_leaf_axis = leaf_axis;
-  });
+  return split("split1", axis, -1, leaf, leaf_axis, std::move(x));
 }
 
 std::string to_string(const TermRef& t) {

@@ -168,6 +168,31 @@ static inline int64_t kiln_rt_element_size(int64_t dtype) {
   }
 }
 
+/* Whether id a comes after id b in the order a kernel sorts by (`ctx`: what it compares). */
+typedef int (*kiln_rt_after_fn)(const void* ctx, int64_t a, int64_t b);
+
+static inline void kiln_rt_sift_down(int64_t* ids, int64_t root, int64_t end, kiln_rt_after_fn after, const void* ctx) {
+  for (;;) {
+    int64_t child = 2 * root + 1, t;
+    if (child >= end) return;
+    if (child + 1 < end && after(ctx, ids[child + 1], ids[child])) ++child;
+    if (!after(ctx, ids[child], ids[root])) return;
+    t = ids[root], ids[root] = ids[child], ids[child] = t;
+    root = child;
+  }
+}
+
+/* Heap sort of ids[0..n) into `after`'s order, in place and without allocation: a heap whose root
+ * comes last, popped to the back. With a total order the result does not depend on the heap. */
+static inline void kiln_rt_heap_sort(int64_t* ids, int64_t n, kiln_rt_after_fn after, const void* ctx) {
+  int64_t i, t;
+  for (i = n / 2 - 1; i >= 0; --i) kiln_rt_sift_down(ids, i, n, after, ctx);
+  for (i = n - 1; i > 0; --i) {
+    t = ids[0], ids[0] = ids[i], ids[i] = t;
+    kiln_rt_sift_down(ids, 0, i, after, ctx);
+  }
+}
+
 #endif /* KILN_RT_KERNEL_SOURCE */
 
 #ifdef __cplusplus

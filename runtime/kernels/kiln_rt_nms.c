@@ -4,6 +4,7 @@
  * the reference's order), then taken in turn unless one already kept overlaps it by more than the IoU
  * threshold, up to max_output_boxes_per_class. Overlap is computed in double, as the reference does,
  * so a box on the threshold is decided the same way. */
+#define KILN_RT_KERNEL_SOURCE
 #include "kiln_rt_kernels.h"
 
 typedef struct {
@@ -43,30 +44,10 @@ static int overlaps_too_much(nms_box a, nms_box b, double iou_threshold) {
   return inter / uni > iou_threshold;
 }
 
-/* Whether candidate i comes after candidate j in selection order. */
-static int after(const float* scores, int64_t i, int64_t j) {
-  return scores[i] < scores[j] || (scores[i] == scores[j] && i > j);
-}
-
-static void sift_down(int64_t* idx, int64_t root, int64_t end, const float* scores) {
-  for (;;) {
-    int64_t child = 2 * root + 1, t;
-    if (child >= end) return;
-    if (child + 1 < end && after(scores, idx[child + 1], idx[child])) ++child;
-    if (!after(scores, idx[child], idx[root])) return;
-    t = idx[root], idx[root] = idx[child], idx[child] = t;
-    root = child;
-  }
-}
-
-/* Heap sort of idx[0..n) into selection order: a heap whose root comes last, popped to the back. */
-static void sort_candidates(int64_t* idx, int64_t n, const float* scores) {
-  int64_t i, t;
-  for (i = n / 2 - 1; i >= 0; --i) sift_down(idx, i, n, scores);
-  for (i = n - 1; i > 0; --i) {
-    t = idx[0], idx[0] = idx[i], idx[i] = t;
-    sift_down(idx, 0, i, scores);
-  }
+/* Whether candidate i comes after candidate j in selection order (`scores`: the class's). */
+static int after(const void* scores, int64_t i, int64_t j) {
+  const float* s = (const float*)scores;
+  return s[i] < s[j] || (s[i] == s[j] && i > j);
 }
 
 void kiln_rt_nms(const float* boxes, const float* scores, const int64_t* max_output_boxes_per_class,
@@ -86,7 +67,7 @@ void kiln_rt_nms(const float* boxes, const float* scores, const int64_t* max_out
       n = 0;
       for (i = 0; i < num_boxes; ++i)
         if (!score_threshold || s[i] > score_threshold[0]) candidates[n++] = i;
-      sort_candidates(candidates, n, s);
+      kiln_rt_heap_sort(candidates, n, after, s);
       m = 0;
       for (i = 0; i < n && m < max_per_class; ++i) {
         nms_box box = read_box(bx + candidates[i] * 4, center_point_box);

@@ -23,32 +23,13 @@ static int compare_slices(const unique_ctx* c, int64_t s, int64_t t) {
   return 0;
 }
 
-/* Whether id a comes after id b. */
-static int after(const unique_ctx* c, int64_t a, int64_t b) {
+/* Whether id a comes after id b (`ctx`: a unique_ctx). */
+static int after(const void* ctx, int64_t a, int64_t b) {
+  const unique_ctx* c = (const unique_ctx*)ctx;
   if (c->key) return c->key[a] > c->key[b];
   {
     const int r = compare_slices(c, a, b);
     return r > 0 || (r == 0 && a > b);
-  }
-}
-
-static void sift_down(int64_t* ids, int64_t root, int64_t end, const unique_ctx* c) {
-  for (;;) {
-    int64_t child = 2 * root + 1, t;
-    if (child >= end) return;
-    if (child + 1 < end && after(c, ids[child + 1], ids[child])) ++child;
-    if (!after(c, ids[child], ids[root])) return;
-    t = ids[root], ids[root] = ids[child], ids[child] = t;
-    root = child;
-  }
-}
-
-static void heap_sort(int64_t* ids, int64_t n, const unique_ctx* c) {
-  int64_t i, t;
-  for (i = n / 2 - 1; i >= 0; --i) sift_down(ids, i, n, c);
-  for (i = n - 1; i > 0; --i) {
-    t = ids[0], ids[0] = ids[i], ids[i] = t;
-    sift_down(ids, 0, i, c);
   }
 }
 
@@ -68,7 +49,7 @@ void kiln_rt_unique(const void* x, void* y, int64_t* indices, int64_t* inverse, 
   c.inner = inner;
   c.key = 0;
   for (i = 0; i < slices; ++i) order[i] = i;
-  heap_sort(order, slices, &c);
+  kiln_rt_heap_sort(order, slices, after, &c);
   for (i = 0; i < slices; ++i) {
     const int64_t s = order[i];
     if (groups == 0 || compare_slices(&c, first[groups - 1], s) != 0) {
@@ -82,7 +63,7 @@ void kiln_rt_unique(const void* x, void* y, int64_t* indices, int64_t* inverse, 
   if (!sorted) { /* runs by first appearance: order[r] is the group that comes r-th */
     for (i = 0; i < groups; ++i) order[i] = i;
     c.key = first;
-    heap_sort(order, groups, &c);
+    kiln_rt_heap_sort(order, groups, after, &c);
     for (i = 0; i < groups; ++i) rank[order[i]] = i;
   } else {
     for (i = 0; i < groups; ++i) order[i] = i;
