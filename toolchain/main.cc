@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
   dump->add_option("--dump-after", dump_after, "A stage, or all (repeatable). Stages: " + stage_names)->required();
   dump->add_option("--target", dump_target, "Target of the stages after partition")->capture_default_str();
   dump_bindings.add_to(dump);
+  bool dump_subst = false;
+  dump->add_flag("--subst", dump_subst, "Search the verified graph substitutions (the subst stage)");
 
   kiln::RunOptions run_opts;
   std::vector<std::string> run_inputs;
@@ -105,6 +107,9 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--output", compile_out, "Output directory")->required();
   compile->add_option("--name", compile_name, "C prefix of the package (default: the model file's name)");
   compile_bindings.add_to(compile);
+  bool compile_subst = false;
+  compile->add_flag("--subst", compile_subst,
+                    "Search the verified graph substitutions (TASO) before layout; tune with --subst too for records that apply");
   std::string compile_schedule = "default";
   kiln::ScheduleChoice compile_choice;
   compile->add_option("--schedule", compile_schedule, "default, random (a random program from each task's sketches; with a CUDA target a random shared-memory tile per matmul and conv), gpu-serial (the default GPU schedule, its threads run one after another on a CPU target) or gpu-serial-random (random GPU tiles, run so)")->capture_default_str();
@@ -222,6 +227,7 @@ int main(int argc, char** argv) {
       kiln::PipelineOptions po;
       po.bindings = compile_bindings.parse();
       po.dump = kiln::StageDump(compile_dump_after);
+      po.substitutions = compile_subst;
       kiln::Graph g = kiln::load_model(model_path, po);
       auto info = *kiln::compile_graph(g, co, compile_out, po);
       std::cout << "wrote " << compile_out << "/lib" << co.name << ".a, " << co.name << ".h, " << co.name
@@ -263,6 +269,7 @@ int main(int argc, char** argv) {
       kiln::PipelineOptions po;
       po.bindings = dump_bindings.parse();
       po.dump = kiln::StageDump(dump_after);
+      po.substitutions = dump_subst;
       po.stop_after = po.dump.last_wanted();
       kiln::Graph g = kiln::load_model(model_path, po);
       const auto& stages = kiln::pipeline_stages();

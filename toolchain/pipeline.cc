@@ -18,6 +18,7 @@
 #include "frontend/passes/gemm_weights.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
+#include "frontend/subst/optimizer.h"
 #include "scheduler/lower/lower_gpu.h"
 #include "scheduler/lower/lower_model.h"
 #include "scheduler/tasks/task.h"
@@ -102,6 +103,15 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
   conv_transpose_to_conv(g);
   remove_dead_nodes(g);  // the ConvTranspose weights
   after(o, "deconv", [&] { return print_graph(g); });
+  if (o.substitutions) {
+    subst::SearchOptions so;
+    so.cost = subst::roofline_for(vector_bits, 1);
+    const subst::SearchResult r = subst::optimize_graph_substitutions(g, subst::default_rules(), so);
+    g = r.graph;
+    after(o, "subst", [&] { return subst::format_rewrites(r) + print_graph(g); });
+  } else {
+    after(o, "subst", [] { return std::string("substitutions off (--subst turns them on)\n"); });
+  }
   block_layout(g, float_block_for(vector_bits));
   transpose_gemm_weights(g);  // also weights in the order the kernel reads them
   remove_dead_nodes(g);  // the NCHW values no reader needs any more, the weights replaced
@@ -109,8 +119,10 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
   return g;
 }
 
-std::vector<Task> target_tasks(const Graph& model, int vector_bits) {
-  const Graph g = optimize_graph(model, vector_bits);
+std::vector<Task> target_tasks(const Graph& model, int vector_bits, bool substitutions) {
+  PipelineOptions o;
+  o.substitutions = substitutions;
+  const Graph g = optimize_graph(model, vector_bits, o);
   const SubgraphDAG sdag = partition_graph(g);
   return extract_tasks(g, sdag, lower::subgraphs_of(lower::plan_in_place_outputs(g, sdag)));
 }
@@ -129,7 +141,9 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   ScheduleChoice cpu_choice = c.schedule;
   if (gpu_program) cpu_choice.kind = ScheduleChoice::Kind::Default;
   const Graph g = optimize_graph(model, gpu_program ? 0 : c.target.vector_bits, o);
-  if (o.stop_after == "expand" || o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "layout") return std::nullopt;
+  if (o.stop_after == "expand" || o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "subst" ||
+      o.stop_after == "layout")
+    return std::nullopt;
 
   const SubgraphDAG sdag = partition_graph(g);
   if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;

@@ -3,6 +3,7 @@
 ///
 ///   import -> bind -> infer -> prune    frontend: a static-shape graph, everything constant folded
 ///   fold                                per-channel affine ops folded into the conv before them
+///   subst                               TASO's verified graph substitutions, searched by cost (--subst)
 ///   layout                              convolutions in blocked layouts for the target's vectors
 ///   partition                           fusion into subgraphs, once: every later stage indexes them
 ///   tasks                               the distinct subgraphs, by workload key
@@ -35,6 +36,9 @@ struct PipelineOptions {
   StageDump dump;  // which stages print their result (none by default)
   /// The last stage to run ("" : all of them). `kiln dump` stops after the last stage it prints.
   std::string stop_after;
+  /// Search the verified graph substitutions (frontend/subst/optimizer.h) after fold; off by default
+  /// until it has made every model of bench/ at least as fast (bench/RESULTS.md).
+  bool substitutions = false;
 };
 
 /// What the back half of the pipeline makes and for which target.
@@ -61,7 +65,7 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
 
 /// The tuning tasks of a loaded model on a target with `vector_bits`-wide vectors: optimize_graph,
 /// partition, tasks, as compile_graph makes them, so records of tune and measure apply to compile.
-std::vector<Task> target_tasks(const Graph& model, int vector_bits);
+std::vector<Task> target_tasks(const Graph& model, int vector_bits, bool substitutions = false);
 
 /// The stages from fold to package on a loaded graph; writes the package into `dir`. Returns
 /// nullopt when opts.stop_after ends the pipeline before the package stage.

@@ -46,8 +46,8 @@ class BlockLayout {
       for (const auto& o : n.outputs) guards_of_value_[o] = n.guards;
     for (Node& n : g_.nodes) {
       node_guards_ = n.guards;
-      if (try_conv(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_global_average_pool(n) ||
-          try_depth_to_space(n) || try_resize(n))
+      if (try_conv(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_slice(n) ||
+          try_global_average_pool(n) || try_depth_to_space(n) || try_resize(n))
         continue;
       for (const auto& in : n.inputs) need_nchw(in);
       for (const auto& o : n.outputs) produced_.insert(o);
@@ -343,6 +343,33 @@ class BlockLayout {
     Node& concat = emit("Concat", n.name, ins, {ob}, "");
     concat.opset = 13;
     concat.attrs["axis"] = AttrValue(int64_t{1});
+    blocked_[n.outputs[0]] = ob;
+    return true;
+  }
+
+  // Slice of a blocked tensor along channels only, at whole blocks (a merged conv split back into
+  // its parts, frontend/subst): the same Slice on the block axis, so the parts stay blocked and, at
+  // batch 1, each is one contiguous run of the whole (scheduler/lower/in_place_concat.h).
+  bool try_slice(const Node& n) {
+    if (!n.domain.empty() || n.op_type != "Slice" || n.opset < 10 || n.inputs.size() < 4 || n.outputs.size() != 1) return false;
+    if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0])) return false;
+    const Tensor *starts = constant(n.inputs[1]), *ends = constant(n.inputs[2]), *axes = constant(n.inputs[3]);
+    const Tensor* steps = n.inputs.size() > 4 ? constant(n.inputs[4]) : nullptr;
+    if (n.inputs.size() > 4 && !n.inputs[4].empty() && (!steps || steps->size() != 1 || steps->get_int(0) != 1)) return false;
+    if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return false;
+    const int64_t rank = static_cast<int64_t>(g_.value(n.inputs[0]).shape.size());
+    if (rank < 3 || (axes->get_int(0) != 1 && axes->get_int(0) != 1 - rank)) return false;
+    const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
+    const int64_t b = xb.back(), c = channels(n.inputs[0]);
+    const int64_t begin = starts->get_int(0), end = std::min(ends->get_int(0), c);
+    if (begin < 0 || end <= begin || begin % b != 0 || end % b != 0 || c % b != 0) return false;
+    const std::string ob = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, (end - begin) / b, b));
+    auto one = [&](const std::string& name, int64_t v) {
+      return g_.add_constant(n.name + "." + name, Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{v}));
+    };
+    emit("Slice", n.name, {blocked_.at(n.inputs[0]), one("block_start", begin / b), one("block_end", end / b), one("block_axis", 1)},
+         {ob}, "")
+        .opset = 13;
     blocked_[n.outputs[0]] = ob;
     return true;
   }

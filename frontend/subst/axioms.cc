@@ -218,6 +218,29 @@ std::vector<Axiom> make_axioms() {
       cv([](int64_t n, int64_t c, int64_t h, int64_t k, std::mt19937_64& r) {
         return LeafValues{{"x", ints({n, c, h, h}, r)}, {"w", ints({k, c, 3, 3}, r)}, {"v", ints({1 + k % 3, c, 3, 3}, r)}};
       }));
+  add("relu conv by concatenated kernels is a concat of them", conv(x, concat(0, w, v), true, true),
+      concat(1, conv(x, w, true, true), conv(x, v, true, true)),
+      cv([](int64_t n, int64_t c, int64_t h, int64_t k, std::mt19937_64& r) {
+        return LeafValues{{"x", ints({n, c, h, h}, r)}, {"w", ints({k, c, 3, 3}, r)}, {"v", ints({1 + k % 3, c, 3, 3}, r)}};
+      }));
+  // With a bias (b, c: one value per kernel), as every conv with a folded batch norm has.
+  const TermRef b = leaf("b"), c = leaf("c");
+  auto biased_pair = [](int64_t n, int64_t ch, int64_t h, int64_t k, std::mt19937_64& r) {
+    return LeafValues{{"x", ints({n, ch, h, h}, r)}, {"w", ints({k, ch, 3, 3}, r)}, {"v", ints({1 + k % 3, ch, 3, 3}, r)},
+                      {"b", ints({k}, r)}, {"c", ints({1 + k % 3}, r)}};
+  };
+  for (const bool fused_relu : {false, true})
+    add(std::string(fused_relu ? "relu " : "") + "conv by concatenated kernels and biases is a concat of them",
+        conv_bias(x, concat(0, w, v), concat(0, b, c), true, fused_relu),
+        concat(1, conv_bias(x, w, b, true, fused_relu), conv_bias(x, v, c, true, fused_relu)), cv(biased_pair));
+  add("conv with a bias and relu is relu of it", conv_bias(x, w, b, true, true), relu(conv_bias(x, w, b)),
+      cv([](int64_t n, int64_t ch, int64_t h, int64_t k, std::mt19937_64& r) {
+        return LeafValues{{"x", ints({n, ch, h, h}, r)}, {"w", ints({k, ch, 3, 3}, r)}, {"b", ints({k}, r)}};
+      }));
+  add("enlarging a 1x1 kernel keeps a same conv with a bias", conv_bias(x, w, b), conv_bias(x, enlarge(w, 1), b),
+      cv([](int64_t n, int64_t ch, int64_t h, int64_t k, std::mt19937_64& r) {
+        return LeafValues{{"x", ints({n, ch, h, h}, r)}, {"w", ints({k, ch, 1, 1}, r)}, {"b", ints({k}, r)}};
+      }));
   add("conv of concatenated channels is a sum of convs", conv(concat(1, x, y), concat(1, w, v)), ewadd(conv(x, w), conv(y, v)),
       cv([](int64_t n, int64_t c, int64_t h, int64_t k, std::mt19937_64& r) {
         const int64_t c2 = 1 + c % 3;

@@ -31,6 +31,13 @@ TermRef conv(TermRef x, TermRef w, bool same, bool relu, int64_t group) {
     t.group = group;
   });
 }
+TermRef conv_bias(TermRef x, TermRef w, TermRef b, bool same, bool relu, int64_t group) {
+  return make("conv", {std::move(x), std::move(w), std::move(b)}, [&](Term& t) {
+    t.same = same;
+    t.relu = relu;
+    t.group = group;
+  });
+}
 TermRef enlarge(TermRef w, int64_t from) {
   return make("enlarge", {std::move(w)}, [&](Term& t) { t.from = from; });
 }

@@ -9,7 +9,7 @@
 /// Leaves are named tensors: variables (x, y, w, ...) and the constants of TASO's table (I_matmul,
 /// I_conv, C_pool, I_ewmul, scalars), whose values a check supplies. Operators: ewadd, ewmul, smul
 /// (by a scalar), transpose (of the last two axes), matmul, conv (grouped, stride 1, "same" or "valid"
-/// padding, with or without a fused relu), enlarge (a kernel zero-padded to 3x3), relu, pool_avg and
+/// padding, with or without a bias and a fused relu), enlarge (a kernel zero-padded to 3x3), relu, pool_avg and
 /// pool_max (3x3, stride 1, "same"), concat (on an axis) and split0 / split1 (the two parts of a
 /// split on an axis at a given extent).
 #pragma once
@@ -46,6 +46,9 @@ TermRef smul(TermRef x, TermRef scalar);
 TermRef transpose(TermRef x);
 TermRef matmul(TermRef a, TermRef b);
 TermRef conv(TermRef x, TermRef w, bool same = true, bool relu = false, int64_t group = 1);
+/// A conv with a bias `b` (one value per kernel, added to its output channel before the relu): ONNX
+/// Conv's third input, which every conv with a folded batch norm has.
+TermRef conv_bias(TermRef x, TermRef w, TermRef b, bool same = true, bool relu = false, int64_t group = 1);
 TermRef enlarge(TermRef w, int64_t from);
 TermRef relu(TermRef x);
 TermRef pool_avg(TermRef x);

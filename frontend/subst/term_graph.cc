@@ -87,7 +87,7 @@ class TermWriter {
 
 }  // namespace
 
-std::vector<Tensor> evaluate(const std::vector<TermRef>& terms, const std::map<std::string, Tensor>& leaves) {
+Graph term_model(const std::vector<TermRef>& terms, const std::map<std::string, Tensor>& leaves) {
   ModelBuilder b("terms", 17);
   for (const auto& [name, value] : leaves) b.input(name, value.dtype(), value.shape());
   TermWriter writer(b, leaves);
@@ -100,7 +100,11 @@ std::vector<Tensor> evaluate(const std::vector<TermRef>& terms, const std::map<s
   Graph g = import_onnx_bytes(b.serialize(), "terms", {.onnx_checker = false});
   bind_input_shapes(g, {});
   infer_shapes(g);
-  return run_reference(g, leaves);
+  return g;
+}
+
+std::vector<Tensor> evaluate(const std::vector<TermRef>& terms, const std::map<std::string, Tensor>& leaves) {
+  return run_reference(term_model(terms, leaves), leaves);
 }
 
 }  // namespace kiln::subst

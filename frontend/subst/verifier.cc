@@ -40,6 +40,8 @@ class Encoding {
     conv_args.push_back(t);
     conv_args.push_back(t);
     f_.emplace("conv", c.function("conv", conv_args, t));
+    conv_args.push_back(t);  // a conv with a bias is an operator of its own
+    f_.emplace("convb", c.function("convb", conv_args, t));
   }
 
   const z3::sort& tensor() const { return tensor_; }
@@ -71,9 +73,8 @@ class Encoding {
       args.push_back(c_.int_val(t->same ? 1 : 0));
       args.push_back(c_.int_val(t->relu ? 1 : 0));
       args.push_back(c_.int_val(t->group));
-      args.push_back(a[0]);
-      args.push_back(a[1]);
-      return f(args);
+      for (const z3::expr& arg : a) args.push_back(arg);
+      return a.size() == 3 ? f_.at("convb")(args) : f(args);
     }
     if (a.size() == 1) return f(a[0]);
     return f(a[0], a[1]);
@@ -83,18 +84,23 @@ class Encoding {
   // a conv has as many output channels as its kernel has filters, a matmul as many columns as its
   // right operand, and enlarging a kernel keeps its filter count.
   std::vector<z3::expr> extent_facts() {
-    const z3::expr x = c_.constant("e_x", tensor_), w = c_.constant("e_w", tensor_);
+    const z3::expr x = c_.constant("e_x", tensor_), w = c_.constant("e_w", tensor_), b = c_.constant("e_b", tensor_);
     const z3::expr p = c_.int_const("e_p"), q = c_.int_const("e_q"), g = c_.int_const("e_g");
     const z3::func_decl& extent = f_.at("extent");
     z3::expr_vector conv_args(c_);
     for (const z3::expr& e : {p, q, g, x, w}) conv_args.push_back(e);
-    z3::expr_vector all(c_), two(c_), enl(c_);
+    z3::expr_vector all(c_), two(c_), enl(c_), biased(c_), biased_args(c_);
     for (const z3::expr& e : {p, q, g, x, w}) all.push_back(e);
+    for (const z3::expr& e : {p, q, g, x, w, b}) {
+      biased.push_back(e);
+      biased_args.push_back(e);
+    }
     two.push_back(x);
     two.push_back(w);
     enl.push_back(p);
     enl.push_back(w);
     return {z3::forall(all, extent(c_.int_val(1), f_.at("conv")(conv_args)) == extent(c_.int_val(0), w)),
+            z3::forall(biased, extent(c_.int_val(1), f_.at("convb")(biased_args)) == extent(c_.int_val(0), w)),
             z3::forall(two, extent(c_.int_val(1), f_.at("matmul")(x, w)) == extent(c_.int_val(1), w)),
             z3::forall(enl, extent(c_.int_val(0), f_.at("enlarge")(p, w)) == extent(c_.int_val(0), w))};
   }

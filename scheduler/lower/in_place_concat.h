@@ -19,7 +19,8 @@
 
 namespace kiln::lower {
 
-/// One Concat whose inputs live inside its output.
+/// One Concat whose inputs live inside its output (or one Slice whose output lives inside its
+/// input: `output` is then the Slice's input, the outer buffer).
 struct InPlaceConcat {
   int subgraph = 0;    // index into SubgraphDAG::subgraphs: the Concat, then only Identities
   std::string output;  // the subgraph's output value: the Concat's, or its last Identity's
@@ -46,7 +47,18 @@ std::vector<InPlaceConcat> plan_in_place_concats(const Graph& g, const SubgraphD
 std::vector<InPlaceConcat> plan_in_place_if_merges(const Graph& g, const SubgraphDAG& sdag,
                                                    const std::vector<InPlaceConcat>& placed_already);
 
-/// Both: every subgraph whose inputs live inside its output, ordered by subgraph.
+/// The Slices of `sdag` that can run in place, the mirror of a Concat: the part lives inside the
+/// whole, so its readers read the whole's buffer at an offset (a merged conv's output split back
+/// into the convs', frontend/subst). A Slice qualifies when it is a subgraph of its own, unguarded,
+/// of one axis with unit steps, before which every extent is 1 (the part is one contiguous run),
+/// starting on a 64-byte boundary; the whole is computed by another unguarded subgraph and neither is
+/// a graph output, and the part is not placed inside something else already (in `placed_already`).
+/// In the returned entries `output` is the whole and the one input the part.
+std::vector<InPlaceConcat> plan_in_place_slices(const Graph& g, const SubgraphDAG& sdag,
+                                                const std::vector<InPlaceConcat>& placed_already);
+
+/// All three: every subgraph whose inputs live inside its output, or (a Slice) whose output lives
+/// inside its input, ordered by subgraph.
 std::vector<InPlaceConcat> plan_in_place_outputs(const Graph& g, const SubgraphDAG& sdag);
 
 /// The subgraph positions of `plans`: subgraphs that run no code.

@@ -1,0 +1,83 @@
+#include "frontend/subst/graph_cost.h"
+
+#include <algorithm>
+#include <set>
+
+namespace kiln::subst {
+namespace {
+
+double elements(const Graph& g, const std::string& v) {
+  return v.empty() ? 0.0 : static_cast<double>(num_elements(g.value(v).shape));
+}
+
+double bytes_of(const Graph& g, const std::string& v) {
+  if (v.empty()) return 0;
+  const Value& value = g.value(v);
+  return elements(g, v) * static_cast<double>(std::max<size_t>(dtype_size(value.dtype), 1));
+}
+
+// Multiply-adds x 2 of the compute-heavy ops; one operation per output element for the rest.
+double flops_of(const Graph& g, const Node& n) {
+  const double out = elements(g, n.outputs[0]);
+  if (n.op_type == "Conv" && n.inputs.size() >= 2) {
+    const Shape& w = g.value(n.inputs[1]).shape;
+    double taps = 1;
+    for (size_t a = 1; a < w.size(); ++a) taps *= static_cast<double>(w[a]);  // channels per group x kernel
+    return 2 * out * taps;
+  }
+  if ((n.op_type == "MatMul" || n.op_type == "Gemm") && n.inputs.size() >= 2) {
+    const Shape& a = g.value(n.inputs[0]).shape;
+    const double k = a.empty() ? 1 : static_cast<double>(n.op_type == "Gemm" && n.attr_int("transA", 0) ? a[0] : a.back());
+    return 2 * out * k;
+  }
+  return out;
+}
+
+// A Slice or Concat on an axis before which every extent is 1 moves one contiguous run
+// per part: kiln places the parts inside the whole (scheduler/lower/in_place_concat.h) and runs no
+// code for it.
+bool runs_in_place(const Graph& g, const Node& n) {
+  if (n.op_type != "Slice" && n.op_type != "Concat") return false;
+  const Shape& whole = g.value(n.op_type == "Slice" ? n.inputs[0] : n.outputs[0]).shape;
+  int64_t axis = 0;
+  if (n.op_type == "Concat") {
+    axis = n.attr_int("axis", 0);
+  } else {
+    const Tensor* axes = n.inputs.size() > 3 ? g.constant_input(n, 3) : nullptr;
+    if (!axes || axes->size() != 1) return false;
+    axis = axes->get_int(0);
+  }
+  if (axis < 0) axis += static_cast<int64_t>(whole.size());
+  for (int64_t a = 0; a < axis && a < static_cast<int64_t>(whole.size()); ++a)
+    if (whole[static_cast<size_t>(a)] != 1) return false;
+  return true;
+}
+
+}  // namespace
+
+Roofline roofline_for(int vector_bits, int cores) {
+  const double lanes = std::max(vector_bits, 128) / 32.0;
+  const double c = std::max(cores, 1);
+  return {c * lanes * 2 /*FMA*/ * 2 /*pipes*/ * 3e9, c * 10e9, 1e-6};
+}
+
+double graph_cost(const Graph& g, const Roofline& r) {
+  static const std::set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape"};
+  double seconds = 0;
+  for (const Node& n : g.nodes) {
+    if (n.outputs.empty() || views.count(n.op_type)) continue;
+    const bool all_constant = std::all_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
+      return o.empty() || g.value(o).constant != nullptr;
+    });
+    if (all_constant || runs_in_place(g, n)) continue;
+    double bytes = 0;
+    for (const std::string& o : n.outputs) bytes += bytes_of(g, o);
+    if (n.op_type == "Slice") bytes *= 2;  // reads only what it keeps
+    else
+      for (const std::string& in : n.inputs) bytes += bytes_of(g, in);
+    seconds += std::max(flops_of(g, n) / r.flops_per_second, bytes / r.bytes_per_second) + r.seconds_per_node;
+  }
+  return seconds;
+}
+
+}  // namespace kiln::subst

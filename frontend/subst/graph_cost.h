@@ -1,0 +1,28 @@
+/// \file What a graph costs to run, as the substitution search compares graphs (issue 20, point 5).
+///
+/// A roofline estimate per run-time node: the larger of its arithmetic at the machine's peak and its
+/// memory traffic at the machine's bandwidth, plus a fixed cost per node (a kernel's start and its
+/// loop nest). Why a roofline and not the tuner's records yet: a rewrite's new operators (a merged
+/// conv) have no records until they are tuned, and the search must still rank them; reading the
+/// records database for the tasks that have one is the next step (docs/subst.md). The estimate only
+/// ranks graphs of one model on one target against each other; it predicts no absolute time.
+#pragma once
+#include "frontend/ir/graph.h"
+
+namespace kiln::subst {
+
+struct Roofline {
+  double flops_per_second = 0;  // the machine's fp32 FMA peak, all cores
+  double bytes_per_second = 0;  // its memory bandwidth
+  double seconds_per_node = 0;  // fixed cost of one kernel
+};
+
+/// A roofline for `cores` cores with vectors of `vector_bits` (2 FMA pipes at 3 GHz, 10 GB/s per core,
+/// 1 us per kernel: typical of the x86 and AArch64 server cores kiln targets; only ratios matter).
+Roofline roofline_for(int vector_bits, int cores);
+
+/// Estimated seconds for one run of `g`: the sum over its nodes that run at run time (nodes whose
+/// outputs are all constants, and shape-only ops, cost nothing).
+double graph_cost(const Graph& g, const Roofline& r);
+
+}  // namespace kiln::subst

@@ -1,0 +1,465 @@
+#include "frontend/subst/graph_match.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "frontend/ir/error.h"
+#include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/remove_dead_nodes.h"
+
+namespace kiln::subst {
+namespace {
+
+bool uses_op(const TermRef& t, const std::set<std::string>& ops) {
+  if (ops.count(t->op)) return true;
+  return std::any_of(t->args.begin(), t->args.end(), [&](const TermRef& a) { return uses_op(a, ops); });
+}
+
+// Rules without conv, enlarge or pooling are about matrices: their axes count from the last one.
+bool matrix_world(const Rule& r) {
+  static const std::set<std::string> fmap_ops = {"conv", "enlarge", "pool_avg", "pool_max"};
+  for (const auto* side : {&r.lhs, &r.rhs})
+    for (const TermRef& t : *side)
+      if (uses_op(t, fmap_ops)) return false;
+  return true;
+}
+
+int64_t normalized_axis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+
+// Reads a graph against terms: which node makes each value, how many readers each value has.
+class Matcher {
+ public:
+  explicit Matcher(const Graph& g) : g_(g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (const std::string& o : g.nodes[i].outputs) producer_[o] = i;
+    for (const Node& n : g.nodes)
+      for (const std::string& in : n.inputs) ++readers_[in];
+    for (const std::string& o : g.outputs) ++readers_[o];
+  }
+
+  // Matches `t` at value `v`, extending `m`; `nodes` collects the matched nodes.
+  bool match(const TermRef& t, const std::string& v, Match& m, std::set<size_t>& nodes) const {
+    if (t->op == "leaf") {
+      auto [it, added] = m.leaves.emplace(t->name, v);
+      return added || it->second == v;
+    }
+    const Node* n = node_of(v);
+    if (!n || !n->guards.empty() || !n->domain.empty()) return false;
+    const size_t index = producer_.at(v);
+    const Shape& out = shape(v);
+    const std::string& op = t->op;
+    if (op == "relu") return n->op_type == "Relu" && take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes);
+    if (op == "ewadd" || op == "ewmul") {
+      if (n->op_type != (op == "ewadd" ? "Add" : "Mul") || n->inputs.size() != 2) return false;
+      if (shape(n->inputs[0]) != out || shape(n->inputs[1]) != out) return false;
+      return take(index, nodes) && either_order(t, n->inputs[0], n->inputs[1], m, nodes);
+    }
+    if (op == "smul") {
+      if (n->op_type != "Mul" || n->inputs.size() != 2) return false;
+      for (int k = 0; k < 2; ++k) {
+        const std::string& x = n->inputs[static_cast<size_t>(k)];
+        const std::string& s = n->inputs[static_cast<size_t>(1 - k)];
+        if (shape(x) != out || num_elements(shape(s)) != 1 || shape(s).size() > out.size()) continue;
+        Match trial = m;
+        std::set<size_t> trial_nodes = nodes;
+        trial_nodes.insert(index);
+        if (match(t->args[0], x, trial, trial_nodes) && match(t->args[1], s, trial, trial_nodes)) {
+          m = std::move(trial);
+          nodes = std::move(trial_nodes);
+          return true;
+        }
+      }
+      return false;
+    }
+    if (op == "transpose") {
+      if (n->op_type != "Transpose" || out.size() < 2) return false;
+      std::vector<int64_t> swap(out.size());
+      for (size_t a = 0; a < swap.size(); ++a) swap[a] = static_cast<int64_t>(a);
+      std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
+      std::vector<int64_t> reversed(swap.rbegin(), swap.rend());  // ONNX's default: all axes reversed
+      std::sort(reversed.rbegin(), reversed.rend());
+      return n->attr_ints("perm", reversed) == swap && take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes);
+    }
+    if (op == "matmul") {
+      if (n->op_type != "MatMul" || shape(n->inputs[1]).size() != 2 || shape(n->inputs[0]).size() < 2) return false;
+      return take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes) && match(t->args[1], n->inputs[1], m, nodes);
+    }
+    if (op == "conv") return match_conv(t, index, m, nodes);
+    if (op == "enlarge") {
+      if (n->op_type != "Pad" || n->inputs.size() < 2 || n->attr_string("mode", "constant") != "constant") return false;
+      if (n->inputs.size() > 2 && !n->inputs[2].empty()) return false;  // a pad value
+      const Tensor* pads = g_.constant_input(*n, 1);
+      const int64_t p = (3 - t->from) / 2;
+      if (!pads || pads->to_ints() != std::vector<int64_t>{0, 0, p, p, 0, 0, p, p}) return false;
+      if (shape(n->inputs[0]).size() != 4 || shape(n->inputs[0])[2] != t->from || shape(n->inputs[0])[3] != t->from) return false;
+      return take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes);
+    }
+    if (op == "pool_avg" || op == "pool_max") {
+      if (n->op_type != (op == "pool_avg" ? "AveragePool" : "MaxPool") || n->outputs.size() != 1 || !is_3x3_same_pool(*n)) return false;
+      if (op == "pool_avg" && n->attr_int("count_include_pad", 0) != 1) return false;
+      return take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes);
+    }
+    if (op == "concat") {
+      if (n->op_type != "Concat" || n->inputs.size() != 2) return false;
+      if (normalized_axis(n->attr_int("axis", 0), out.size()) != axis_of(t->axis, out.size())) return false;
+      return take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes) && match(t->args[1], n->inputs[1], m, nodes);
+    }
+    if (op == "split0" || op == "split1") return match_split(t, index, m, nodes);
+    return false;
+  }
+
+  // The graph axis of a term's axis on a value of rank `rank`.
+  int64_t axis_of(int64_t term_axis, size_t rank) const {
+    return matrix_ ? term_axis + static_cast<int64_t>(rank) - 2 : term_axis;
+  }
+
+  const Shape& shape(const std::string& v) const { return g_.value(v).shape; }
+
+  // Where a split of `t` falls, given its leaves' bindings; -1 when not known.
+  int64_t split_point(const Term& t, const Match& m) const {
+    if (t.split_at >= 0) return t.split_at;
+    auto leaf = m.leaves.find(t.split_leaf);
+    if (leaf == m.leaves.end()) return -1;
+    const Shape& s = shape(leaf->second);
+    const int64_t a = axis_of(t.split_leaf_axis < 0 ? t.axis : t.split_leaf_axis, s.size());
+    return a >= 0 && a < static_cast<int64_t>(s.size()) ? s[static_cast<size_t>(a)] : -1;
+  }
+
+  const std::vector<size_t>& nodes_of_op(const std::string& op_type) const {
+    static const std::vector<size_t> none;
+    if (by_op_.empty())
+      for (size_t i = 0; i < g_.nodes.size(); ++i) by_op_[g_.nodes[i].op_type].push_back(i);
+    auto it = by_op_.find(op_type);
+    return it == by_op_.end() ? none : it->second;
+  }
+
+  const Graph& graph() const { return g_; }
+
+  // Terms are read in `r`'s world from here on.
+  void read_as(const Rule& r) { matrix_ = matrix_world(r); }
+
+ private:
+  const Node* node_of(const std::string& v) const {
+    auto it = producer_.find(v);
+    return it == producer_.end() ? nullptr : &g_.nodes[it->second];
+  }
+
+  // A node belongs to one matched operator only.
+  static bool take(size_t index, std::set<size_t>& nodes) { return nodes.insert(index).second; }
+
+  bool either_order(const TermRef& t, const std::string& a, const std::string& b, Match& m, std::set<size_t>& nodes) const {
+    for (const auto& [first, second] : {std::pair{a, b}, std::pair{b, a}}) {
+      Match trial = m;
+      std::set<size_t> trial_nodes = nodes;
+      if (match(t->args[0], first, trial, trial_nodes) && match(t->args[1], second, trial, trial_nodes)) {
+        m = std::move(trial);
+        nodes = std::move(trial_nodes);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  static bool all_equal(const std::vector<int64_t>& v, int64_t x) {
+    return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == x; });
+  }
+
+  bool is_3x3_same_pool(const Node& n) const {
+    return n.attr_ints("kernel_shape") == std::vector<int64_t>{3, 3} && all_equal(n.attr_ints("strides", {1, 1}), 1) &&
+           all_equal(n.attr_ints("dilations", {1, 1}), 1) && n.attr_ints("pads") == std::vector<int64_t>{1, 1, 1, 1} &&
+           n.attr_string("auto_pad", "NOTSET") == "NOTSET" && n.attr_int("ceil_mode", 0) == 0;
+  }
+
+  bool match_conv(const TermRef& t, size_t index, Match& m, std::set<size_t>& nodes) const {
+    size_t conv_index = index;
+    if (t->relu) {  // the Relu, then the Conv it alone reads
+      const Node& r = g_.nodes[index];
+      if (r.op_type != "Relu" || !take(index, nodes)) return false;
+      const Node* c = node_of(r.inputs[0]);
+      if (!c || readers_.at(r.inputs[0]) != 1 || !c->guards.empty()) return false;
+      conv_index = producer_.at(r.inputs[0]);
+    }
+    const Node& n = g_.nodes[conv_index];
+    if (n.op_type != "Conv" || !n.domain.empty()) return false;
+    const bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
+    if (has_bias != (t->args.size() == 3)) return false;
+    const Shape& w = shape(n.inputs[1]);
+    if (w.size() != 4 || shape(n.inputs[0]).size() != 4) return false;
+    if (!all_equal(n.attr_ints("strides", {1, 1}), 1) || !all_equal(n.attr_ints("dilations", {1, 1}), 1)) return false;
+    if (w[2] % 2 == 0 || w[3] % 2 == 0) return false;
+    const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+    const std::vector<int64_t> pads = n.attr_ints("pads", {0, 0, 0, 0});
+    const bool valid = (auto_pad == "NOTSET" || auto_pad == "VALID") && all_equal(pads, 0);
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" ||
+                      (auto_pad == "NOTSET" && pads == std::vector<int64_t>{(w[2] - 1) / 2, (w[3] - 1) / 2, (w[2] - 1) / 2, (w[3] - 1) / 2});
+    if (!(t->same ? same : valid)) return false;
+    const int64_t group = n.attr_int("group", 1);
+    if (t->group == 0 ? (group != w[0] || w[1] != 1) : group != t->group) return false;
+    if (!take(conv_index, nodes)) return false;
+    for (size_t a = 0; a < t->args.size(); ++a)
+      if (!match(t->args[a], n.inputs[a], m, nodes)) return false;
+    return true;
+  }
+
+  bool match_split(const TermRef& t, size_t index, Match& m, std::set<size_t>& nodes) const {
+    const Node& n = g_.nodes[index];
+    if (n.op_type != "Slice" || n.inputs.size() < 4) return false;
+    const Tensor *starts = g_.constant_input(n, 1), *ends = g_.constant_input(n, 2), *axes = g_.constant_input(n, 3);
+    const Tensor* steps = n.inputs.size() > 4 ? g_.constant_input(n, 4) : nullptr;
+    if (n.inputs.size() > 4 && !n.inputs[4].empty() && (!steps || steps->size() != 1 || steps->get_int(0) != 1)) return false;
+    if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return false;
+    const Shape& in = shape(n.inputs[0]);
+    const int64_t axis = normalized_axis(axes->get_int(0), in.size());
+    if (axis != axis_of(t->axis, in.size())) return false;
+    if (!take(index, nodes) || !match(t->args[0], n.inputs[0], m, nodes)) return false;
+    const int64_t at = split_point(*t, m);
+    if (at < 0) return true;  // its leaf is bound later: find_matches checks again
+    const int64_t extent = in[static_cast<size_t>(axis)];
+    if (at == 0 || at >= extent) return false;
+    const int64_t begin = starts->get_int(0), end = std::min(ends->get_int(0), extent);
+    return t->op == "split0" ? begin == 0 && end == at : begin == at && end == extent;
+  }
+
+  const Graph& g_;
+  bool matrix_ = false;
+  std::map<std::string, size_t> producer_;
+  std::map<std::string, int> readers_;
+  mutable std::map<std::string, std::vector<size_t>> by_op_;
+};
+
+// The op type of the node that makes a term's root value.
+std::string root_op_type(const Term& t) {
+  static const std::map<std::string, std::string> types = {
+      {"ewadd", "Add"},     {"ewmul", "Mul"},         {"smul", "Mul"},         {"transpose", "Transpose"}, {"matmul", "MatMul"},
+      {"enlarge", "Pad"},   {"relu", "Relu"},         {"pool_avg", "AveragePool"}, {"pool_max", "MaxPool"}, {"concat", "Concat"},
+      {"split0", "Slice"}, {"split1", "Slice"}};
+  if (t.op == "conv") return t.relu ? "Relu" : "Conv";
+  auto it = types.find(t.op);
+  return it == types.end() ? "" : it->second;
+}
+
+void match_roots(const Matcher& mm, const Rule& r, size_t k, Match& m, std::set<size_t>& nodes, std::vector<Match>& out) {
+  if (k == r.lhs.size()) {
+    out.push_back(m);
+    return;
+  }
+  const std::string type = root_op_type(*r.lhs[k]);
+  for (size_t i : mm.nodes_of_op(type)) {
+    const Node& n = mm.graph().nodes[i];
+    if (n.outputs.empty() || n.outputs[0].empty()) continue;
+    const std::string& v = n.outputs[0];
+    if (std::find(m.roots.begin(), m.roots.end(), v) != m.roots.end()) continue;
+    Match trial = m;
+    std::set<size_t> trial_nodes = nodes;
+    if (!mm.match(r.lhs[k], v, trial, trial_nodes)) continue;
+    trial.roots.push_back(v);
+    match_roots(mm, r, k + 1, trial, trial_nodes, out);
+  }
+}
+
+// Writes a rule's right-hand side as nodes of `g`.
+class RhsWriter {
+ public:
+  RhsWriter(Graph& g, const Rule& r, const Match& m) : g_(g), m_(m), matrix_(matrix_world(r)) {}
+
+  // The value computing `t`; `into` names the value when `t` is a root (its old name).
+  std::string write(const TermRef& t, const std::string& into = "") {
+    if (auto it = written_.find(t.get()); it != written_.end()) {
+      if (into.empty()) return it->second;
+      return emit("Identity", {it->second}, {}, into);
+    }
+    std::string v;
+    if (t->op == "leaf") {
+      v = m_.leaves.at(t->name);
+      if (!into.empty()) v = emit("Identity", {v}, {}, into);
+    } else {
+      v = node(*t, into);
+    }
+    written_[t.get()] = v;
+    return v;
+  }
+
+  std::vector<Node>& nodes() { return nodes_; }
+
+ private:
+  std::string emit(const std::string& op, std::vector<std::string> ins, Attributes attrs, const std::string& into = "") {
+    Node n;
+    n.op_type = op;
+    n.opset = 13;
+    n.inputs = std::move(ins);
+    n.attrs = std::move(attrs);
+    // New values are named after the first output the rule replaces: "layer1.0.bn1.subst.Conv".
+    n.outputs = {into.empty() ? g_.add_value(m_.roots[0] + ".subst." + op, DType::Undefined, {}) : into};
+    g_.value(n.outputs[0]).typed = false;
+    n.name = n.outputs[0];
+    nodes_.push_back(std::move(n));
+    return nodes_.back().outputs[0];
+  }
+
+  std::string ints(const std::vector<int64_t>& v) {
+    return g_.add_constant(m_.roots[0] + ".subst.ints", Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v));
+  }
+
+  // Ranks and kernel extents follow from the leaves: the ops of the term language keep rank, a
+  // matmul has its left operand's, a conv has 4.
+  size_t rank(const Term& t) const {
+    if (t.op == "leaf") return g_.value(m_.leaves.at(t.name)).shape.size();
+    if (t.op == "conv" || t.op == "enlarge") return 4;
+    return rank(*t.args[0]);
+  }
+  std::pair<int64_t, int64_t> kernel_extent(const Term& t) const {
+    if (t.op == "leaf") {
+      const Shape& s = g_.value(m_.leaves.at(t.name)).shape;
+      if (s.size() != 4) throw Error("subst: kernel leaf '" + t.name + "' is not 4-d");
+      return {s[2], s[3]};
+    }
+    if (t.op == "enlarge") return {3, 3};
+    return kernel_extent(*t.args[0]);
+  }
+  int64_t axis_of(int64_t term_axis, size_t r) const { return matrix_ ? term_axis + static_cast<int64_t>(r) - 2 : term_axis; }
+
+  std::string node(const Term& t, const std::string& into) {
+    std::vector<std::string> a;
+    for (const TermRef& arg : t.args) a.push_back(write(arg));
+    const std::string& op = t.op;
+    if (op == "ewadd") return emit("Add", a, {}, into);
+    if (op == "ewmul" || op == "smul") return emit("Mul", a, {}, into);
+    if (op == "relu") return emit("Relu", a, {}, into);
+    if (op == "matmul") return emit("MatMul", a, {}, into);
+    if (op == "transpose") {
+      std::vector<int64_t> perm(rank(t));
+      for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      return emit("Transpose", a, {{"perm", AttrValue(perm)}}, into);
+    }
+    if (op == "concat") return emit("Concat", a, {{"axis", AttrValue(axis_of(t.axis, rank(t)))}}, into);
+    if (op == "split0" || op == "split1") {
+      const int64_t axis = axis_of(t.axis, rank(t));
+      int64_t at = t.split_at;
+      if (at < 0) {
+        const Shape& s = g_.value(m_.leaves.at(t.split_leaf)).shape;
+        at = s.at(static_cast<size_t>(axis_of(t.split_leaf_axis < 0 ? t.axis : t.split_leaf_axis, s.size())));
+      }
+      const bool first = op == "split0";
+      return emit("Slice", {a[0], ints({first ? 0 : at}), ints({first ? at : INT64_MAX}), ints({axis})}, {}, into);
+    }
+    if (op == "enlarge") {
+      const int64_t p = (3 - t.from) / 2;
+      return emit("Pad", {a[0], ints({0, 0, p, p, 0, 0, p, p})}, {}, into);
+    }
+    if (op == "pool_avg" || op == "pool_max") {
+      Attributes at = {{"kernel_shape", AttrValue(std::vector<int64_t>{3, 3})}, {"pads", AttrValue(std::vector<int64_t>{1, 1, 1, 1})}};
+      if (op == "pool_avg") at["count_include_pad"] = AttrValue(int64_t{1});
+      return emit(op == "pool_avg" ? "AveragePool" : "MaxPool", a, at, into);
+    }
+    if (op == "conv") {
+      const auto [kh, kw] = kernel_extent(*t.args[1]);
+      int64_t group = t.group;
+      if (group == 0) group = g_.value(a[1]).shape.at(0);  // depthwise: a leaf kernel's count
+      Attributes at = {{"group", AttrValue(group)}, {"strides", AttrValue(std::vector<int64_t>{1, 1})}};
+      at["pads"] = AttrValue(t.same ? std::vector<int64_t>{(kh - 1) / 2, (kw - 1) / 2, (kh - 1) / 2, (kw - 1) / 2}
+                                    : std::vector<int64_t>{0, 0, 0, 0});
+      if (!t.relu) return emit("Conv", a, at, into);
+      return emit("Relu", {emit("Conv", a, at)}, {}, into);
+    }
+    throw Error("subst: operator '" + op + "' has no graph form");
+  }
+
+  Graph& g_;
+  const Match& m_;
+  const bool matrix_;
+  std::map<const Term*, std::string> written_;
+  std::vector<Node> nodes_;
+};
+
+// Kahn's order, stable in the nodes' positions; false on a cycle.
+bool sort_topologically(Graph& g) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const std::string& o : g.nodes[i].outputs) producer[o] = i;
+  std::vector<std::vector<size_t>> readers(g.nodes.size());
+  std::vector<int> waiting(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const std::string& in : g.nodes[i].inputs)
+      if (auto p = producer.find(in); p != producer.end()) {
+        readers[p->second].push_back(i);
+        ++waiting[i];
+      }
+  std::set<size_t> ready;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!waiting[i]) ready.insert(i);
+  std::vector<Node> order;
+  while (!ready.empty()) {
+    const size_t i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(g.nodes[i]);
+    for (size_t r : readers[i])
+      if (--waiting[r] == 0) ready.insert(r);
+  }
+  if (order.size() != g.nodes.size()) return false;
+  g.nodes = std::move(order);
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const std::vector<Rule>& rules) {
+  Matcher mm(g);
+  std::vector<std::pair<size_t, Match>> out;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const Rule& rule = rules[i];
+    if (mm.nodes_of_op(root_op_type(*rule.lhs[0])).empty()) continue;
+    mm.read_as(rule);
+    std::vector<Match> found;
+    Match m;
+    std::set<size_t> nodes;
+    match_roots(mm, rule, 0, m, nodes, found);
+    // A split point whose leaf was bound after the split was read: every split checked again.
+    for (Match& c : found) {
+      std::set<size_t> again;
+      Match replay{c.leaves, {}};
+      bool ok = true;
+      for (size_t k = 0; k < rule.lhs.size() && ok; ++k) ok = mm.match(rule.lhs[k], c.roots[k], replay, again);
+      if (ok) out.emplace_back(i, std::move(c));
+    }
+  }
+  return out;
+}
+
+std::vector<Match> find_matches(const Graph& g, const Rule& rule) {
+  std::vector<Match> out;
+  for (auto& [i, m] : find_all_matches(g, {rule})) out.push_back(std::move(m));
+  return out;
+}
+
+std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& m) {
+  Graph out = g;
+  std::map<std::string, Shape> old_shapes;
+  for (const std::string& root : m.roots) old_shapes[root] = g.value(root).shape;
+  // The roots' producers go; the rest of what the lhs matched goes too unless something else reads it.
+  std::set<std::string> roots(m.roots.begin(), m.roots.end());
+  std::erase_if(out.nodes, [&](const Node& n) {
+    return std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) { return roots.count(o) != 0; });
+  });
+  RhsWriter writer(out, rule, m);
+  try {
+    for (size_t k = 0; k < rule.rhs.size(); ++k) writer.write(rule.rhs[k], m.roots[k]);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  for (Node& n : writer.nodes()) out.nodes.push_back(std::move(n));
+  if (!sort_topologically(out)) return std::nullopt;  // a leaf depended on a replaced output
+  for (const std::string& root : m.roots) out.value(root).typed = false;
+  try {
+    infer_shapes(out);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  for (const auto& [root, shape] : old_shapes)
+    if (out.value(root).shape != shape) return std::nullopt;
+  remove_dead_nodes(out);
+  return out;
+}
+
+}  // namespace kiln::subst

@@ -1,0 +1,45 @@
+/// \file A rule's left-hand side found in a model graph, and the graph with it replaced by the
+/// right-hand side (issue 20, point 5): how the optimizer instantiates a substitution.
+///
+/// Terms mean ONNX ops (term_graph.h writes them so), and a match reads them back off kiln's Graph:
+/// ewadd / ewmul are Add / Mul of two tensors of the output's shape (no broadcast), smul a Mul by a
+/// one-element tensor, transpose a Transpose swapping the last two axes, matmul a MatMul by a matrix,
+/// conv a Conv of stride 1 and dilation 1 whose padding is "same" (odd kernel, (k-1)/2 at each end) or
+/// none ("valid"; a 1x1 kernel is both), with a bias input exactly when the term has one, and with a
+/// fused relu when the Conv's only reader is a Relu; relu a Relu; the pools 3x3, stride 1, padding 1
+/// (average counting the pad); concat a two-input Concat; split0 / split1 a Slice of one axis at
+/// the split point. Axes of the matrix world (rules without conv or pooling) count from the last
+/// axis, so a rule about [m, k] matrices applies to a batch of them ([b, s, k] x [k, n], BERT's
+/// projections); the feature-map world's axes are NCHW's.
+///
+/// Instantiating checks what the rule's proof does not: the rewritten graph must stay acyclic (a
+/// leaf may not depend on a replaced output), every new value must pass shape inference, and every
+/// replaced output must keep its shape. Nodes under a run-time If's guard are not matched.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontend/ir/graph.h"
+#include "frontend/subst/rule.h"
+
+namespace kiln::subst {
+
+struct Match {
+  std::map<std::string, std::string> leaves;  // leaf name -> the value bound to it
+  std::vector<std::string> roots;             // the value each lhs output matched, in the rule's order
+};
+
+/// Every match of `rule`'s left-hand side in `g` (roots distinct), in node order.
+std::vector<Match> find_matches(const Graph& g, const Rule& rule);
+
+/// Every match of every rule, as (index into `rules`, match), by rule: one reading of `g` for all.
+std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const std::vector<Rule>& rules);
+
+/// `g` with the match's roots computed by the rule's right-hand side instead (the roots keep their
+/// names, so readers and graph outputs are untouched), shapes inferred, constants folded (a concat
+/// of two weights becomes one weight) and dead nodes removed; nullopt when a check above fails.
+std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& m);
+
+}  // namespace kiln::subst
