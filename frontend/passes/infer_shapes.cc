@@ -67,7 +67,7 @@ void naming_source(const Graph& g, Fn&& fn) {
   }
 }
 
-void infer_all_nodes(Graph& g) {
+void infer_all_nodes(Graph& g, const InferOptions& o) {
   for (const std::string& in : g.inputs) {
     if (!g.value(in).typed) throw Error("graph input '" + in + "' has no bound shape");
     check_value_size("graph input '" + in + "'", g.value(in).dtype, g.value(in).shape);
@@ -86,6 +86,10 @@ void infer_all_nodes(Graph& g) {
     }
     if (i == g.nodes.size()) break;
     const Node& n = g.nodes[i];
+    if (o.only_untyped && std::all_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& out) {
+          return out.empty() || g.value(out).typed;
+        }))
+      continue;
     const OpDef* op = find_op(n.domain, n.op_type);
     if (!op) throw Unsupported(n.label() + ": op is not supported");
     for (const auto& in : n.inputs)
@@ -122,7 +126,7 @@ void infer_all_nodes(Graph& g) {
     int64_t out_elems = 0;
     for (size_t i = 0; i < n.outputs.size(); ++i)
       if (!n.outputs[i].empty()) out_elems += num_elements(g.value(n.outputs[i]).shape);
-    if (out_elems <= kMaxFoldElements) fold(n, *op, g);
+    if (out_elems <= std::min(kMaxFoldElements, o.max_fold_elements)) fold(n, *op, g);
   }
   for (const std::string& o : g.outputs)
     if (!g.value(o).typed) throw Error("graph output '" + o + "' has no inferred type");
@@ -132,8 +136,8 @@ void infer_all_nodes(Graph& g) {
 
 }  // namespace
 
-void infer_shapes(Graph& g) {
-  naming_source(g, [&] { infer_all_nodes(g); });
+void infer_shapes(Graph& g, const InferOptions& o) {
+  naming_source(g, [&] { infer_all_nodes(g, o); });
 }
 
 }  // namespace kiln

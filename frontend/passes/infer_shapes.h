@@ -1,5 +1,7 @@
 /// \file Shape inference with constant folding.
 #pragma once
+#include <cstdint>
+
 #include "frontend/ir/graph.h"
 
 namespace kiln {
@@ -12,6 +14,13 @@ namespace kiln {
 /// An If is replaced by its branch on the way when its condition folds to a constant, by both
 /// branches, guarded, when it does not (inline_if.h). Requires bound graph inputs
 /// (bind_input_shapes). Throws Error naming the node on failure.
-void infer_shapes(Graph& g);
+struct InferOptions {
+  /// Infer only the nodes with an untyped output (a rewrite's new nodes; the rest keep their types).
+  bool only_untyped = false;
+  /// Fold nodes with all-constant inputs only up to this many output elements (the substitution
+  /// search leaves a concat of two weights as a node until it has chosen its graph).
+  int64_t max_fold_elements = INT64_MAX;
+};
+void infer_shapes(Graph& g, const InferOptions& o = {});
 
 }  // namespace kiln

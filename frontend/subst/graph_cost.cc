@@ -61,22 +61,37 @@ Roofline roofline_for(int vector_bits, int cores) {
   return {c * lanes * 2 /*FMA*/ * 2 /*pipes*/ * 3e9, c * 10e9, 1e-6};
 }
 
-double graph_cost(const Graph& g, const Roofline& r) {
+namespace {
+
+// One node's estimate; `constant` holds the values computed from constants alone so far.
+double node_cost(const Graph& g, const Node& n, const Roofline& r, std::set<std::string>& constant) {
   static const std::set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape"};
+  const bool of_constants = std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
+    return in.empty() || g.value(in).constant || constant.count(in);
+  });
+  if (of_constants) constant.insert(n.outputs.begin(), n.outputs.end());
+  if (of_constants || n.outputs.empty() || views.count(n.op_type) || runs_in_place(g, n)) return 0;
+  double bytes = 0;
+  for (const std::string& o : n.outputs) bytes += bytes_of(g, o);
+  if (n.op_type == "Slice") bytes *= 2;  // reads only what it keeps
+  else
+    for (const std::string& in : n.inputs) bytes += bytes_of(g, in);
+  return std::max(flops_of(g, n) / r.flops_per_second, bytes / r.bytes_per_second) + r.seconds_per_node;
+}
+
+}  // namespace
+
+double graph_cost(const Graph& g, const Roofline& r) {
   double seconds = 0;
-  for (const Node& n : g.nodes) {
-    if (n.outputs.empty() || views.count(n.op_type)) continue;
-    const bool all_constant = std::all_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
-      return o.empty() || g.value(o).constant != nullptr;
-    });
-    if (all_constant || runs_in_place(g, n)) continue;
-    double bytes = 0;
-    for (const std::string& o : n.outputs) bytes += bytes_of(g, o);
-    if (n.op_type == "Slice") bytes *= 2;  // reads only what it keeps
-    else
-      for (const std::string& in : n.inputs) bytes += bytes_of(g, in);
-    seconds += std::max(flops_of(g, n) / r.flops_per_second, bytes / r.bytes_per_second) + r.seconds_per_node;
-  }
+  std::set<std::string> constant;  // values computed from constants alone: folded before run time
+  for (const Node& n : g.nodes) seconds += node_cost(g, n, r, constant);
+  return seconds;
+}
+
+double nodes_cost(const Graph& g, const std::vector<const Node*>& nodes, const Roofline& r) {
+  double seconds = 0;
+  std::set<std::string> constant;
+  for (const Node* n : nodes) seconds += node_cost(g, *n, r, constant);
   return seconds;
 }
 

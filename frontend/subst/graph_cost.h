@@ -7,6 +7,8 @@
 /// records database for the tasks that have one is the next step (docs/subst.md). The estimate only
 /// ranks graphs of one model on one target against each other; it predicts no absolute time.
 #pragma once
+#include <vector>
+
 #include "frontend/ir/graph.h"
 
 namespace kiln::subst {
@@ -22,7 +24,10 @@ struct Roofline {
 Roofline roofline_for(int vector_bits, int cores);
 
 /// Estimated seconds for one run of `g`: the sum over its nodes that run at run time (nodes whose
-/// outputs are all constants, and shape-only ops, cost nothing).
+/// inputs are all constants or computed from constants alone, and shape-only ops, cost nothing).
 double graph_cost(const Graph& g, const Roofline& r);
+
+/// The part of graph_cost(g, r) that `nodes` (nodes of g) make up.
+double nodes_cost(const Graph& g, const std::vector<const Node*>& nodes, const Roofline& r);
 
 }  // namespace kiln::subst

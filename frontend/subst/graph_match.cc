@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <set>
+#include <unordered_map>
 
 #include "frontend/ir/error.h"
 #include "frontend/passes/infer_shapes.h"
@@ -27,6 +28,17 @@ bool matrix_world(const Rule& r) {
 
 int64_t normalized_axis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
 
+// The op type of the node that makes a term's root value.
+std::string root_op_type(const Term& t) {
+  static const std::map<std::string, std::string> types = {
+      {"ewadd", "Add"},     {"ewmul", "Mul"},         {"smul", "Mul"},         {"transpose", "Transpose"}, {"matmul", "MatMul"},
+      {"enlarge", "Pad"},   {"relu", "Relu"},         {"pool_avg", "AveragePool"}, {"pool_max", "MaxPool"}, {"concat", "Concat"},
+      {"split0", "Slice"}, {"split1", "Slice"}};
+  if (t.op == "conv") return t.relu ? "Relu" : "Conv";
+  auto it = types.find(t.op);
+  return it == types.end() ? "" : it->second;
+}
+
 // Reads a graph against terms: which node makes each value, how many readers each value has.
 class Matcher {
  public:
@@ -36,6 +48,7 @@ class Matcher {
     for (const Node& n : g.nodes)
       for (const std::string& in : n.inputs) ++readers_[in];
     for (const std::string& o : g.outputs) ++readers_[o];
+    for (const auto& [name, value] : g.values) values_[name] = &value;
   }
 
   // Matches `t` at value `v`, extending `m`; `nodes` collects the matched nodes.
@@ -45,7 +58,7 @@ class Matcher {
       return added || it->second == v;
     }
     const Node* n = node_of(v);
-    if (!n || !n->guards.empty() || !n->domain.empty()) return false;
+    if (!n || !may_match(*t, *n) || !n->guards.empty() || !n->domain.empty()) return false;
     const size_t index = producer_.at(v);
     const Shape& out = shape(v);
     const std::string& op = t->op;
@@ -114,7 +127,7 @@ class Matcher {
     return matrix_ ? term_axis + static_cast<int64_t>(rank) - 2 : term_axis;
   }
 
-  const Shape& shape(const std::string& v) const { return g_.value(v).shape; }
+  const Shape& shape(const std::string& v) const { return values_.at(v)->shape; }
 
   // Where a split of `t` falls, given its leaves' bindings; -1 when not known.
   int64_t split_point(const Term& t, const Match& m) const {
@@ -135,6 +148,30 @@ class Matcher {
   }
 
   const Graph& graph() const { return g_; }
+
+  size_t producer_of(const std::string& v) const { return producer_.at(v); }
+
+  // A quick test that `n` may make `t`'s value, before any binding is tried: its op type, and for
+  // each operator argument of `t`, some input of `n` (of the conv under a fused relu) made by a node
+  // of that argument's op type.
+  bool may_match(const Term& t, const Node& n) const {
+    if (n.op_type != root_op_type(t)) return false;
+    const Node* under = &n;
+    if (t.op == "conv" && t.relu) {
+      under = node_of(n.inputs.empty() ? std::string() : n.inputs[0]);
+      if (!under || under->op_type != "Conv") return false;
+    }
+    for (const TermRef& a : t.args) {
+      if (a->op == "leaf") continue;
+      const std::string type = root_op_type(*a);
+      const bool found = std::any_of(under->inputs.begin(), under->inputs.end(), [&](const std::string& in) {
+        const Node* p = in.empty() ? nullptr : node_of(in);
+        return p && p->op_type == type;
+      });
+      if (!found) return false;
+    }
+    return true;
+  }
 
   // Terms are read in `r`'s world from here on.
   void read_as(const Rule& r) { matrix_ = matrix_world(r); }
@@ -223,30 +260,23 @@ class Matcher {
 
   const Graph& g_;
   bool matrix_ = false;
-  std::map<std::string, size_t> producer_;
-  std::map<std::string, int> readers_;
-  mutable std::map<std::string, std::vector<size_t>> by_op_;
+  std::unordered_map<std::string, size_t> producer_;
+  std::unordered_map<std::string, int> readers_;
+  std::unordered_map<std::string, const Value*> values_;
+  mutable std::unordered_map<std::string, std::vector<size_t>> by_op_;
 };
-
-// The op type of the node that makes a term's root value.
-std::string root_op_type(const Term& t) {
-  static const std::map<std::string, std::string> types = {
-      {"ewadd", "Add"},     {"ewmul", "Mul"},         {"smul", "Mul"},         {"transpose", "Transpose"}, {"matmul", "MatMul"},
-      {"enlarge", "Pad"},   {"relu", "Relu"},         {"pool_avg", "AveragePool"}, {"pool_max", "MaxPool"}, {"concat", "Concat"},
-      {"split0", "Slice"}, {"split1", "Slice"}};
-  if (t.op == "conv") return t.relu ? "Relu" : "Conv";
-  auto it = types.find(t.op);
-  return it == types.end() ? "" : it->second;
-}
 
 void match_roots(const Matcher& mm, const Rule& r, size_t k, Match& m, std::set<size_t>& nodes, std::vector<Match>& out) {
   if (k == r.lhs.size()) {
     out.push_back(m);
+    out.back().nodes.assign(nodes.begin(), nodes.end());
     return;
   }
   const std::string type = root_op_type(*r.lhs[k]);
   for (size_t i : mm.nodes_of_op(type)) {
+    if (r.symmetric && k > 0 && i <= mm.producer_of(m.roots.back())) continue;
     const Node& n = mm.graph().nodes[i];
+    if (!mm.may_match(*r.lhs[k], n)) continue;
     if (n.outputs.empty() || n.outputs[0].empty()) continue;
     const std::string& v = n.outputs[0];
     if (std::find(m.roots.begin(), m.roots.end(), v) != m.roots.end()) continue;
@@ -418,7 +448,7 @@ std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const std
     // A split point whose leaf was bound after the split was read: every split checked again.
     for (Match& c : found) {
       std::set<size_t> again;
-      Match replay{c.leaves, {}};
+      Match replay{c.leaves, {}, {}};
       bool ok = true;
       for (size_t k = 0; k < rule.lhs.size() && ok; ++k) ok = mm.match(rule.lhs[k], c.roots[k], replay, again);
       if (ok) out.emplace_back(i, std::move(c));
@@ -433,7 +463,57 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule) {
   return out;
 }
 
-std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& m) {
+ReaderCounts::ReaderCounts(const Graph& g) {
+  for (const Node& n : g.nodes)
+    for (const std::string& in : n.inputs) ++counts_[in];
+  for (const std::string& o : g.outputs) ++counts_[o];
+}
+
+int ReaderCounts::count(const std::string& v) const {
+  auto it = counts_.find(v);
+  return it == counts_.end() ? 0 : it->second;
+}
+
+std::optional<double> cost_change(const Graph& g, const ReaderCounts& readers, const Rule& rule, const Match& m,
+                                  const Roofline& r) {
+  // The right-hand side on its own: a graph of the leaves' values (types and constants) and the
+  // new nodes.
+  Graph rhs;
+  rhs.source = g.source;
+  for (const auto& [leaf, v] : m.leaves) rhs.values[v] = g.value(v);
+  for (const std::string& root : m.roots) {
+    Value v;
+    v.name = root;
+    rhs.values[root] = v;
+  }
+  RhsWriter writer(rhs, rule, m);
+  try {
+    for (size_t k = 0; k < rule.rhs.size(); ++k) writer.write(rule.rhs[k], m.roots[k]);
+    rhs.nodes = std::move(writer.nodes());
+    infer_shapes(rhs, {.only_untyped = true, .max_fold_elements = 0});
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  for (const std::string& root : m.roots)
+    if (rhs.value(root).shape != g.value(root).shape) return std::nullopt;
+  // The matched nodes that die: the roots' producers, and those whose outputs only matched nodes read.
+  std::map<std::string, int> inside_readers;
+  for (size_t i : m.nodes)
+    for (const std::string& in : g.nodes[i].inputs) ++inside_readers[in];
+  const std::set<std::string> roots(m.roots.begin(), m.roots.end());
+  std::vector<const Node*> dying;
+  for (size_t i : m.nodes) {
+    const Node& n = g.nodes[i];
+    const bool dies = std::all_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
+      auto inside = inside_readers.find(o);
+      return roots.count(o) || readers.count(o) == (inside == inside_readers.end() ? 0 : inside->second);
+    });
+    if (dies) dying.push_back(&n);
+  }
+  return graph_cost(rhs, r) - nodes_cost(g, dying, r);
+}
+
+std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& m, bool fold) {
   Graph out = g;
   std::map<std::string, Shape> old_shapes;
   for (const std::string& root : m.roots) old_shapes[root] = g.value(root).shape;
@@ -452,7 +532,7 @@ std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& 
   if (!sort_topologically(out)) return std::nullopt;  // a leaf depended on a replaced output
   for (const std::string& root : m.roots) out.value(root).typed = false;
   try {
-    infer_shapes(out);
+    infer_shapes(out, {.only_untyped = true, .max_fold_elements = fold ? INT64_MAX : 0});
   } catch (const Error&) {
     return std::nullopt;
   }

@@ -16,12 +16,15 @@
 /// leaf may not depend on a replaced output), every new value must pass shape inference, and every
 /// replaced output must keep its shape. Nodes under a run-time If's guard are not matched.
 #pragma once
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "frontend/ir/graph.h"
+#include "frontend/subst/graph_cost.h"
 #include "frontend/subst/rule.h"
 
 namespace kiln::subst {
@@ -29,6 +32,7 @@ namespace kiln::subst {
 struct Match {
   std::map<std::string, std::string> leaves;  // leaf name -> the value bound to it
   std::vector<std::string> roots;             // the value each lhs output matched, in the rule's order
+  std::vector<size_t> nodes;                  // the nodes the lhs's operators matched (Graph::nodes indices)
 };
 
 /// Every match of `rule`'s left-hand side in `g` (roots distinct), in node order.
@@ -38,8 +42,25 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule);
 std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const std::vector<Rule>& rules);
 
 /// `g` with the match's roots computed by the rule's right-hand side instead (the roots keep their
-/// names, so readers and graph outputs are untouched), shapes inferred, constants folded (a concat
-/// of two weights becomes one weight) and dead nodes removed; nullopt when a check above fails.
-std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& m);
+/// names, so readers and graph outputs are untouched), the new nodes' shapes inferred and dead nodes
+/// removed; nullopt when a check above fails. With `fold`, new nodes of constants are folded (a
+/// concat of two weights becomes one weight); the search leaves them as nodes (graph_cost counts
+/// them free) and folds only the graph it keeps, so that the graphs it holds share their weights.
+std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& m, bool fold = true);
+
+/// What applying the match would change in graph_cost(g, r) (seconds; negative: faster), from the
+/// right-hand side's nodes alone (their shapes inferred on their own) and the matched nodes that
+/// would die; nullopt when the right-hand side fails shape inference. The search ranks a rewrite
+/// by it before paying for the rewritten graph.
+class ReaderCounts {
+ public:
+  explicit ReaderCounts(const Graph& g);
+  int count(const std::string& value) const;  // nodes' inputs and graph outputs that read it
+
+ private:
+  std::unordered_map<std::string, int> counts_;
+};
+std::optional<double> cost_change(const Graph& g, const ReaderCounts& readers, const Rule& rule, const Match& m,
+                                  const Roofline& r);
 
 }  // namespace kiln::subst

@@ -8,10 +8,13 @@
 #include <memory>
 #include <queue>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "frontend/ir/error.h"
+#include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/subst/graph_match.h"
 
 namespace kiln::subst {
@@ -60,15 +63,20 @@ bool commutative(const Node& n) {
   return n.domain.empty() && ops.count(n.op_type);
 }
 
-// A graph waiting in the search's queue.
-struct Candidate {
+// A rewrite waiting in the search's queue: `rule` at `match` of `parent`, costing about `cost` (the
+// parent's cost and the rewrite's cost_change); applied when it is taken from the queue. The first
+// entry is the input graph itself (no rule).
+struct Pending {
   double cost = 0;
-  std::shared_ptr<const Graph> graph;
-  std::vector<Rewrite> log;
+  std::shared_ptr<const Graph> parent;
+  const Rule* rule = nullptr;
+  Match match;
+  std::shared_ptr<const std::vector<Rewrite>> log;  // of the parent
+  double parent_cost = 0;
 };
 
 struct CostlierFirst {
-  bool operator()(const Candidate& a, const Candidate& b) const { return a.cost > b.cost; }
+  bool operator()(const Pending& a, const Pending& b) const { return a.cost > b.cost; }
 };
 
 int count_ops(const TermRef& t) {
@@ -77,16 +85,32 @@ int count_ops(const TermRef& t) {
   return n;
 }
 
-}  // namespace
+// Constants' hashes by tensor: the graphs of one search share their constants, so each is read once.
+// The cache holds the tensors, so an address is never reused while it is cached.
+class ConstantHashes {
+ public:
+  uint64_t of(const std::shared_ptr<const Tensor>& t) {
+    auto [it, fresh] = hashes_.try_emplace(t.get(), 0);
+    if (fresh) {
+      it->second = constant_hash(*t);
+      kept_.push_back(t);
+    }
+    return it->second;
+  }
 
-uint64_t canonical_hash(const Graph& g) {
-  std::map<std::string, uint64_t> value_hash;
+ private:
+  std::unordered_map<const Tensor*, uint64_t> hashes_;
+  std::vector<std::shared_ptr<const Tensor>> kept_;
+};
+
+uint64_t graph_hash(const Graph& g, ConstantHashes& constants) {
+  std::unordered_map<std::string, uint64_t> value_hash;
   auto of = [&](const std::string& v) -> uint64_t {
     if (v.empty()) return 0;
     if (auto it = value_hash.find(v); it != value_hash.end()) return it->second;
     const Value& value = g.value(v);
     Hasher h;
-    if (value.constant) h.mix(constant_hash(*value.constant));
+    if (value.constant) h.mix(constants.of(value.constant));
     else h.mix("input " + v);  // a graph input keeps its name
     return value_hash[v] = h.h;
   };
@@ -112,42 +136,87 @@ uint64_t canonical_hash(const Graph& g) {
   return h.h;
 }
 
+// `t` with the arguments of ewadd and ewmul in text order: the matcher tries both orders of these,
+// so rules that differ only there find the same matches.
+std::string commuted_text(const TermRef& t) {
+  if (t->op == "leaf") return t->name;
+  std::vector<std::string> args;
+  for (const TermRef& a : t->args) args.push_back(commuted_text(a));
+  if (t->op == "ewadd" || t->op == "ewmul") std::sort(args.begin(), args.end());
+  std::string s = to_string(std::make_shared<Term>(Term{t->op, {}, "", t->axis, t->split_at, t->split_leaf,
+                                                      t->split_leaf_axis, t->group, t->same, t->relu, t->from})) + "(";
+  for (const std::string& a : args) s += a + ",";
+  return s + ")";
+}
+
+}  // namespace
+
+uint64_t canonical_hash(const Graph& g) {
+  ConstantHashes constants;
+  return graph_hash(g, constants);
+}
+
 std::vector<Rule> default_rules() {
   std::vector<Rule> rules = merge_rules();
-  // Of the verified single-output rules, those that do not add operators: the ones that add some
-  // (relu(x) to relu(relu(x))) only ever lead back, and each costs the search a graph per match.
+  // Of the verified single-output rules, those that do not add operators (the ones that add some,
+  // relu(x) to relu(relu(x)), only ever lead back, and each costs the search time per match), once
+  // up to the order of ewadd's and ewmul's arguments.
+  std::set<std::string> kept;
   for (const Rule& r : verified_rules())
-    if (count_ops(r.rhs[0]) <= count_ops(r.lhs[0])) rules.push_back(r);
+    if (count_ops(r.rhs[0]) <= count_ops(r.lhs[0]) && kept.insert(commuted_text(r.lhs[0]) + "=" + commuted_text(r.rhs[0])).second)
+      rules.push_back(r);
   return rules;
 }
+
 
 SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule>& rules, const SearchOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   SearchResult r;
   r.initial_cost = graph_cost(g, o.cost);
-  Candidate best{r.initial_cost, std::make_shared<const Graph>(g), {}};
-  std::priority_queue<Candidate, std::vector<Candidate>, CostlierFirst> queue;
-  queue.push(best);
-  std::set<uint64_t> seen = {canonical_hash(g)};
+  auto best = std::make_shared<const Graph>(g);
+  double best_cost = r.initial_cost;
+  std::vector<Rewrite> best_log;
+  std::priority_queue<Pending, std::vector<Pending>, CostlierFirst> queue;
+  queue.push({r.initial_cost, best, nullptr, {}, std::make_shared<const std::vector<Rewrite>>(), r.initial_cost});
+  ConstantHashes constants;
+  std::set<uint64_t> seen;
   while (!queue.empty() && r.expanded < o.budget) {
-    Candidate c = queue.top();
+    Pending p = queue.top();
     queue.pop();
-    if (c.cost > o.alpha * best.cost) break;  // the queue holds nothing cheaper
+    if (p.cost > o.alpha * best_cost) break;  // the queue holds nothing cheaper
+    // The rewrite, made now that the search takes it (TASO's cycle and shape checks in apply_match).
+    std::shared_ptr<const Graph> graph = p.parent;
+    auto log = p.log;
+    double cost = p.cost;
+    if (p.rule) {
+      std::optional<Graph> next = apply_match(*p.parent, *p.rule, p.match, /*fold=*/false);
+      if (!next) continue;
+      graph = std::make_shared<const Graph>(std::move(*next));
+      cost = graph_cost(*graph, o.cost);
+      auto extended = std::make_shared<std::vector<Rewrite>>(*p.log);
+      extended->push_back({p.rule->name, p.match.roots, p.parent_cost, cost});
+      log = extended;
+    }
+    if (!seen.insert(graph_hash(*graph, constants)).second) continue;
+    if (cost < best_cost) {
+      best = graph;
+      best_cost = cost;
+      best_log = *log;
+    }
     ++r.expanded;
-    for (const auto& [index, m] : find_all_matches(*c.graph, rules)) {
-        const Rule& rule = rules[index];
-        std::optional<Graph> next = apply_match(*c.graph, rule, m);
-        if (!next || !seen.insert(canonical_hash(*next)).second) continue;
-        ++r.generated;
-        Candidate n{graph_cost(*next, o.cost), std::make_shared<const Graph>(std::move(*next)), c.log};
-        n.log.push_back({rule.name, m.roots, c.cost, n.cost});
-        if (n.cost < best.cost) best = n;
-        if (n.cost < o.alpha * best.cost) queue.push(std::move(n));
-      }
+    const ReaderCounts readers(*graph);
+    for (auto& [index, m] : find_all_matches(*graph, rules)) {
+      const std::optional<double> change = cost_change(*graph, readers, rules[index], m, o.cost);
+      if (!change || cost + *change >= o.alpha * best_cost) continue;
+      ++r.generated;
+      queue.push({cost + *change, graph, &rules[index], std::move(m), log, cost});
+    }
   }
-  r.graph = *best.graph;
-  r.log = best.log;
-  r.final_cost = best.cost;
+  r.graph = *best;
+  infer_shapes(r.graph);  // the kept graph's new weights folded
+  remove_dead_nodes(r.graph);
+  r.log = best_log;
+  r.final_cost = best_cost;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -3,10 +3,13 @@
 /// Why a search and not greedy rewriting: a substitution that makes a graph slower can enable one
 /// that makes it much faster (enlarging a 1x1 conv costs arithmetic, and then lets it merge with a
 /// 3x3 conv of the same input). As TASO's algorithm 2 does, graphs wait in a queue ordered by cost;
-/// the cheapest is expanded by every match of every rule; a new graph (by a canonical hash that
-/// ignores value names and the order of commutative inputs) joins the queue when it costs less than
-/// alpha times the best graph so far, so rewrites that cost a little are still explored. The search
-/// stops when the queue is empty or after `budget` expansions. The result carries the rewrites that
+/// the cheapest is expanded by every match of every rule, and a rewrite joins the queue when the
+/// graph it makes costs less than alpha times the best graph so far, so rewrites that cost a little
+/// are still explored. A rewrite is ranked by its cost change alone (graph_match.h's cost_change) and
+/// applied only when the search takes it, when a canonical hash that ignores value names and the
+/// order of commutative inputs skips graphs seen before: most rewrites of a large model are never
+/// taken, and making each graph would cost more than the rest of the search. The search stops when
+/// the queue is empty or after `budget` expansions. The result carries the rewrites that
 /// led to the best graph, in order: a log that `kiln dump --dump-after=subst` prints and that
 /// replay_rewrites applies again to the input graph.
 #pragma once
@@ -39,7 +42,7 @@ struct SearchResult {
   std::vector<Rewrite> log;    // from the input graph to `graph`
   double initial_cost = 0, final_cost = 0;
   int64_t expanded = 0;        // graphs taken from the queue
-  int64_t generated = 0;       // new graphs (distinct hashes) the rules made
+  int64_t generated = 0;       // rewrites queued (within alpha of the best)
   double seconds = 0;          // the search's wall time
 };
 

@@ -189,10 +189,11 @@ const std::vector<Rule>& merge_rules() {
                              "convs" + (bias ? " with biases" : "");
           out.push_back({name,
                          {one(first, b), one(second, c)},
-                         {split0_at(1, first_name, 0, merged), split1_at(1, first_name, 0, merged)}});
+                         {split0_at(1, first_name, 0, merged), split1_at(1, first_name, 0, merged)},
+                         !enlarged});
         }
     const TermRef product = matmul(x, concat(1, y, z));
-    out.push_back({"merge two matmuls", {matmul(x, y), matmul(x, z)}, {split0_at(1, "y", 1, product), split1_at(1, "y", 1, product)}});
+    out.push_back({"merge two matmuls", {matmul(x, y), matmul(x, z)}, {split0_at(1, "y", 1, product), split1_at(1, "y", 1, product)}, true});
     return out;
   }();
   return rules;

@@ -19,6 +19,9 @@ namespace kiln::subst {
 struct Rule {
   std::string name;
   std::vector<TermRef> lhs, rhs;
+  /// The outputs may be matched in either order to the same effect (two convs merged either way):
+  /// a match takes them in graph order only.
+  bool symmetric = false;
 };
 
 /// "conv(x, w) = ...": the rule's text, the outputs joined by " ; ".
