@@ -167,6 +167,11 @@ std::vector<Axiom> make_axioms() {
       mm([](int64_t m, int64_t k, int64_t n, int64_t p, std::mt19937_64& r) {
         return LeafValues{{"x", ints({m, k}, r)}, {"y", ints({p, k}, r)}, {"z", ints({k, n}, r)}};
       }));
+  add("a bias add of concatenated columns is a concat of bias adds", biasadd(concat(1, x, y), concat(0, w, z)),
+      concat(1, biasadd(x, w), biasadd(y, z)),
+      mm([](int64_t m, int64_t n, int64_t p, int64_t, std::mt19937_64& r) {
+        return LeafValues{{"x", ints({m, n}, r)}, {"y", ints({m, p}, r)}, {"w", ints({n}, r)}, {"z", ints({p}, r)}};
+      }));
   add("matmul of concats along the inner axis", matmul(concat(1, x, y), concat(0, z, w)), ewadd(matmul(x, z), matmul(y, w)),
       mm([](int64_t m, int64_t k, int64_t n, int64_t p, std::mt19937_64& r) {
         return LeafValues{{"x", ints({m, k}, r)}, {"y", ints({m, p}, r)}, {"z", ints({k, n}, r)}, {"w", ints({p, n}, r)}};

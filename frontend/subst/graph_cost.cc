@@ -1,6 +1,7 @@
 #include "frontend/subst/graph_cost.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace kiln::subst {
@@ -35,9 +36,13 @@ double flops_of(const Graph& g, const Node& n) {
 
 // A Slice or Concat on an axis before which every extent is 1 moves one contiguous run
 // per part: kiln places the parts inside the whole (scheduler/lower/in_place_concat.h) and runs no
-// code for it.
-bool runs_in_place(const Graph& g, const Node& n) {
+// code for it; but a part that is itself a Slice's output lies within that Slice's input already,
+// so a Concat of it copies (kiln fuses the Slice into the Concat's copy).
+bool runs_in_place(const Graph& g, const Node& n, const std::set<std::string>& slice_outputs) {
   if (n.op_type != "Slice" && n.op_type != "Concat") return false;
+  if (n.op_type == "Concat")
+    for (const std::string& in : n.inputs)
+      if (slice_outputs.count(in)) return false;
   const Shape& whole = g.value(n.op_type == "Slice" ? n.inputs[0] : n.outputs[0]).shape;
   int64_t axis = 0;
   if (n.op_type == "Concat") {
@@ -55,6 +60,11 @@ bool runs_in_place(const Graph& g, const Node& n) {
 
 }  // namespace
 
+bool reshapes_or_moves(const std::string& op_type) {
+  static const std::set<std::string> ops = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice"};
+  return ops.count(op_type) != 0;
+}
+
 Roofline roofline_for(int vector_bits, int cores) {
   const double lanes = std::max(vector_bits, 128) / 32.0;
   const double c = std::max(cores, 1);
@@ -63,14 +73,33 @@ Roofline roofline_for(int vector_bits, int cores) {
 
 namespace {
 
-// One node's estimate; `constant` holds the values computed from constants alone so far.
-double node_cost(const Graph& g, const Node& n, const Roofline& r, std::set<std::string>& constant) {
+bool is_elementwise(const Node& n) {
+  static const std::set<std::string> ops = {"Relu", "Add", "Sub", "Mul", "Div", "Clip", "Sigmoid", "Tanh", "LeakyRelu",
+                                            "Max", "Min", "Erf", "HardSigmoid", "HardSwish", "Neg", "Sqrt", "Exp"};
+  return n.domain.empty() && ops.count(n.op_type);
+}
+
+// One node's estimate; `constant` holds the values computed from constants alone so far, `fused`
+// the values computed in the epilogue of a conv or matmul (partition.h's phase 0: an anchor absorbs
+// the element-wise chain after it, so the chain costs no pass over memory of its own).
+double node_cost(const Graph& g, const Node& n, const Roofline& r, std::set<std::string>& constant,
+                 const std::set<std::string>& slice_outputs, std::set<std::string>& fused,
+                 const std::set<std::string>& moved_slices) {
   static const std::set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape"};
   const bool of_constants = std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
     return in.empty() || g.value(in).constant || constant.count(in);
   });
   if (of_constants) constant.insert(n.outputs.begin(), n.outputs.end());
-  if (of_constants || n.outputs.empty() || views.count(n.op_type) || runs_in_place(g, n)) return 0;
+  if (of_constants || n.outputs.empty() || views.count(n.op_type) || runs_in_place(g, n, slice_outputs)) return 0;
+  if (n.op_type == "Slice" && moved_slices.count(n.outputs[0])) return 0;  // read by a reshape or move: one pass with it
+  if (n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm") {
+    fused.insert(n.outputs[0]);
+  } else if (is_elementwise(n) && std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
+               return fused.count(in) != 0;
+             })) {
+    fused.insert(n.outputs[0]);
+    return 0;
+  }
   double bytes = 0;
   for (const std::string& o : n.outputs) bytes += bytes_of(g, o);
   if (n.op_type == "Slice") bytes *= 2;  // reads only what it keeps
@@ -81,17 +110,52 @@ double node_cost(const Graph& g, const Node& n, const Roofline& r, std::set<std:
 
 }  // namespace
 
-double graph_cost(const Graph& g, const Roofline& r) {
+std::set<std::string> slices_read_by_moves(const Graph& g) {
+  std::map<std::string, bool> all_moves;
+  for (const Node& n : g.nodes)
+    for (const std::string& in : n.inputs) {
+      auto [it, fresh] = all_moves.try_emplace(in, true);
+      it->second = it->second && reshapes_or_moves(n.op_type);
+    }
+  for (const std::string& o : g.outputs) all_moves[o] = false;
+  std::set<std::string> out;
+  for (const Node& n : g.nodes)
+    if (n.op_type == "Slice" && !n.outputs.empty())
+      if (auto it = all_moves.find(n.outputs[0]); it != all_moves.end() && it->second) out.insert(n.outputs[0]);
+  return out;
+}
+
+double graph_cost(const Graph& g, const Roofline& r) { return graph_cost(g, r, slices_read_by_moves(g)); }
+
+std::set<std::string> epilogue_values(const Graph& g) {
+  std::set<std::string> fused;
+  for (const Node& n : g.nodes) {
+    if (n.outputs.empty()) continue;
+    const bool anchor = n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm";
+    if (anchor || (is_elementwise(n) && std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
+                     return fused.count(in) != 0;
+                   })))
+      fused.insert(n.outputs[0]);
+  }
+  return fused;
+}
+
+double graph_cost(const Graph& g, const Roofline& r, const std::set<std::string>& moved_slices) {
   double seconds = 0;
   std::set<std::string> constant;  // values computed from constants alone: folded before run time
-  for (const Node& n : g.nodes) seconds += node_cost(g, n, r, constant);
+  std::set<std::string> slice_outputs, fused;
+  for (const Node& n : g.nodes) {
+    seconds += node_cost(g, n, r, constant, slice_outputs, fused, moved_slices);
+    if (n.op_type == "Slice" && !n.outputs.empty()) slice_outputs.insert(n.outputs[0]);
+  }
   return seconds;
 }
 
-double nodes_cost(const Graph& g, const std::vector<const Node*>& nodes, const Roofline& r) {
+double nodes_cost(const Graph& g, const std::vector<const Node*>& nodes, const Roofline& r,
+                  const std::set<std::string>& slice_outputs, const std::set<std::string>& fused_values) {
   double seconds = 0;
-  std::set<std::string> constant;
-  for (const Node* n : nodes) seconds += node_cost(g, *n, r, constant);
+  std::set<std::string> constant, fused = fused_values;
+  for (const Node* n : nodes) seconds += node_cost(g, *n, r, constant, slice_outputs, fused, {});
   return seconds;
 }
 

@@ -7,6 +7,8 @@
 /// records database for the tasks that have one is the next step (docs/subst.md). The estimate only
 /// ranks graphs of one model on one target against each other; it predicts no absolute time.
 #pragma once
+#include <set>
+#include <string>
 #include <vector>
 
 #include "frontend/ir/graph.h"
@@ -27,7 +29,25 @@ Roofline roofline_for(int vector_bits, int cores);
 /// inputs are all constants or computed from constants alone, and shape-only ops, cost nothing).
 double graph_cost(const Graph& g, const Roofline& r);
 
-/// The part of graph_cost(g, r) that `nodes` (nodes of g) make up.
-double nodes_cost(const Graph& g, const std::vector<const Node*>& nodes, const Roofline& r);
+/// graph_cost with the Slices whose outputs are in `moved_slices` free: their readers only reshape
+/// or move data (Reshape, Transpose, ...), and kiln fuses a Slice into that pass (partition.h's
+/// injective chains). graph_cost(g, r) finds them in g itself.
+double graph_cost(const Graph& g, const Roofline& r, const std::set<std::string>& moved_slices);
+
+/// Reshape, Transpose, Flatten, Squeeze, Unsqueeze, Slice: ops a Slice before them fuses into.
+bool reshapes_or_moves(const std::string& op_type);
+
+/// The Slices of g read only by reshapes and moves.
+std::set<std::string> slices_read_by_moves(const Graph& g);
+
+/// The part of graph_cost(g, r) that `nodes` (nodes of g) make up, if `slice_outputs` are the values
+/// Slices make that they read (a Concat of one copies; otherwise it may run in place) and
+/// `fused_values` those computed in a conv's or matmul's epilogue (epilogue_values).
+double nodes_cost(const Graph& g, const std::vector<const Node*>& nodes, const Roofline& r,
+                  const std::set<std::string>& slice_outputs = {}, const std::set<std::string>& fused_values = {});
+
+/// The values of g a conv or matmul computes in its epilogue: its output and the element-wise chain
+/// after it (partition.h's phase 0 fuses them into its kernel).
+std::set<std::string> epilogue_values(const Graph& g);
 
 }  // namespace kiln::subst

@@ -31,7 +31,7 @@ int64_t normalized_axis(int64_t axis, size_t rank) { return axis < 0 ? axis + st
 // The op type of the node that makes a term's root value.
 std::string root_op_type(const Term& t) {
   static const std::map<std::string, std::string> types = {
-      {"ewadd", "Add"},     {"ewmul", "Mul"},         {"smul", "Mul"},         {"transpose", "Transpose"}, {"matmul", "MatMul"},
+      {"ewadd", "Add"},     {"biasadd", "Add"},       {"ewmul", "Mul"},         {"smul", "Mul"},         {"transpose", "Transpose"}, {"matmul", "MatMul"},
       {"enlarge", "Pad"},   {"relu", "Relu"},         {"pool_avg", "AveragePool"}, {"pool_max", "MaxPool"}, {"concat", "Concat"},
       {"split0", "Slice"}, {"split1", "Slice"}};
   if (t.op == "conv") return t.relu ? "Relu" : "Conv";
@@ -68,20 +68,16 @@ class Matcher {
       if (shape(n->inputs[0]) != out || shape(n->inputs[1]) != out) return false;
       return take(index, nodes) && either_order(t, n->inputs[0], n->inputs[1], m, nodes);
     }
-    if (op == "smul") {
-      if (n->op_type != "Mul" || n->inputs.size() != 2) return false;
+    if (op == "biasadd" || op == "smul") {  // x + b (b one value per column) or x * s (s one value), in either order
+      if (n->op_type != (op == "biasadd" ? "Add" : "Mul") || n->inputs.size() != 2 || !take(index, nodes)) return false;
       for (int k = 0; k < 2; ++k) {
         const std::string& x = n->inputs[static_cast<size_t>(k)];
-        const std::string& s = n->inputs[static_cast<size_t>(1 - k)];
-        if (shape(x) != out || num_elements(shape(s)) != 1 || shape(s).size() > out.size()) continue;
-        Match trial = m;
-        std::set<size_t> trial_nodes = nodes;
-        trial_nodes.insert(index);
-        if (match(t->args[0], x, trial, trial_nodes) && match(t->args[1], s, trial, trial_nodes)) {
-          m = std::move(trial);
-          nodes = std::move(trial_nodes);
-          return true;
-        }
+        const std::string& other = n->inputs[static_cast<size_t>(1 - k)];
+        if (shape(x) != out) continue;
+        if (op == "biasadd" ? out.empty() || shape(other) != Shape{out.back()}
+                            : num_elements(shape(other)) != 1 || shape(other).size() > out.size())
+          continue;
+        if (bind_operands(t, x, other, m, nodes)) return true;
       }
       return false;
     }
@@ -124,7 +120,7 @@ class Matcher {
 
   // The graph axis of a term's axis on a value of rank `rank`.
   int64_t axis_of(int64_t term_axis, size_t rank) const {
-    return matrix_ ? term_axis + static_cast<int64_t>(rank) - 2 : term_axis;
+    return matrix_ && rank >= 2 ? term_axis + static_cast<int64_t>(rank) - 2 : term_axis;
   }
 
   const Shape& shape(const std::string& v) const { return values_.at(v)->shape; }
@@ -185,17 +181,19 @@ class Matcher {
   // A node belongs to one matched operator only.
   static bool take(size_t index, std::set<size_t>& nodes) { return nodes.insert(index).second; }
 
+  // `t`'s two operands matched at `first` and `second`; `m` and `nodes` change only when they match.
+  bool bind_operands(const TermRef& t, const std::string& first, const std::string& second, Match& m,
+                     std::set<size_t>& nodes) const {
+    Match trial = m;
+    std::set<size_t> trial_nodes = nodes;
+    if (!match(t->args[0], first, trial, trial_nodes) || !match(t->args[1], second, trial, trial_nodes)) return false;
+    m = std::move(trial);
+    nodes = std::move(trial_nodes);
+    return true;
+  }
+
   bool either_order(const TermRef& t, const std::string& a, const std::string& b, Match& m, std::set<size_t>& nodes) const {
-    for (const auto& [first, second] : {std::pair{a, b}, std::pair{b, a}}) {
-      Match trial = m;
-      std::set<size_t> trial_nodes = nodes;
-      if (match(t->args[0], first, trial, trial_nodes) && match(t->args[1], second, trial, trial_nodes)) {
-        m = std::move(trial);
-        nodes = std::move(trial_nodes);
-        return true;
-      }
-    }
-    return false;
+    return bind_operands(t, a, b, m, nodes) || bind_operands(t, b, a, m, nodes);
   }
 
   static bool all_equal(const std::vector<int64_t>& v, int64_t x) {
@@ -347,13 +345,15 @@ class RhsWriter {
     if (t.op == "enlarge") return {3, 3};
     return kernel_extent(*t.args[0]);
   }
-  int64_t axis_of(int64_t term_axis, size_t r) const { return matrix_ ? term_axis + static_cast<int64_t>(r) - 2 : term_axis; }
+  int64_t axis_of(int64_t term_axis, size_t r) const {
+    return matrix_ && r >= 2 ? term_axis + static_cast<int64_t>(r) - 2 : term_axis;  // a vector has one axis
+  }
 
   std::string node(const Term& t, const std::string& into) {
     std::vector<std::string> a;
     for (const TermRef& arg : t.args) a.push_back(write(arg));
     const std::string& op = t.op;
-    if (op == "ewadd") return emit("Add", a, {}, into);
+    if (op == "ewadd" || op == "biasadd") return emit("Add", a, {}, into);
     if (op == "ewmul" || op == "smul") return emit("Mul", a, {}, into);
     if (op == "relu") return emit("Relu", a, {}, into);
     if (op == "matmul") return emit("MatMul", a, {}, into);
@@ -463,18 +463,37 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule) {
   return out;
 }
 
-ReaderCounts::ReaderCounts(const Graph& g) {
-  for (const Node& n : g.nodes)
-    for (const std::string& in : n.inputs) ++counts_[in];
+GraphReaders::GraphReaders(const Graph& g) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const std::string& in : g.nodes[i].inputs) {
+      ++counts_[in];
+      nodes_[in].push_back(i);
+    }
+    if (g.nodes[i].op_type == "Slice" && !g.nodes[i].outputs.empty()) slice_outputs_.insert(g.nodes[i].outputs[0]);
+    for (const std::string& o : g.nodes[i].outputs) producer_op_[o] = g.nodes[i].op_type;
+  }
   for (const std::string& o : g.outputs) ++counts_[o];
+  epilogue_values_ = subst::epilogue_values(g);
 }
 
-int ReaderCounts::count(const std::string& v) const {
+int GraphReaders::count(const std::string& v) const {
   auto it = counts_.find(v);
   return it == counts_.end() ? 0 : it->second;
 }
 
-std::optional<double> cost_change(const Graph& g, const ReaderCounts& readers, const Rule& rule, const Match& m,
+const std::string& GraphReaders::producer_op(const std::string& v) const {
+  static const std::string none;
+  auto it = producer_op_.find(v);
+  return it == producer_op_.end() ? none : it->second;
+}
+
+const std::vector<size_t>& GraphReaders::nodes(const std::string& v) const {
+  static const std::vector<size_t> none;
+  auto it = nodes_.find(v);
+  return it == nodes_.end() ? none : it->second;
+}
+
+std::optional<double> cost_change(const Graph& g, const GraphReaders& readers, const Rule& rule, const Match& m,
                                   const Roofline& r) {
   // The right-hand side on its own: a graph of the leaves' values (types and constants) and the
   // new nodes.
@@ -510,7 +529,33 @@ std::optional<double> cost_change(const Graph& g, const ReaderCounts& readers, c
     });
     if (dies) dying.push_back(&n);
   }
-  return graph_cost(rhs, r) - nodes_cost(g, dying, r);
+  // Readers of a root that becomes a Slice's part (graph_cost.h): a Concat that read it in place
+  // copies; an element-wise op fused into the conv or matmul that made it is a pass of its own.
+  double readers_change = 0;
+  for (size_t k = 0; k < m.roots.size(); ++k) {
+    const std::string& op = rule.rhs[k]->op;
+    if ((op != "split0" && op != "split1") || readers.made_by_slice(m.roots[k])) continue;
+    std::set<std::string> after = readers.slice_outputs();
+    after.insert(m.roots[k]);
+    const std::string& made_by = readers.producer_op(m.roots[k]);
+    const bool was_anchor = made_by == "Conv" || made_by == "MatMul" || made_by == "Gemm";
+    for (size_t i : readers.nodes(m.roots[k])) {
+      const Node& reader = g.nodes[i];
+      if (reader.op_type == "Concat")
+        readers_change += nodes_cost(g, {&reader}, r, after) - nodes_cost(g, {&reader}, r, readers.slice_outputs());
+      else if (was_anchor && readers.count(m.roots[k]) == 1)
+        readers_change += nodes_cost(g, {&reader}, r, after);  // alone: not fused into anything
+    }
+  }
+  // The new Slices that only reshapes and moves read are free, as graph_cost finds in a whole graph.
+  std::set<std::string> moved;
+  for (const std::string& root : m.roots)
+    if (readers.count(root) > 0 && readers.count(root) == static_cast<int>(readers.nodes(root).size()) &&
+        std::all_of(readers.nodes(root).begin(), readers.nodes(root).end(),
+                    [&](size_t i) { return reshapes_or_moves(g.nodes[i].op_type); }))
+      moved.insert(root);
+  return graph_cost(rhs, r, moved) - nodes_cost(g, dying, r, readers.slice_outputs(), readers.epilogue_values()) +
+         readers_change;
 }
 
 std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& m, bool fold) {

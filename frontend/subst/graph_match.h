@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -52,15 +53,26 @@ std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& 
 /// right-hand side's nodes alone (their shapes inferred on their own) and the matched nodes that
 /// would die; nullopt when the right-hand side fails shape inference. The search ranks a rewrite
 /// by it before paying for the rewritten graph.
-class ReaderCounts {
+/// Who reads each value of a graph, and which values Slices make: what cost_change needs beyond
+/// the match, made once per graph.
+class GraphReaders {
  public:
-  explicit ReaderCounts(const Graph& g);
+  explicit GraphReaders(const Graph& g);
   int count(const std::string& value) const;  // nodes' inputs and graph outputs that read it
+  const std::vector<size_t>& nodes(const std::string& value) const;  // the nodes that read it
+  bool made_by_slice(const std::string& value) const { return slice_outputs_.count(value) != 0; }
+  const std::set<std::string>& slice_outputs() const { return slice_outputs_; }
+  const std::string& producer_op(const std::string& value) const;  // "" for inputs and constants
+  const std::set<std::string>& epilogue_values() const { return epilogue_values_; }
 
  private:
   std::unordered_map<std::string, int> counts_;
+  std::unordered_map<std::string, std::vector<size_t>> nodes_;
+  std::set<std::string> slice_outputs_;
+  std::unordered_map<std::string, std::string> producer_op_;
+  std::set<std::string> epilogue_values_;
 };
-std::optional<double> cost_change(const Graph& g, const ReaderCounts& readers, const Rule& rule, const Match& m,
+std::optional<double> cost_change(const Graph& g, const GraphReaders& readers, const Rule& rule, const Match& m,
                                   const Roofline& r);
 
 }  // namespace kiln::subst

@@ -204,7 +204,7 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
       best_log = *log;
     }
     ++r.expanded;
-    const ReaderCounts readers(*graph);
+    const GraphReaders readers(*graph);
     for (auto& [index, m] : find_all_matches(*graph, rules)) {
       const std::optional<double> change = cost_change(*graph, readers, rules[index], m, o.cost);
       if (!change || cost + *change >= o.alpha * best_cost) continue;

@@ -89,7 +89,7 @@ class TermReader {
       return t;
     }
     static const std::set<std::string> ops = {"ewadd", "ewmul", "smul",     "transpose", "matmul", "conv",   "enlarge",
-                                              "relu",  "pool_avg", "pool_max", "concat", "split0", "split1"};
+                                              "relu",  "pool_avg", "pool_max", "concat", "split0", "split1", "biasadd"};
     if (!ops.count(name)) fail("unknown operator '" + name + "'");
     t->op = name;
     if (eat('[')) {
@@ -194,6 +194,12 @@ const std::vector<Rule>& merge_rules() {
         }
     const TermRef product = matmul(x, concat(1, y, z));
     out.push_back({"merge two matmuls", {matmul(x, y), matmul(x, z)}, {split0_at(1, "y", 1, product), split1_at(1, "y", 1, product)}, true});
+    // With a bias each (a Linear layer; BERT's query, key and value projections).
+    const TermRef linear = biasadd(product, concat(0, b, c));
+    out.push_back({"merge two matmuls with biases",
+                   {biasadd(matmul(x, y), b), biasadd(matmul(x, z), c)},
+                   {split0_at(1, "y", 1, linear), split1_at(1, "y", 1, linear)},
+                   true});
     return out;
   }();
   return rules;

@@ -22,6 +22,7 @@ TermRef leaf(const std::string& name) {
 TermRef ewadd(TermRef a, TermRef b) { return make("ewadd", {std::move(a), std::move(b)}); }
 TermRef ewmul(TermRef a, TermRef b) { return make("ewmul", {std::move(a), std::move(b)}); }
 TermRef smul(TermRef x, TermRef scalar) { return make("smul", {std::move(x), std::move(scalar)}); }
+TermRef biasadd(TermRef x, TermRef b) { return make("biasadd", {std::move(x), std::move(b)}); }
 TermRef transpose(TermRef x) { return make("transpose", {std::move(x)}); }
 TermRef matmul(TermRef a, TermRef b) { return make("matmul", {std::move(a), std::move(b)}); }
 TermRef conv(TermRef x, TermRef w, bool same, bool relu, int64_t group) {

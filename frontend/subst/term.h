@@ -44,6 +44,9 @@ TermRef ewadd(TermRef a, TermRef b);
 TermRef ewmul(TermRef a, TermRef b);
 TermRef smul(TermRef x, TermRef scalar);
 TermRef transpose(TermRef x);
+/// x + b with b one value per column, broadcast over the rows (a Linear layer's bias: ONNX Add of a
+/// [..., n] tensor and an [n] vector).
+TermRef biasadd(TermRef x, TermRef b);
 TermRef matmul(TermRef a, TermRef b);
 TermRef conv(TermRef x, TermRef w, bool same = true, bool relu = false, int64_t group = 1);
 /// A conv with a bias `b` (one value per kernel, added to its output channel before the relu): ONNX

@@ -39,7 +39,7 @@ class TermWriter {
     for (const TermRef& a : t.args) args.push_back(write(a));
     const std::string out = "t" + std::to_string(next_++);
     const std::string& op = t.op;
-    if (op == "ewadd") b_.node("Add", args, {out});
+    if (op == "ewadd" || op == "biasadd") b_.node("Add", args, {out});
     else if (op == "ewmul" || op == "smul") b_.node("Mul", args, {out});
     else if (op == "transpose") b_.node("Transpose", args, {out});
     else if (op == "matmul") b_.node("MatMul", args, {out});

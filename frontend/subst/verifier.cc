@@ -27,6 +27,7 @@ class Encoding {
     f_.emplace("smul", c.function("smul", t, t, t));
     f_.emplace("matmul", c.function("matmul", t, t, t));
     f_.emplace("transpose", c.function("transpose", t, t));
+    f_.emplace("biasadd", c.function("biasadd", t, t, t));
     f_.emplace("relu", c.function("relu", t, t));
     f_.emplace("pool_avg", c.function("pool_avg", t, t));
     f_.emplace("pool_max", c.function("pool_max", t, t));
@@ -82,7 +83,7 @@ class Encoding {
 
   // Facts about extents that split points need (what ONNX's shape inference says of these ops):
   // a conv has as many output channels as its kernel has filters, a matmul as many columns as its
-  // right operand, and enlarging a kernel keeps its filter count.
+  // right operand, a bias add as many as its matrix, and enlarging a kernel keeps its filter count.
   std::vector<z3::expr> extent_facts() {
     const z3::expr x = c_.constant("e_x", tensor_), w = c_.constant("e_w", tensor_), b = c_.constant("e_b", tensor_);
     const z3::expr p = c_.int_const("e_p"), q = c_.int_const("e_q"), g = c_.int_const("e_g");
@@ -102,6 +103,7 @@ class Encoding {
     return {z3::forall(all, extent(c_.int_val(1), f_.at("conv")(conv_args)) == extent(c_.int_val(0), w)),
             z3::forall(biased, extent(c_.int_val(1), f_.at("convb")(biased_args)) == extent(c_.int_val(0), w)),
             z3::forall(two, extent(c_.int_val(1), f_.at("matmul")(x, w)) == extent(c_.int_val(1), w)),
+            z3::forall(two, extent(c_.int_val(1), f_.at("biasadd")(x, w)) == extent(c_.int_val(1), x)),
             z3::forall(enl, extent(c_.int_val(0), f_.at("enlarge")(p, w)) == extent(c_.int_val(0), w))};
   }
 

@@ -96,19 +96,52 @@ FeatureMap CnnBuilder::add(const FeatureMap& a, const FeatureMap& b, const std::
   return {name, a.channels, a.spatial};
 }
 
+namespace {
+
+std::vector<int64_t> pooled(const FeatureMap& x, const std::string& what, int64_t kernel, int64_t stride, int64_t pad) {
+  std::vector<int64_t> out;
+  for (int64_t s : x.spatial) {
+    if (s + 2 * pad < kernel) throw Error("zoo: " + what + ": the input is smaller than the kernel");
+    out.push_back((s + 2 * pad - kernel) / stride + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
 FeatureMap CnnBuilder::max_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride,
                                 int64_t pad) {
   const size_t rank = x.spatial.size();
-  FeatureMap y{name, x.channels, {}};
-  for (int64_t s : x.spatial) {
-    if (s + 2 * pad < kernel) throw Error("zoo: max pool " + name + ": the input is smaller than the kernel");
-    y.spatial.push_back((s + 2 * pad - kernel) / stride + 1);
-  }
+  FeatureMap y{name, x.channels, pooled(x, "max pool " + name, kernel, stride, pad)};
   b_.node("MaxPool", {x.name}, {name}, name)
       .attr("kernel_shape", repeat(kernel, rank))
       .attr("strides", repeat(stride, rank))
       .attr("pads", repeat(pad, 2 * rank));
   return y;
+}
+
+FeatureMap CnnBuilder::avg_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride,
+                                int64_t pad) {
+  const size_t rank = x.spatial.size();
+  FeatureMap y{name, x.channels, pooled(x, "average pool " + name, kernel, stride, pad)};
+  b_.node("AveragePool", {x.name}, {name}, name)
+      .attr("kernel_shape", repeat(kernel, rank))
+      .attr("strides", repeat(stride, rank))
+      .attr("pads", repeat(pad, 2 * rank))
+      .attr("count_include_pad", int64_t{1});
+  return y;
+}
+
+FeatureMap CnnBuilder::concat(const std::vector<FeatureMap>& parts, const std::string& name) {
+  std::vector<std::string> names;
+  int64_t channels = 0;
+  for (const FeatureMap& p : parts) {
+    if (p.spatial != parts.front().spatial) throw Error("zoo: concat " + name + ": spatial sizes differ");
+    names.push_back(p.name);
+    channels += p.channels;
+  }
+  b_.node("Concat", names, {name}, name).attr("axis", int64_t{1});
+  return {name, channels, parts.front().spatial};
 }
 
 void CnnBuilder::classifier(const FeatureMap& x, const std::string& fc_name, int64_t classes) {

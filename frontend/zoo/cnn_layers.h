@@ -57,6 +57,10 @@ class CnnBuilder {
   FeatureMap relu6(const FeatureMap& x, const std::string& name);
   FeatureMap add(const FeatureMap& a, const FeatureMap& b, const std::string& name);
   FeatureMap max_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride, int64_t pad);
+  /// AveragePool counting the padding (PyTorch's avg_pool2d default, count_include_pad).
+  FeatureMap avg_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride, int64_t pad);
+  /// Concat along channels of maps of one spatial size.
+  FeatureMap concat(const std::vector<FeatureMap>& parts, const std::string& name);
   /// GlobalAveragePool -> Flatten -> Gemm (Xavier weights, bias) -> graph output `logits` [batch, classes].
   void classifier(const FeatureMap& x, const std::string& fc_name, int64_t classes);
 

@@ -25,12 +25,22 @@ FeatureMap basic_block(CnnBuilder& c, const FeatureMap& x, const std::string& p,
   return c.relu(c.add(y, shortcut, p + ".add"), p + ".relu");
 }
 
-// torchvision's Bottleneck (v1.5): 1x1 reduce, 3x3 with the stride, 1x1 expand to 4x `planes`.
-FeatureMap bottleneck(CnnBuilder& c, const FeatureMap& x, const std::string& p, int64_t planes, int64_t stride) {
+// How wide a bottleneck's 3x3 conv is and in how many groups: ResNet's (1 group of 64 per 64
+// planes) or ResNeXt's (32 groups of 4, "32x4d").
+struct Cardinality {
+  int64_t groups = 1;
+  int64_t width_per_group = 64;
+};
+
+// torchvision's Bottleneck (v1.5): 1x1 reduce, 3x3 with the stride (grouped in ResNeXt), 1x1 expand
+// to 4x `planes`.
+FeatureMap bottleneck(CnnBuilder& c, const FeatureMap& x, const std::string& p, int64_t planes, int64_t stride,
+                      Cardinality card) {
   constexpr int64_t kExpansion = 4;
-  FeatureMap y = c.conv(x, p + ".conv1", {planes, {1, 1}});
+  const int64_t width = planes * card.width_per_group / 64 * card.groups;
+  FeatureMap y = c.conv(x, p + ".conv1", {width, {1, 1}});
   y = c.relu(c.batch_norm(y, p + ".bn1"), p + ".relu1");
-  y = c.conv(y, p + ".conv2", {planes, {3, 3}, {stride, stride}, {1, 1}});
+  y = c.conv(y, p + ".conv2", {width, {3, 3}, {stride, stride}, {1, 1}, card.groups});
   y = c.relu(c.batch_norm(y, p + ".bn2"), p + ".relu2");
   y = c.conv(y, p + ".conv3", {planes * kExpansion, {1, 1}});
   y = c.batch_norm(y, p + ".bn3", BnScale::ResidualBranchEnd);
@@ -46,20 +56,21 @@ enum class Block { Basic, Bottleneck };
 
 // The four stages: 64, 128, 256, 512 planes; every stage after the first halves the resolution
 // (in time too, for video) in its first block.
-FeatureMap resnet_stages(CnnBuilder& c, FeatureMap x, Block block, const std::vector<int>& blocks_per_stage) {
+FeatureMap resnet_stages(CnnBuilder& c, FeatureMap x, Block block, const std::vector<int>& blocks_per_stage,
+                         Cardinality card = {}) {
   const int64_t planes[] = {64, 128, 256, 512};
   for (size_t stage = 0; stage < 4; ++stage)
     for (int i = 0; i < blocks_per_stage[stage]; ++i) {
       std::string prefix = "layer" + std::to_string(stage + 1) + "." + std::to_string(i);
       int64_t stride = (stage > 0 && i == 0) ? 2 : 1;
       x = block == Block::Basic ? basic_block(c, x, prefix, planes[stage], stride)
-                                : bottleneck(c, x, prefix, planes[stage], stride);
+                                : bottleneck(c, x, prefix, planes[stage], stride, card);
     }
   return x;
 }
 
 ModelBuilder build_image_resnet(const std::string& name, const ZooOptions& o, Block block,
-                                const std::vector<int>& blocks_per_stage) {
+                                const std::vector<int>& blocks_per_stage, Cardinality card = {}) {
   WeightInit w(o.seed);
   ModelBuilder b(name, 17);
   CnnBuilder c(b, w);
@@ -68,7 +79,7 @@ ModelBuilder build_image_resnet(const std::string& name, const ZooOptions& o, Bl
   x = c.conv(x, "conv1", {64, {7, 7}, {2, 2}, {3, 3}});
   x = c.relu(c.batch_norm(x, "bn1"), "relu");
   x = c.max_pool(x, "maxpool", 3, 2, 1);
-  x = resnet_stages(c, x, block, blocks_per_stage);
+  x = resnet_stages(c, x, block, blocks_per_stage, card);
   c.classifier(x, "fc", 1000);
   return b;
 }
@@ -79,6 +90,12 @@ ModelBuilder build_resnet18(const ZooOptions& o) { return build_image_resnet("re
 
 ModelBuilder build_resnet50(const ZooOptions& o) {
   return build_image_resnet("resnet50", o, Block::Bottleneck, {3, 4, 6, 3});
+}
+
+// ResNeXt-50 32x4d (Xie et al. 2017): ResNet-50 whose bottlenecks are twice as wide and whose 3x3
+// convs have 32 groups; TASO's ResNeXt benchmark.
+ModelBuilder build_resnext50(const ZooOptions& o) {
+  return build_image_resnet("resnext50", o, Block::Bottleneck, {3, 4, 6, 3}, {32, 4});
 }
 
 // Clips of 16 frames (the published setting); `size` sets H = W (default 112). Kinetics-400 classes.

@@ -13,6 +13,8 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"tiny_cnn", build_tiny_cnn},
       {"resnet18", build_resnet18},
       {"resnet50", build_resnet50},
+      {"resnext50", build_resnext50},
+      {"inception_v3", build_inception_v3},
       {"resnet3d18", build_resnet3d18},
       {"mobilenet_v2", build_mobilenet_v2},
       {"matmul", build_matmul},

@@ -7,6 +7,8 @@ namespace kiln {
 ModelBuilder build_tiny_cnn(const ZooOptions& o);
 ModelBuilder build_resnet18(const ZooOptions& o);
 ModelBuilder build_resnet50(const ZooOptions& o);
+ModelBuilder build_resnext50(const ZooOptions& o);
+ModelBuilder build_inception_v3(const ZooOptions& o);
 ModelBuilder build_resnet3d18(const ZooOptions& o);
 ModelBuilder build_mobilenet_v2(const ZooOptions& o);
 ModelBuilder build_matmul(const ZooOptions& o);

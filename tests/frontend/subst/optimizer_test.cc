@@ -17,16 +17,18 @@ namespace {
 
 using testing::random_weights;
 
-// x [1, 16, 8, 8] -> a 1x1 conv (32, relu), a 3x3 conv (32, pad 1, relu), a 1x1 stride-2 conv and a
-// 3x3 conv without padding; the first two concatenated, the others outputs of their own.
+// x [1, 16, 8, 8] -> a 1x1 conv a (32, relu), 3x3 convs b and c (32, pad 1, relu), a 1x1 stride-2
+// conv and a 3x3 conv without padding; a, b and c each read by a 1x1 conv (a2 + b2 added, c2), the
+// others outputs of their own.
 ModelBuilder branches_model() {
   ModelBuilder b("branches");
   b.input("x", DType::Float32, Shape{1, 16, 8, 8});
   uint32_t seed = 1;
-  auto conv = [&](const std::string& name, int64_t k, int64_t stride, int64_t pad, bool relu) {
-    b.initializer(name + ".w", random_weights({32, 16, k, k}, seed++));
+  auto conv = [&](const std::string& name, int64_t k, int64_t stride, int64_t pad, bool relu, const std::string& in = "x") {
+    const int64_t channels = in == "x" ? 16 : 32;
+    b.initializer(name + ".w", random_weights({32, channels, k, k}, seed++));
     b.initializer(name + ".b", random_weights({32}, seed++));
-    b.node("Conv", {"x", name + ".w", name + ".b"}, {relu ? name + ".conv" : name})
+    b.node("Conv", {in, name + ".w", name + ".b"}, {relu ? name + ".conv" : name})
         .attr("strides", std::vector<int64_t>{stride, stride})
         .attr("pads", std::vector<int64_t>{pad, pad, pad, pad});
     if (relu) b.node("Relu", {name + ".conv"}, {name});
@@ -35,8 +37,13 @@ ModelBuilder branches_model() {
   conv("b", 3, 1, 1, true);
   conv("strided", 1, 2, 0, false);
   conv("unpadded", 3, 1, 0, false);
-  b.node("Concat", {"a", "b"}, {"ab"}).attr("axis", int64_t{1});
-  b.output("ab", DType::Float32, Shape{1, 64, 8, 8});
+  conv("c", 3, 1, 1, true);
+  conv("a2", 1, 1, 0, false, "a");
+  conv("b2", 1, 1, 0, false, "b");
+  conv("c2", 1, 1, 0, false, "c");
+  b.node("Add", {"a2", "b2"}, {"ab"});
+  b.output("c2", DType::Float32, Shape{1, 32, 8, 8});
+  b.output("ab", DType::Float32, Shape{1, 32, 8, 8});
   b.output("strided", DType::Float32, Shape{1, 32, 4, 4});
   b.output("unpadded", DType::Float32, Shape{1, 32, 6, 6});
   return b;
@@ -76,16 +83,21 @@ TEST(GraphMatch, MergesConvsOfOneInputOnlyWhereTheRuleHolds) {
   // conv are neither "same" nor stride 1, so nothing else matches.
   const Rule& enlarge_merge = merge_rule("enlarge and merge two relu convs with biases");
   const std::vector<Match> m = find_matches(g, enlarge_merge);
-  ASSERT_EQ(m.size(), 2u);  // (a, b) and (b, a); the second would enlarge the 3x3 kernel
-  EXPECT_EQ(m[0].roots, (std::vector<std::string>{"a", "b"}));
-  EXPECT_FALSE(apply_match(g, enlarge_merge, m[1]));
-  // Merged as they are, a 1x1 and a 3x3 kernel do not concatenate: the shape check refuses it.
-  const std::vector<Match> plain = find_matches(g, merge_rule("merge two relu convs with biases"));
-  ASSERT_EQ(plain.size(), 1u);  // (a, b) only: merging is symmetric
-  EXPECT_FALSE(apply_match(g, merge_rule("merge two relu convs with biases"), plain[0]));
-  const std::optional<Graph> merged = apply_match(g, enlarge_merge, m[0]);
+  // a with b or c, in either order; only those that enlarge a (the 1x1 kernel) pass the shape check.
+  ASSERT_EQ(m.size(), 6u);  // (a, b), (a, c), (b, a), (b, c), (c, a), (c, b)
+  std::optional<Graph> merged;
+  for (const Match& match : m) {
+    std::optional<Graph> applied = apply_match(g, enlarge_merge, match);
+    EXPECT_EQ(applied.has_value(), match.leaves.at("u") == "a.w") << match.roots[0] << ", " << match.roots[1];
+    if (applied && match.roots == std::vector<std::string>{"a", "b"}) merged = std::move(applied);
+  }
   ASSERT_TRUE(merged);
-  EXPECT_EQ(count_op(*merged, "Conv"), 3);
+  // Merged as they are, a 1x1 and a 3x3 kernel do not concatenate; b and c (both 3x3) do.
+  const std::vector<Match> plain = find_matches(g, merge_rule("merge two relu convs with biases"));
+  ASSERT_EQ(plain.size(), 3u);  // (a, b), (a, c), (b, c): merging is symmetric
+  for (const Match& match : plain)
+    EXPECT_EQ(apply_match(g, merge_rule("merge two relu convs with biases"), match).has_value(), match.roots[0] == "b");
+  EXPECT_EQ(count_op(*merged, "Conv"), 7);
   EXPECT_EQ(count_op(*merged, "Slice"), 2);
   expect_same_outputs(g, *merged);
 }
@@ -117,9 +129,10 @@ TEST(Optimizer, FindsTheMergeAndKeepsTheOutputs) {
   EXPECT_LT(r.final_cost, r.initial_cost);
   ASSERT_FALSE(r.log.empty());
   EXPECT_EQ(r.log.back().cost_after, r.final_cost);
-  EXPECT_EQ(count_op(r.graph, "Conv"), 3);
+  // b and c merged; enlarging a would cost 9x its arithmetic, more than a merge saves here.
+  EXPECT_EQ(count_op(r.graph, "Conv"), 7);
   expect_same_outputs(g, r.graph);
-  EXPECT_NE(format_rewrites(r).find("enlarge and merge"), std::string::npos) << format_rewrites(r);
+  EXPECT_NE(format_rewrites(r).find("merge two relu convs with biases at b, c"), std::string::npos) << format_rewrites(r);
   // The log replays: the same rewrites on the input give the same graph.
   const Graph replayed = replay_rewrites(g, default_rules(), r.log);
   EXPECT_EQ(canonical_hash(replayed), canonical_hash(r.graph));
@@ -155,6 +168,41 @@ TEST(Optimizer, CanonicalHashIgnoresNamesAndOperandOrder) {
   sub.output("out", DType::Float32, Shape{2, 3});
   EXPECT_EQ(canonical_hash(testing::prepared_graph(a)), canonical_hash(testing::prepared_graph(c)));
   EXPECT_NE(canonical_hash(testing::prepared_graph(a)), canonical_hash(testing::prepared_graph(sub)));
+}
+
+}  // namespace
+}  // namespace kiln::subst
+
+namespace kiln::subst {
+namespace {
+
+// Two Linear layers of one input, each read by a Reshape (BERT's query and key projections, then
+// their split into heads): merged into one matmul with the biases concatenated.
+TEST(Optimizer, MergesLinearLayersOfOneInput) {
+  ModelBuilder b("linear");
+  b.input("x", DType::Float32, Shape{1, 4, 8});
+  b.initializer("shape", Tensor::from_ints(DType::Int64, {4}, std::vector<int64_t>{1, 4, 2, 3}));
+  for (const std::string p : {"q", "k"}) {
+    b.initializer(p + ".w", testing::random_weights({8, 6}, p == "q" ? 1 : 2));
+    b.initializer(p + ".b", testing::random_weights({6}, p == "q" ? 3 : 4));
+    b.node("MatMul", {"x", p + ".w"}, {p + ".mm"});
+    b.node("Add", {p + ".mm", p + ".b"}, {p});
+    b.node("Reshape", {p, "shape"}, {p + ".heads"});
+    b.output(p + ".heads", DType::Float32, Shape{1, 4, 2, 3});
+  }
+  const Graph g = testing::prepared_graph(b);
+  const Rule& rule = merge_rule("merge two matmuls with biases");
+  const std::vector<Match> m = find_matches(g, rule);
+  ASSERT_EQ(m.size(), 1u);
+  const GraphReaders readers(g);
+  const std::optional<double> change = cost_change(g, readers, rule, m[0], roofline_for(512, 1));
+  ASSERT_TRUE(change);
+  EXPECT_LT(*change, 0);
+  SearchOptions o;
+  o.cost = roofline_for(512, 1);
+  const SearchResult r = optimize_graph_substitutions(g, default_rules(), o);
+  EXPECT_EQ(count_op(r.graph, "MatMul"), 1) << format_rewrites(r);
+  expect_same_outputs(g, r.graph);
 }
 
 }  // namespace

@@ -26,11 +26,17 @@ struct Published {
   double macs;     // torchvision's "GFLOPS" column, which counts multiply-adds (fvcore convention)
 };
 
-// torchvision.models docs (weights tables): resnet18 / resnet50 (IMAGENET1K_V1), mobilenet_v2,
+// torchvision.models docs (weights tables): resnet18 / resnet50 / resnext50_32x4d / inception_v3
+// (IMAGENET1K_V1), mobilenet_v2,
 // video.r3d_18 (KINETICS400_V1, for 16x112x112 clips).
 const Published kPublished[] = {
     {"resnet18", 11689512, 1.81e9},
     {"resnet50", 25557032, 4.09e9},
+    {"resnext50", 25028904, 4.23e9},  // resnext50_32x4d
+    // inception_v3 at 299 x 299: torchvision's 27161264 parameters less the auxiliary classifier's
+    // 3326696, which inference does not run (conv0 1x1 768->128 + BN, conv1 5x5 128->768 + BN,
+    // fc 768->1000); its 5.71 GFLOPS column is for inference.
+    {"inception_v3", 23834568, 5.71e9},
     {"mobilenet_v2", 3504872, 0.30e9},
     {"resnet3d18", 33371472, 40.70e9},
 };
@@ -133,7 +139,7 @@ TEST_P(CnnReference, OutputsAreFiniteBoundedAndInputDependent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CnnZoo, CnnReference,
-                         ::testing::Values(SmallRun{"resnet18", 32, 1000}, SmallRun{"resnet50", 32, 1000},
+                         ::testing::Values(SmallRun{"resnet18", 32, 1000}, SmallRun{"resnet50", 32, 1000}, SmallRun{"resnext50", 32, 1000}, SmallRun{"inception_v3", 75, 1000},
                                            SmallRun{"mobilenet_v2", 32, 1000}, SmallRun{"resnet3d18", 8, 400}),
                          [](const auto& info) { return std::string(info.param.model); });
 
