@@ -52,3 +52,23 @@ TEST(StageDump, EveryStageHasItsSectionInTheDocsInOrder) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The subst stage says what the search did with --subst, and that it was off without.
+TEST(StageDump, SubstStageShowsTheRewritesOrThatItIsOff) {
+  testing::TempDir dir;
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/examples/tiny_cnn.onnx";
+  const testing::CliOutput on = testing::run_kiln_output("dump " + model + " --subst --dump-after subst", dir);
+  EXPECT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_NE(on.out.find("; after subst"), std::string::npos) << on.out;
+  EXPECT_NE(on.out.find(" rewrites, estimated "), std::string::npos) << on.out;
+  EXPECT_NE(on.out.find("graph "), std::string::npos) << on.out;
+  const testing::CliOutput off = testing::run_kiln_output("dump " + model + " --dump-after subst", dir);
+  EXPECT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_NE(off.out.find("substitutions off"), std::string::npos) << off.out;
+}
+
+}  // namespace
+}  // namespace kiln
