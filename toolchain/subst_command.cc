@@ -5,16 +5,19 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "frontend/ir/error.h"
 #include "frontend/subst/axioms.h"
 #include "frontend/subst/generator.h"
+#include "frontend/subst/optimizer.h"
+#include "frontend/subst/rule.h"
 #include "frontend/subst/verifier.h"
 
 namespace kiln {
 
 SubstCommand::SubstCommand(CLI::App& app) {
-  cmd_ = app.add_subcommand("subst", "Graph substitutions (TASO): the operator axioms");
+  cmd_ = app.add_subcommand("subst", "Graph substitutions (TASO): the operator axioms, the candidates, the rules");
   cmd_->require_subcommand(1);
   axioms_ = cmd_->add_subcommand("axioms", "Check every operator axiom on concrete tensors (every shape up to 4x4x4x4)");
   axioms_->add_option("--seed", seed_, "Seed of the random integer tensors")->capture_default_str();
@@ -26,9 +29,28 @@ SubstCommand::SubstCommand(CLI::App& app) {
   generate_->add_flag("--verify", verify_, "Prove each candidate from the axioms with Z3; keep the proved ones");
   generate_->add_option("--rlimit", rlimit_, "Z3's step limit per candidate (deterministic, unlike a time limit)")
       ->capture_default_str();
+  rules_ = cmd_->add_subcommand("rules", "The rules the optimizer can apply: the verified rule file compiled in, and the merges");
 }
 
 namespace {
+
+// How many rules each source gives the optimizer (frontend/subst/rule.h, optimizer.h).
+int print_rules() {
+  const std::vector<subst::Rule>& verified = subst::verified_rules();
+  std::cout << fmt::format("{} verified rules compiled in, as {} applicable rewrites (each direction that binds what it builds)\n",
+                           [&] {
+                             std::set<std::string> lines;
+                             for (const subst::Rule& r : verified) lines.insert(r.name.substr(0, r.name.find(' ')));
+                             return lines.size();
+                           }(),
+                           verified.size());
+  std::cout << fmt::format("{} merge rules (multi-output):\n", subst::merge_rules().size());
+  for (const subst::Rule& r : subst::merge_rules()) std::cout << "  " << r.name << ": " << subst::to_string(r) << "\n";
+  std::cout << fmt::format("{} rules searched by default (merges, and the rewrites that add no operator, once up to "
+                           "ewadd/ewmul argument order)\n",
+                           subst::default_rules().size());
+  return 0;
+}
 
 int generate(int max_ops, uint64_t seed, bool verify, unsigned rlimit, const std::string& out_path) {
   const auto start = std::chrono::steady_clock::now();
@@ -67,6 +89,7 @@ int generate(int max_ops, uint64_t seed, bool verify, unsigned rlimit, const std
 int SubstCommand::run() {
   if (!*cmd_) return -1;
   if (*generate_) return generate(max_ops_, seed_, verify_, rlimit_, out_);
+  if (*rules_) return print_rules();
   int failed = 0;
   int64_t cases = 0;
   const auto start = std::chrono::steady_clock::now();

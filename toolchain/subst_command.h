@@ -1,7 +1,8 @@
 /// \file `kiln subst axioms`: TASO's operator properties (frontend/subst/axioms.h), each checked on
 /// concrete tensors, as a table; `kiln subst generate`: the candidate substitutions
 /// (frontend/subst/generator.h) with the count after each stage, and with `--verify` those Z3 proves
-/// from the axioms (verifier.h). Kept out of main.cc like `kiln records`.
+/// from the axioms (verifier.h); `kiln subst rules`: the rules the optimizer applies (rule.h). Kept out
+/// of main.cc like `kiln records`.
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -22,6 +23,7 @@ class SubstCommand {
   CLI::App* cmd_;
   CLI::App* axioms_;
   CLI::App* generate_;
+  CLI::App* rules_;
   uint64_t seed_ = 1;
   int64_t max_cases_ = 0;
   int max_ops_ = 3;

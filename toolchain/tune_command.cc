@@ -29,13 +29,13 @@ namespace {
 // Every task of the models, once per workload key; a task several models share weighs their
 // occurrences together.
 std::vector<search::TuneTask> model_tasks(const std::vector<std::string>& models, const ShapeBindings& bindings,
-                                         int vector_bits) {
+                                         int vector_bits, bool substitutions) {
   std::vector<search::TuneTask> out;
   std::map<std::string, size_t> index;
   for (const std::string& m : models) {
     PipelineOptions po;
     po.bindings = bindings;
-    for (Task& t : target_tasks(load_model(m, po), vector_bits)) {
+    for (Task& t : target_tasks(load_model(m, po), vector_bits, substitutions)) {
       auto [it, fresh] = index.emplace(t.key, out.size());
       if (!fresh) {
         out[it->second].weight += t.weight;
@@ -119,6 +119,8 @@ TuneCommand::TuneCommand(CLI::App& app) {
       ->capture_default_str();
   cmd_->add_option("--curve", curve_, "Where the tuning curve (SVG) goes; default: RECORDS.curve.svg");
   cmd_->add_flag("--plain", plain_, "Plain progress lines even on a terminal");
+  cmd_->add_flag("--subst", substitutions_,
+                 "Tune the tasks of the graph after the verified substitutions (what `kiln compile --subst` compiles)");
   bindings_.add_to(cmd_);
   // As TVM's tuning runners: one repeat of at least 100 ms (many calls of a fast program).
   runner_.repeat = 1;
@@ -167,7 +169,7 @@ int TuneCommand::run() {
   search::XGBoostOptions xo;
   xo.seed = seed_;
   search::XGBoostModel model(xo);
-  std::vector<search::TuneTask> tasks = model_tasks(models_, bindings_.parse(), target.vector_bits);
+  std::vector<search::TuneTask> tasks = model_tasks(models_, bindings_.parse(), target.vector_bits, substitutions_);
   if (trials_per_task_ > 0) options.trials = trials_ = trials_per_task_ * static_cast<int>(tasks.size());
   search::Tuner tuner(std::move(tasks), options, model, builder, *runner);
 

@@ -31,6 +31,7 @@ class TuneCommand {
   uint64_t seed_ = 0;
   double build_timeout_s_ = 15;
   bool plain_ = false;
+  bool substitutions_ = false;
   BindingArgs bindings_;
   RunnerArgs runner_;
 };
