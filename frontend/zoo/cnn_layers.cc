@@ -109,27 +109,24 @@ std::vector<int64_t> pooled(const FeatureMap& x, const std::string& what, int64_
 
 }  // namespace
 
+FeatureMap CnnBuilder::pool(const std::string& op, const FeatureMap& x, const std::string& name, int64_t kernel,
+                            int64_t stride, int64_t pad) {
+  const size_t rank = x.spatial.size();
+  FeatureMap y{name, x.channels, pooled(x, op + " " + name, kernel, stride, pad)};
+  auto node = b_.node(op, {x.name}, {name}, name);
+  node.attr("kernel_shape", repeat(kernel, rank)).attr("strides", repeat(stride, rank)).attr("pads", repeat(pad, 2 * rank));
+  if (op == "AveragePool") node.attr("count_include_pad", int64_t{1});
+  return y;
+}
+
 FeatureMap CnnBuilder::max_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride,
                                 int64_t pad) {
-  const size_t rank = x.spatial.size();
-  FeatureMap y{name, x.channels, pooled(x, "max pool " + name, kernel, stride, pad)};
-  b_.node("MaxPool", {x.name}, {name}, name)
-      .attr("kernel_shape", repeat(kernel, rank))
-      .attr("strides", repeat(stride, rank))
-      .attr("pads", repeat(pad, 2 * rank));
-  return y;
+  return pool("MaxPool", x, name, kernel, stride, pad);
 }
 
 FeatureMap CnnBuilder::avg_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride,
                                 int64_t pad) {
-  const size_t rank = x.spatial.size();
-  FeatureMap y{name, x.channels, pooled(x, "average pool " + name, kernel, stride, pad)};
-  b_.node("AveragePool", {x.name}, {name}, name)
-      .attr("kernel_shape", repeat(kernel, rank))
-      .attr("strides", repeat(stride, rank))
-      .attr("pads", repeat(pad, 2 * rank))
-      .attr("count_include_pad", int64_t{1});
-  return y;
+  return pool("AveragePool", x, name, kernel, stride, pad);
 }
 
 FeatureMap CnnBuilder::concat(const std::vector<FeatureMap>& parts, const std::string& name) {

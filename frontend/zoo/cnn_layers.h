@@ -67,6 +67,10 @@ class CnnBuilder {
   int64_t batch() const { return batch_; }
 
  private:
+  // MaxPool or AveragePool (counting the padding) over every spatial axis.
+  FeatureMap pool(const std::string& op, const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride,
+                  int64_t pad);
+
   ModelBuilder& b_;
   WeightInit& w_;
   int64_t batch_ = 1;
