@@ -19,6 +19,7 @@
 #include "toolchain/measure_command.h"
 #include "toolchain/records_command.h"
 #include "toolchain/subst_command.h"
+#include "toolchain/subst_costs.h"
 #include "toolchain/rpc_commands.h"
 #include "toolchain/tune_command.h"
 #include <filesystem>
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
   compile_bindings.add_to(compile);
   bool compile_subst = false;
   compile->add_flag("--subst", compile_subst,
-                    "Search the verified graph substitutions (TASO) before layout; tune with --subst too for records that apply");
+                    "Search the verified graph substitutions (TASO) before layout, ranked by --records' latencies when given "
+                    "(tune with --subst too for records that apply)");
   std::string compile_schedule = "default";
   kiln::ScheduleChoice compile_choice;
   compile->add_option("--schedule", compile_schedule, "default, random (a random program from each task's sketches; with a CUDA target a random shared-memory tile per matmul and conv), gpu-serial (the default GPU schedule, its threads run one after another on a CPU target) or gpu-serial-random (random GPU tiles, run so)")->capture_default_str();
@@ -228,6 +230,9 @@ int main(int argc, char** argv) {
       po.bindings = compile_bindings.parse();
       po.dump = kiln::StageDump(compile_dump_after);
       po.substitutions = compile_subst;
+      if (compile_subst && !compile_choice.records_path.empty())  // the search ranks graphs by the records too
+        po.subst_costs = kiln::record_graph_costs(kiln::measure::load_records(compile_choice.records_path), co.target.name,
+                                                  co.target.vector_bits, kiln::subst::roofline_for(co.target.vector_bits, 1));
       kiln::Graph g = kiln::load_model(model_path, po);
       auto info = *kiln::compile_graph(g, co, compile_out, po);
       std::cout << "wrote " << compile_out << "/lib" << co.name << ".a, " << co.name << ".h, " << co.name

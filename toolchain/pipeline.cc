@@ -106,25 +106,33 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
   if (o.substitutions) {
     subst::SearchOptions so;
     so.cost = subst::roofline_for(vector_bits, 1);
+    so.measured = o.subst_costs;
     const subst::SearchResult r = subst::optimize_graph_substitutions(g, subst::default_rules(), so);
     g = r.graph;
     after(o, "subst", [&] { return subst::format_rewrites(r) + print_graph(g); });
   } else {
     after(o, "subst", [] { return std::string("substitutions off (--subst turns them on)\n"); });
   }
+  lay_out(g, vector_bits);
+  after(o, "layout", [&] { return print_graph(g); });
+  return g;
+}
+
+void lay_out(Graph& g, int vector_bits) {
   block_layout(g, float_block_for(vector_bits));
   transpose_gemm_weights(g);  // also weights in the order the kernel reads them
   remove_dead_nodes(g);  // the NCHW values no reader needs any more, the weights replaced
-  after(o, "layout", [&] { return print_graph(g); });
-  return g;
+}
+
+std::vector<Task> laid_out_tasks(const Graph& g) {
+  const SubgraphDAG sdag = partition_graph(g);
+  return extract_tasks(g, sdag, lower::subgraphs_of(lower::plan_in_place_outputs(g, sdag)));
 }
 
 std::vector<Task> target_tasks(const Graph& model, int vector_bits, bool substitutions) {
   PipelineOptions o;
   o.substitutions = substitutions;
-  const Graph g = optimize_graph(model, vector_bits, o);
-  const SubgraphDAG sdag = partition_graph(g);
-  return extract_tasks(g, sdag, lower::subgraphs_of(lower::plan_in_place_outputs(g, sdag)));
+  return laid_out_tasks(optimize_graph(model, vector_bits, o));
 }
 
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,

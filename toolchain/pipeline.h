@@ -17,6 +17,7 @@
 /// default GPU schedule (scheduler/lower/lower_gpu.h); a CUDA target's codegen is PTX and a cubin
 /// (backends/cuda) and its package calls the driver API (docs/cuda.md).
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -39,6 +40,9 @@ struct PipelineOptions {
   /// Search the verified graph substitutions (frontend/subst/optimizer.h) after fold; off by default
   /// until it has made every model of bench/ at least as fast (bench/RESULTS.md).
   bool substitutions = false;
+  /// When set, what a graph costs to the substitution search (toolchain/subst_costs.h: tuning
+  /// records); unset, its roofline (frontend/subst/graph_cost.h).
+  std::function<double(const Graph&)> subst_costs;
 };
 
 /// What the back half of the pipeline makes and for which target.
@@ -62,6 +66,13 @@ Graph load_model(const std::string& path, const PipelineOptions& opts);
 /// `vector_bits`-wide vectors (layout). Every command that makes tasks for a target runs them, so
 /// tuning, measuring and compiling see the same tasks.
 Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& opts = {});
+
+/// The layout stage alone: blocked convolutions and their neighbours, packed Gemm weights, dead nodes
+/// removed (what optimize_graph does after subst).
+void lay_out(Graph& g, int vector_bits);
+
+/// The tuning tasks of a graph after the layout stage, as compile_graph makes them.
+std::vector<Task> laid_out_tasks(const Graph& g);
 
 /// The tuning tasks of a loaded model on a target with `vector_bits`-wide vectors: optimize_graph,
 /// partition, tasks, as compile_graph makes them, so records of tune and measure apply to compile.

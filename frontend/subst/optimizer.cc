@@ -172,7 +172,8 @@ std::vector<Rule> default_rules() {
 SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule>& rules, const SearchOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   SearchResult r;
-  r.initial_cost = graph_cost(g, o.cost);
+  const auto cost_of = [&](const Graph& x) { return o.measured ? o.measured(x) : graph_cost(x, o.cost); };
+  r.initial_cost = cost_of(g);
   auto best = std::make_shared<const Graph>(g);
   double best_cost = r.initial_cost;
   std::vector<Rewrite> best_log;
@@ -192,7 +193,7 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
       std::optional<Graph> next = apply_match(*p.parent, *p.rule, p.match, /*fold=*/false);
       if (!next) continue;
       graph = std::make_shared<const Graph>(std::move(*next));
-      cost = graph_cost(*graph, o.cost);
+      cost = cost_of(*graph);
       auto extended = std::make_shared<std::vector<Rewrite>>(*p.log);
       extended->push_back({p.rule->name, p.match.roots, p.parent_cost, cost});
       log = extended;

@@ -14,6 +14,7 @@
 /// replay_rewrites applies again to the input graph.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,10 @@ namespace kiln::subst {
 struct SearchOptions {
   double alpha = 1.05;  // TASO's relaxation: graphs up to 5% costlier than the best stay in the search
   int budget = 200;     // graphs expanded at most
-  Roofline cost;
+  Roofline cost;        // ranks rewrites before their graphs are made
+  /// When set, the cost of each graph the search takes (the input graph's too) instead of its
+  /// roofline: tuning records' latencies (toolchain/subst_costs.h).
+  std::function<double(const Graph&)> measured;
 };
 
 /// One applied substitution: the rule, and the values its lhs outputs matched (which the rewrite
