@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
       po.substitutions = compile_subst;
       if (compile_subst && !compile_choice.records_path.empty())  // the search ranks graphs by the records too
         po.subst_costs = kiln::record_graph_costs(kiln::measure::load_records(compile_choice.records_path), co.target.name,
-                                                  co.target.vector_bits, kiln::subst::roofline_for(co.target.vector_bits, 1));
+                                                  co.target.vector_bits);
       kiln::Graph g = kiln::load_model(model_path, po);
       auto info = *kiln::compile_graph(g, co, compile_out, po);
       std::cout << "wrote " << compile_out << "/lib" << co.name << ".a, " << co.name << ".h, " << co.name

@@ -10,7 +10,8 @@
 namespace kiln {
 
 std::function<double(const Graph&)> record_graph_costs(const std::vector<measure::Record>& records, const std::string& target,
-                                                       int vector_bits, const subst::Roofline& fallback) {
+                                                       int vector_bits) {
+  const subst::Roofline fallback = subst::roofline_for(vector_bits, 1);
   auto latency = std::make_shared<std::map<std::string, double>>();  // by task key, for this target
   for (const auto& [key, best] : measure::best_records(records))
     if (key.second == target) (*latency)[key.first] = measure::mean_cost(best);

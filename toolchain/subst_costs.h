@@ -21,8 +21,9 @@
 namespace kiln {
 
 /// The cost function for `target` (its name, as records name it, and its vector width) from
-/// `records` (measure::load_records); `fallback` prices a graph none of whose tasks has a record.
+/// `records` (measure::load_records); a graph none of whose tasks has a record costs its roofline
+/// (subst::roofline_for(vector_bits, 1), as the search's own estimates).
 std::function<double(const Graph&)> record_graph_costs(const std::vector<measure::Record>& records, const std::string& target,
-                                                       int vector_bits, const subst::Roofline& fallback);
+                                                       int vector_bits);
 
 }  // namespace kiln

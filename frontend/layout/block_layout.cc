@@ -1,5 +1,7 @@
 #include "frontend/layout/block_layout.h"
 
+#include "frontend/ops/shape_attributes.h"
+
 #include <cmath>
 #include <map>
 #include <set>
@@ -351,18 +353,13 @@ class BlockLayout {
   // its parts, frontend/subst): the same Slice on the block axis, so the parts stay blocked and, at
   // batch 1, each is one contiguous run of the whole (scheduler/lower/in_place_concat.h).
   bool try_slice(const Node& n) {
-    if (!n.domain.empty() || n.op_type != "Slice" || n.opset < 10 || n.inputs.size() < 4 || n.outputs.size() != 1) return false;
-    if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0])) return false;
-    const Tensor *starts = constant(n.inputs[1]), *ends = constant(n.inputs[2]), *axes = constant(n.inputs[3]);
-    const Tensor* steps = n.inputs.size() > 4 ? constant(n.inputs[4]) : nullptr;
-    if (n.inputs.size() > 4 && !n.inputs[4].empty() && (!steps || steps->size() != 1 || steps->get_int(0) != 1)) return false;
-    if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return false;
-    const int64_t rank = static_cast<int64_t>(g_.value(n.inputs[0]).shape.size());
-    if (rank < 3 || (axes->get_int(0) != 1 && axes->get_int(0) != 1 - rank)) return false;
-    const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
-    const int64_t b = xb.back(), c = channels(n.inputs[0]);
-    const int64_t begin = starts->get_int(0), end = std::min(ends->get_int(0), c);
-    if (begin < 0 || end <= begin || begin % b != 0 || end % b != 0 || c % b != 0) return false;
+    if (!n.domain.empty() || n.op_type != "Slice" || n.outputs.size() != 1) return false;
+    if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0]) || g_.value(n.inputs[0]).shape.size() < 3) return false;
+    const std::optional<std::pair<int64_t, int64_t>> run = slice_run_along(g_, n, 1);
+    if (!run) return false;
+    const auto [begin, end] = *run;
+    const int64_t b = g_.value(blocked_.at(n.inputs[0])).shape.back(), c = channels(n.inputs[0]);
+    if (end <= begin || begin % b != 0 || end % b != 0 || c % b != 0) return false;
     const std::string ob = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, (end - begin) / b, b));
     auto one = [&](const std::string& name, int64_t v) {
       return g_.add_constant(n.name + "." + name, Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{v}));

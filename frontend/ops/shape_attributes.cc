@@ -154,6 +154,48 @@ std::vector<SliceAxis> slice_plan(const Node& n, const Shape& in, const IntInput
   return plan;
 }
 
+std::optional<std::vector<SliceAxis>> constant_slice_plan(const Graph& g, const Node& n) {
+  struct RunTimeInput {};
+  if (n.op_type != "Slice" || !n.domain.empty() || n.inputs.empty() || n.inputs[0].empty()) return std::nullopt;
+  const IntInputLookup constant = [&](size_t i, const char*) -> std::optional<std::vector<int64_t>> {
+    if (i >= n.inputs.size() || n.inputs[i].empty()) return std::nullopt;
+    const Tensor* t = g.constant_input(n, i);
+    if (!t) throw RunTimeInput{};
+    return t->to_ints();
+  };
+  try {
+    return slice_plan(n, g.value(n.inputs[0]).shape, constant);
+  } catch (const RunTimeInput&) {
+    return std::nullopt;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<std::pair<int64_t, int64_t>> slice_run_along(const Graph& g, const Node& n, int64_t axis) {
+  const std::optional<std::vector<SliceAxis>> plan = constant_slice_plan(g, n);
+  if (!plan || axis < 0 || axis >= static_cast<int64_t>(plan->size())) return std::nullopt;
+  const Shape& in = g.value(n.inputs[0]).shape;
+  for (size_t a = 0; a < plan->size(); ++a) {
+    const SliceAxis& s = (*plan)[a];
+    if (s.step != 1) return std::nullopt;
+    if (static_cast<int64_t>(a) != axis && (s.start != 0 || s.count != in[a])) return std::nullopt;
+  }
+  const SliceAxis& s = (*plan)[static_cast<size_t>(axis)];
+  return std::pair{s.start, s.start + s.count};
+}
+
+std::optional<int64_t> contiguous_slice_offset(const Graph& g, const Node& n) {
+  if (n.inputs.empty() || n.inputs[0].empty()) return std::nullopt;
+  const Shape& in = g.value(n.inputs[0]).shape;
+  for (size_t axis = 0; axis < in.size(); ++axis) {
+    if (auto run = slice_run_along(g, n, static_cast<int64_t>(axis)))
+      return run->first * num_elements(Shape(in.begin() + static_cast<std::ptrdiff_t>(axis) + 1, in.end()));
+    if (in[axis] != 1) break;  // an axis before the cut one must have extent 1
+  }
+  return std::nullopt;
+}
+
 ScatterReduction parse_scatter_reduction(const Node& node) {
   std::string r = node.attr_string("reduction", "none");
   if (r == "none") return ScatterReduction::None;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "frontend/ops/op_registry.h"
@@ -44,6 +45,19 @@ struct SliceAxis {
 /// Slice's plan per input axis: attributes before opset 10, inputs (starts, ends, axes, steps) from
 /// then on. Starts/ends wrap once, then clamp as numpy does.
 std::vector<SliceAxis> slice_plan(const Node& node, const Shape& in, const IntInputLookup& int_input);
+
+/// Slice's plan when its starts, ends, axes and steps are compile-time constants of `g`; nullopt when
+/// one is computed at run time or the node is malformed. What graph rewrites read a Slice with.
+std::optional<std::vector<SliceAxis>> constant_slice_plan(const Graph& g, const Node& n);
+
+/// The [start, end) a constant Slice keeps along `axis` when it keeps every other axis whole and
+/// steps by 1 (a split along channels); nullopt otherwise.
+std::optional<std::pair<int64_t, int64_t>> slice_run_along(const Graph& g, const Node& n, int64_t axis);
+
+/// The offset, in elements, of a constant Slice's output within its input when the output is one
+/// contiguous run of it (one axis cut with step 1, every axis before it of extent 1); nullopt
+/// otherwise. Such a Slice can be a view of its input.
+std::optional<int64_t> contiguous_slice_offset(const Graph& g, const Node& n);
 
 /// How ScatterND/ScatterElements combine an update with the element already there (`reduction`).
 enum class ScatterReduction { None, Add, Mul, Max, Min };

@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include "frontend/ops/shape_attributes.h"
+
 namespace kiln::subst {
 namespace {
 
@@ -39,19 +41,12 @@ double flops_of(const Graph& g, const Node& n) {
 // code for it; but a part that is itself a Slice's output lies within that Slice's input already,
 // so a Concat of it copies (kiln fuses the Slice into the Concat's copy).
 bool runs_in_place(const Graph& g, const Node& n, const std::set<std::string>& slice_outputs) {
-  if (n.op_type != "Slice" && n.op_type != "Concat") return false;
-  if (n.op_type == "Concat")
-    for (const std::string& in : n.inputs)
-      if (slice_outputs.count(in)) return false;
-  const Shape& whole = g.value(n.op_type == "Slice" ? n.inputs[0] : n.outputs[0]).shape;
-  int64_t axis = 0;
-  if (n.op_type == "Concat") {
-    axis = n.attr_int("axis", 0);
-  } else {
-    const Tensor* axes = n.inputs.size() > 3 ? g.constant_input(n, 3) : nullptr;
-    if (!axes || axes->size() != 1) return false;
-    axis = axes->get_int(0);
-  }
+  if (n.op_type == "Slice") return contiguous_slice_offset(g, n).has_value();
+  if (n.op_type != "Concat") return false;
+  for (const std::string& in : n.inputs)
+    if (slice_outputs.count(in)) return false;
+  const Shape& whole = g.value(n.outputs[0]).shape;
+  int64_t axis = n.attr_int("axis", 0);
   if (axis < 0) axis += static_cast<int64_t>(whole.size());
   for (int64_t a = 0; a < axis && a < static_cast<int64_t>(whole.size()); ++a)
     if (whole[static_cast<size_t>(a)] != 1) return false;
@@ -71,12 +66,22 @@ Roofline roofline_for(int vector_bits, int cores) {
   return {c * lanes * 2 /*FMA*/ * 2 /*pipes*/ * 3e9, c * 10e9, 1e-6};
 }
 
-namespace {
-
 bool is_elementwise(const Node& n) {
   static const std::set<std::string> ops = {"Relu", "Add", "Sub", "Mul", "Div", "Clip", "Sigmoid", "Tanh", "LeakyRelu",
                                             "Max", "Min", "Erf", "HardSigmoid", "HardSwish", "Neg", "Sqrt", "Exp"};
   return n.domain.empty() && ops.count(n.op_type);
+}
+
+namespace {
+
+// What `n` is to an epilogue, given the values computed in epilogues so far: a conv or matmul
+// starts one, an element-wise op reading such a value continues it (partition.h's phase 0).
+enum class Epilogue { None, Anchor, Fused };
+Epilogue epilogue_role(const Node& n, const std::set<std::string>& fused) {
+  if (n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm") return Epilogue::Anchor;
+  const bool reads_one =
+      std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) { return fused.count(in) != 0; });
+  return is_elementwise(n) && reads_one ? Epilogue::Fused : Epilogue::None;
 }
 
 // One node's estimate; `constant` holds the values computed from constants alone so far, `fused`
@@ -92,14 +97,9 @@ double node_cost(const Graph& g, const Node& n, const Roofline& r, std::set<std:
   if (of_constants) constant.insert(n.outputs.begin(), n.outputs.end());
   if (of_constants || n.outputs.empty() || views.count(n.op_type) || runs_in_place(g, n, slice_outputs)) return 0;
   if (n.op_type == "Slice" && moved_slices.count(n.outputs[0])) return 0;  // read by a reshape or move: one pass with it
-  if (n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm") {
-    fused.insert(n.outputs[0]);
-  } else if (is_elementwise(n) && std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
-               return fused.count(in) != 0;
-             })) {
-    fused.insert(n.outputs[0]);
-    return 0;
-  }
+  const Epilogue role = epilogue_role(n, fused);
+  if (role != Epilogue::None) fused.insert(n.outputs[0]);
+  if (role == Epilogue::Fused) return 0;
   double bytes = 0;
   for (const std::string& o : n.outputs) bytes += bytes_of(g, o);
   if (n.op_type == "Slice") bytes *= 2;  // reads only what it keeps
@@ -129,14 +129,8 @@ double graph_cost(const Graph& g, const Roofline& r) { return graph_cost(g, r, s
 
 std::set<std::string> epilogue_values(const Graph& g) {
   std::set<std::string> fused;
-  for (const Node& n : g.nodes) {
-    if (n.outputs.empty()) continue;
-    const bool anchor = n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm";
-    if (anchor || (is_elementwise(n) && std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
-                     return fused.count(in) != 0;
-                   })))
-      fused.insert(n.outputs[0]);
-  }
+  for (const Node& n : g.nodes)
+    if (!n.outputs.empty() && epilogue_role(n, fused) != Epilogue::None) fused.insert(n.outputs[0]);
   return fused;
 }
 

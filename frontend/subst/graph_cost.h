@@ -34,6 +34,9 @@ double graph_cost(const Graph& g, const Roofline& r);
 /// injective chains). graph_cost(g, r) finds them in g itself.
 double graph_cost(const Graph& g, const Roofline& r, const std::set<std::string>& moved_slices);
 
+/// The element-wise ops a conv's or matmul's epilogue takes in (Relu, Add, Mul, Clip, ...).
+bool is_elementwise(const Node& n);
+
 /// Reshape, Transpose, Flatten, Squeeze, Unsqueeze, Slice: ops a Slice before them fuses into.
 bool reshapes_or_moves(const std::string& op_type);
 

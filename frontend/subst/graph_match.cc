@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "frontend/ir/error.h"
+#include "frontend/ops/shape_attributes.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
 
@@ -28,6 +29,20 @@ bool matrix_world(const Rule& r) {
 
 int64_t normalized_axis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
 
+// The identity permutation with the last two axes swapped: transpose's.
+std::vector<int64_t> last_two_swapped(size_t rank) {
+  std::vector<int64_t> perm(rank);
+  for (size_t a = 0; a < rank; ++a) perm[a] = static_cast<int64_t>(a);
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  return perm;
+}
+
+// The graph axis a term's axis names on a value of rank `rank`: the matrix world counts from the
+// last two axes (a vector has one), the feature-map world's are NCHW's.
+int64_t world_axis(bool matrix, int64_t term_axis, size_t rank) {
+  return matrix && rank >= 2 ? term_axis + static_cast<int64_t>(rank) - 2 : term_axis;
+}
+
 // The op type of the node that makes a term's root value.
 std::string root_op_type(const Term& t) {
   static const std::map<std::string, std::string> types = {
@@ -39,15 +54,12 @@ std::string root_op_type(const Term& t) {
   return it == types.end() ? "" : it->second;
 }
 
-// Reads a graph against terms: which node makes each value, how many readers each value has.
+// Reads a graph against terms: which node makes each value (and, from `readers`, who reads it).
 class Matcher {
  public:
-  explicit Matcher(const Graph& g) : g_(g) {
+  Matcher(const Graph& g, const GraphReaders& readers) : g_(g), readers_(readers) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (const std::string& o : g.nodes[i].outputs) producer_[o] = i;
-    for (const Node& n : g.nodes)
-      for (const std::string& in : n.inputs) ++readers_[in];
-    for (const std::string& o : g.outputs) ++readers_[o];
     for (const auto& [name, value] : g.values) values_[name] = &value;
   }
 
@@ -62,14 +74,15 @@ class Matcher {
     const size_t index = producer_.at(v);
     const Shape& out = shape(v);
     const std::string& op = t->op;
-    if (op == "relu") return n->op_type == "Relu" && take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes);
+    // may_match has checked n's op type against the term's.
+    if (op == "relu") return take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes);
     if (op == "ewadd" || op == "ewmul") {
-      if (n->op_type != (op == "ewadd" ? "Add" : "Mul") || n->inputs.size() != 2) return false;
+      if (n->inputs.size() != 2) return false;
       if (shape(n->inputs[0]) != out || shape(n->inputs[1]) != out) return false;
       return take(index, nodes) && either_order(t, n->inputs[0], n->inputs[1], m, nodes);
     }
     if (op == "biasadd" || op == "smul") {  // x + b (b one value per column) or x * s (s one value), in either order
-      if (n->op_type != (op == "biasadd" ? "Add" : "Mul") || n->inputs.size() != 2 || !take(index, nodes)) return false;
+      if (n->inputs.size() != 2 || !take(index, nodes)) return false;
       for (int k = 0; k < 2; ++k) {
         const std::string& x = n->inputs[static_cast<size_t>(k)];
         const std::string& other = n->inputs[static_cast<size_t>(1 - k)];
@@ -82,21 +95,17 @@ class Matcher {
       return false;
     }
     if (op == "transpose") {
-      if (n->op_type != "Transpose" || out.size() < 2) return false;
-      std::vector<int64_t> swap(out.size());
-      for (size_t a = 0; a < swap.size(); ++a) swap[a] = static_cast<int64_t>(a);
-      std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
-      std::vector<int64_t> reversed(swap.rbegin(), swap.rend());  // ONNX's default: all axes reversed
-      std::sort(reversed.rbegin(), reversed.rend());
-      return n->attr_ints("perm", reversed) == swap && take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes);
+      if (out.size() < 2) return false;
+      return transpose_perm(*n, static_cast<int64_t>(out.size())) == last_two_swapped(out.size()) && take(index, nodes) &&
+             match(t->args[0], n->inputs[0], m, nodes);
     }
     if (op == "matmul") {
-      if (n->op_type != "MatMul" || shape(n->inputs[1]).size() != 2 || shape(n->inputs[0]).size() < 2) return false;
+      if (shape(n->inputs[1]).size() != 2 || shape(n->inputs[0]).size() < 2) return false;
       return take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes) && match(t->args[1], n->inputs[1], m, nodes);
     }
     if (op == "conv") return match_conv(t, index, m, nodes);
     if (op == "enlarge") {
-      if (n->op_type != "Pad" || n->inputs.size() < 2 || n->attr_string("mode", "constant") != "constant") return false;
+      if (n->inputs.size() < 2 || n->attr_string("mode", "constant") != "constant") return false;
       if (n->inputs.size() > 2 && !n->inputs[2].empty()) return false;  // a pad value
       const Tensor* pads = g_.constant_input(*n, 1);
       const int64_t p = (3 - t->from) / 2;
@@ -105,12 +114,12 @@ class Matcher {
       return take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes);
     }
     if (op == "pool_avg" || op == "pool_max") {
-      if (n->op_type != (op == "pool_avg" ? "AveragePool" : "MaxPool") || n->outputs.size() != 1 || !is_3x3_same_pool(*n)) return false;
+      if (n->outputs.size() != 1 || !is_3x3_same_pool(*n)) return false;
       if (op == "pool_avg" && n->attr_int("count_include_pad", 0) != 1) return false;
       return take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes);
     }
     if (op == "concat") {
-      if (n->op_type != "Concat" || n->inputs.size() != 2) return false;
+      if (n->inputs.size() != 2) return false;
       if (normalized_axis(n->attr_int("axis", 0), out.size()) != axis_of(t->axis, out.size())) return false;
       return take(index, nodes) && match(t->args[0], n->inputs[0], m, nodes) && match(t->args[1], n->inputs[1], m, nodes);
     }
@@ -119,9 +128,7 @@ class Matcher {
   }
 
   // The graph axis of a term's axis on a value of rank `rank`.
-  int64_t axis_of(int64_t term_axis, size_t rank) const {
-    return matrix_ && rank >= 2 ? term_axis + static_cast<int64_t>(rank) - 2 : term_axis;
-  }
+  int64_t axis_of(int64_t term_axis, size_t rank) const { return world_axis(matrix_, term_axis, rank); }
 
   const Shape& shape(const std::string& v) const { return values_.at(v)->shape; }
 
@@ -210,13 +217,13 @@ class Matcher {
     size_t conv_index = index;
     if (t->relu) {  // the Relu, then the Conv it alone reads
       const Node& r = g_.nodes[index];
-      if (r.op_type != "Relu" || !take(index, nodes)) return false;
+      if (!take(index, nodes)) return false;
       const Node* c = node_of(r.inputs[0]);
-      if (!c || readers_.at(r.inputs[0]) != 1 || !c->guards.empty()) return false;
+      if (!c || readers_.count(r.inputs[0]) != 1 || !c->guards.empty()) return false;
       conv_index = producer_.at(r.inputs[0]);
     }
     const Node& n = g_.nodes[conv_index];
-    if (n.op_type != "Conv" || !n.domain.empty()) return false;
+    if (!n.domain.empty()) return false;  // may_match saw a Conv
     const bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
     if (has_bias != (t->args.size() == 3)) return false;
     const Shape& w = shape(n.inputs[1]);
@@ -239,27 +246,21 @@ class Matcher {
 
   bool match_split(const TermRef& t, size_t index, Match& m, std::set<size_t>& nodes) const {
     const Node& n = g_.nodes[index];
-    if (n.op_type != "Slice" || n.inputs.size() < 4) return false;
-    const Tensor *starts = g_.constant_input(n, 1), *ends = g_.constant_input(n, 2), *axes = g_.constant_input(n, 3);
-    const Tensor* steps = n.inputs.size() > 4 ? g_.constant_input(n, 4) : nullptr;
-    if (n.inputs.size() > 4 && !n.inputs[4].empty() && (!steps || steps->size() != 1 || steps->get_int(0) != 1)) return false;
-    if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return false;
     const Shape& in = shape(n.inputs[0]);
-    const int64_t axis = normalized_axis(axes->get_int(0), in.size());
-    if (axis != axis_of(t->axis, in.size())) return false;
-    if (!take(index, nodes) || !match(t->args[0], n.inputs[0], m, nodes)) return false;
+    const int64_t axis = axis_of(t->axis, in.size());
+    const std::optional<std::pair<int64_t, int64_t>> run = slice_run_along(g_, n, axis);
+    if (!run || !take(index, nodes) || !match(t->args[0], n.inputs[0], m, nodes)) return false;
     const int64_t at = split_point(*t, m);
     if (at < 0) return true;  // its leaf is bound later: find_matches checks again
     const int64_t extent = in[static_cast<size_t>(axis)];
     if (at == 0 || at >= extent) return false;
-    const int64_t begin = starts->get_int(0), end = std::min(ends->get_int(0), extent);
-    return t->op == "split0" ? begin == 0 && end == at : begin == at && end == extent;
+    return t->op == "split0" ? *run == std::pair<int64_t, int64_t>{0, at} : *run == std::pair<int64_t, int64_t>{at, extent};
   }
 
   const Graph& g_;
   bool matrix_ = false;
+  const GraphReaders& readers_;
   std::unordered_map<std::string, size_t> producer_;
-  std::unordered_map<std::string, int> readers_;
   std::unordered_map<std::string, const Value*> values_;
   mutable std::unordered_map<std::string, std::vector<size_t>> by_op_;
 };
@@ -345,9 +346,7 @@ class RhsWriter {
     if (t.op == "enlarge") return {3, 3};
     return kernel_extent(*t.args[0]);
   }
-  int64_t axis_of(int64_t term_axis, size_t r) const {
-    return matrix_ && r >= 2 ? term_axis + static_cast<int64_t>(r) - 2 : term_axis;  // a vector has one axis
-  }
+  int64_t axis_of(int64_t term_axis, size_t r) const { return world_axis(matrix_, term_axis, r); }
 
   std::string node(const Term& t, const std::string& into) {
     std::vector<std::string> a;
@@ -357,12 +356,7 @@ class RhsWriter {
     if (op == "ewmul" || op == "smul") return emit("Mul", a, {}, into);
     if (op == "relu") return emit("Relu", a, {}, into);
     if (op == "matmul") return emit("MatMul", a, {}, into);
-    if (op == "transpose") {
-      std::vector<int64_t> perm(rank(t));
-      for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
-      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-      return emit("Transpose", a, {{"perm", AttrValue(perm)}}, into);
-    }
+    if (op == "transpose") return emit("Transpose", a, {{"perm", AttrValue(last_two_swapped(rank(t)))}}, into);
     if (op == "concat") return emit("Concat", a, {{"axis", AttrValue(axis_of(t.axis, rank(t)))}}, into);
     if (op == "split0" || op == "split1") {
       const int64_t axis = axis_of(t.axis, rank(t));
@@ -434,8 +428,9 @@ bool sort_topologically(Graph& g) {
 
 }  // namespace
 
-std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const std::vector<Rule>& rules) {
-  Matcher mm(g);
+std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const GraphReaders& readers,
+                                                       const std::vector<Rule>& rules) {
+  Matcher mm(g, readers);
   std::vector<std::pair<size_t, Match>> out;
   for (size_t i = 0; i < rules.size(); ++i) {
     const Rule& rule = rules[i];
@@ -459,32 +454,15 @@ std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const std
 
 std::vector<Match> find_matches(const Graph& g, const Rule& rule) {
   std::vector<Match> out;
-  for (auto& [i, m] : find_all_matches(g, {rule})) out.push_back(std::move(m));
+  for (auto& [i, m] : find_all_matches(g, GraphReaders(g), {rule})) out.push_back(std::move(m));
   return out;
 }
 
-GraphReaders::GraphReaders(const Graph& g) {
+GraphReaders::GraphReaders(const Graph& g) : outputs_(g.outputs), epilogue_values_(subst::epilogue_values(g)) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (const std::string& in : g.nodes[i].inputs) {
-      ++counts_[in];
-      nodes_[in].push_back(i);
-    }
+    for (const std::string& in : g.nodes[i].inputs) nodes_[in].push_back(i);
     if (g.nodes[i].op_type == "Slice" && !g.nodes[i].outputs.empty()) slice_outputs_.insert(g.nodes[i].outputs[0]);
-    for (const std::string& o : g.nodes[i].outputs) producer_op_[o] = g.nodes[i].op_type;
   }
-  for (const std::string& o : g.outputs) ++counts_[o];
-  epilogue_values_ = subst::epilogue_values(g);
-}
-
-int GraphReaders::count(const std::string& v) const {
-  auto it = counts_.find(v);
-  return it == counts_.end() ? 0 : it->second;
-}
-
-const std::string& GraphReaders::producer_op(const std::string& v) const {
-  static const std::string none;
-  auto it = producer_op_.find(v);
-  return it == producer_op_.end() ? none : it->second;
 }
 
 const std::vector<size_t>& GraphReaders::nodes(const std::string& v) const {
@@ -537,14 +515,13 @@ std::optional<double> cost_change(const Graph& g, const GraphReaders& readers, c
     if ((op != "split0" && op != "split1") || readers.made_by_slice(m.roots[k])) continue;
     std::set<std::string> after = readers.slice_outputs();
     after.insert(m.roots[k]);
-    const std::string& made_by = readers.producer_op(m.roots[k]);
-    const bool was_anchor = made_by == "Conv" || made_by == "MatMul" || made_by == "Gemm";
+    const bool in_epilogue = readers.epilogue_values().count(m.roots[k]) != 0;
     for (size_t i : readers.nodes(m.roots[k])) {
       const Node& reader = g.nodes[i];
       if (reader.op_type == "Concat")
         readers_change += nodes_cost(g, {&reader}, r, after) - nodes_cost(g, {&reader}, r, readers.slice_outputs());
-      else if (was_anchor && readers.count(m.roots[k]) == 1)
-        readers_change += nodes_cost(g, {&reader}, r, after);  // alone: not fused into anything
+      else if (in_epilogue && is_elementwise(reader))
+        readers_change += nodes_cost(g, {&reader}, r, after);  // was free in the epilogue, now a pass of its own
     }
   }
   // The new Slices that only reshapes and moves read are free, as graph_cost finds in a whole graph.

@@ -16,6 +16,7 @@
 /// leaf may not depend on a replaced output), every new value must pass shape inference, and every
 /// replaced output must keep its shape. Nodes under a run-time If's guard are not matched.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -39,8 +40,29 @@ struct Match {
 /// Every match of `rule`'s left-hand side in `g` (roots distinct), in node order.
 std::vector<Match> find_matches(const Graph& g, const Rule& rule);
 
+/// Who reads each value of a graph, and which values Slices make: what cost_change needs beyond
+/// the match, made once per graph.
+class GraphReaders {
+ public:
+  explicit GraphReaders(const Graph& g);
+  /// Node inputs and graph outputs that read it.
+  int count(const std::string& value) const {
+    return static_cast<int>(nodes(value).size() + std::count(outputs_.begin(), outputs_.end(), value));
+  }
+  const std::vector<size_t>& nodes(const std::string& value) const;  // the nodes that read it
+  bool made_by_slice(const std::string& value) const { return slice_outputs_.count(value) != 0; }
+  const std::set<std::string>& slice_outputs() const { return slice_outputs_; }
+  const std::set<std::string>& epilogue_values() const { return epilogue_values_; }
+
+ private:
+  std::vector<std::string> outputs_;  // the graph's
+  std::unordered_map<std::string, std::vector<size_t>> nodes_;
+  std::set<std::string> slice_outputs_;
+  std::set<std::string> epilogue_values_;
+};
 /// Every match of every rule, as (index into `rules`, match), by rule: one reading of `g` for all.
-std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const std::vector<Rule>& rules);
+std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const GraphReaders& readers,
+                                                       const std::vector<Rule>& rules);
 
 /// `g` with the match's roots computed by the rule's right-hand side instead (the roots keep their
 /// names, so readers and graph outputs are untouched), the new nodes' shapes inferred and dead nodes
@@ -53,25 +75,6 @@ std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& 
 /// right-hand side's nodes alone (their shapes inferred on their own) and the matched nodes that
 /// would die; nullopt when the right-hand side fails shape inference. The search ranks a rewrite
 /// by it before paying for the rewritten graph.
-/// Who reads each value of a graph, and which values Slices make: what cost_change needs beyond
-/// the match, made once per graph.
-class GraphReaders {
- public:
-  explicit GraphReaders(const Graph& g);
-  int count(const std::string& value) const;  // nodes' inputs and graph outputs that read it
-  const std::vector<size_t>& nodes(const std::string& value) const;  // the nodes that read it
-  bool made_by_slice(const std::string& value) const { return slice_outputs_.count(value) != 0; }
-  const std::set<std::string>& slice_outputs() const { return slice_outputs_; }
-  const std::string& producer_op(const std::string& value) const;  // "" for inputs and constants
-  const std::set<std::string>& epilogue_values() const { return epilogue_values_; }
-
- private:
-  std::unordered_map<std::string, int> counts_;
-  std::unordered_map<std::string, std::vector<size_t>> nodes_;
-  std::set<std::string> slice_outputs_;
-  std::unordered_map<std::string, std::string> producer_op_;
-  std::set<std::string> epilogue_values_;
-};
 std::optional<double> cost_change(const Graph& g, const GraphReaders& readers, const Rule& rule, const Match& m,
                                   const Roofline& r);
 

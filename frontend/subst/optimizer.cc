@@ -138,15 +138,13 @@ uint64_t graph_hash(const Graph& g, ConstantHashes& constants) {
 
 // `t` with the arguments of ewadd and ewmul in text order: the matcher tries both orders of these,
 // so rules that differ only there find the same matches.
-std::string commuted_text(const TermRef& t) {
-  if (t->op == "leaf") return t->name;
-  std::vector<std::string> args;
-  for (const TermRef& a : t->args) args.push_back(commuted_text(a));
-  if (t->op == "ewadd" || t->op == "ewmul") std::sort(args.begin(), args.end());
-  std::string s = to_string(std::make_shared<Term>(Term{t->op, {}, "", t->axis, t->split_at, t->split_leaf,
-                                                      t->split_leaf_axis, t->group, t->same, t->relu, t->from})) + "(";
-  for (const std::string& a : args) s += a + ",";
-  return s + ")";
+TermRef commuted(const TermRef& t) {
+  if (t->op == "leaf") return t;
+  auto c = std::make_shared<Term>(*t);
+  for (TermRef& a : c->args) a = commuted(a);
+  if (c->op == "ewadd" || c->op == "ewmul")
+    std::sort(c->args.begin(), c->args.end(), [](const TermRef& a, const TermRef& b) { return to_string(a) < to_string(b); });
+  return c;
 }
 
 }  // namespace
@@ -156,18 +154,21 @@ uint64_t canonical_hash(const Graph& g) {
   return graph_hash(g, constants);
 }
 
-std::vector<Rule> default_rules() {
-  std::vector<Rule> rules = merge_rules();
-  // Of the verified single-output rules, those that do not add operators (the ones that add some,
-  // relu(x) to relu(relu(x)), only ever lead back, and each costs the search time per match), once
-  // up to the order of ewadd's and ewmul's arguments.
-  std::set<std::string> kept;
-  for (const Rule& r : verified_rules())
-    if (count_ops(r.rhs[0]) <= count_ops(r.lhs[0]) && kept.insert(commuted_text(r.lhs[0]) + "=" + commuted_text(r.rhs[0])).second)
-      rules.push_back(r);
+const std::vector<Rule>& default_rules() {
+  static const std::vector<Rule> rules = [] {
+    std::vector<Rule> out = merge_rules();
+    // Of the verified single-output rules, those that do not add operators (the ones that add some,
+    // relu(x) to relu(relu(x)), only ever lead back, and each costs the search time per match), once
+    // up to the order of ewadd's and ewmul's arguments.
+    std::set<std::string> kept;
+    for (const Rule& r : verified_rules())
+      if (count_ops(r.rhs[0]) <= count_ops(r.lhs[0]) &&
+          kept.insert(to_string(commuted(r.lhs[0])) + " = " + to_string(commuted(r.rhs[0]))).second)
+        out.push_back(r);
+    return out;
+  }();
   return rules;
 }
-
 
 SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule>& rules, const SearchOptions& o) {
   const auto start = std::chrono::steady_clock::now();
@@ -178,7 +179,11 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
   double best_cost = r.initial_cost;
   std::vector<Rewrite> best_log;
   std::priority_queue<Pending, std::vector<Pending>, CostlierFirst> queue;
-  queue.push({r.initial_cost, best, nullptr, {}, std::make_shared<const std::vector<Rewrite>>(), r.initial_cost});
+  Pending input;  // the input graph itself: no rule to apply
+  input.cost = input.parent_cost = r.initial_cost;
+  input.parent = best;
+  input.log = std::make_shared<const std::vector<Rewrite>>();
+  queue.push(std::move(input));
   ConstantHashes constants;
   std::set<uint64_t> seen;
   while (!queue.empty() && r.expanded < o.budget) {
@@ -206,7 +211,7 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
     }
     ++r.expanded;
     const GraphReaders readers(*graph);
-    for (auto& [index, m] : find_all_matches(*graph, rules)) {
+    for (auto& [index, m] : find_all_matches(*graph, readers, rules)) {
       const std::optional<double> change = cost_change(*graph, readers, rules[index], m, o.cost);
       if (!change || cost + *change >= o.alpha * best_cost) continue;
       ++r.generated;

@@ -59,7 +59,7 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
 Graph replay_rewrites(const Graph& g, const std::vector<Rule>& rules, const std::vector<Rewrite>& log);
 
 /// The rules the optimizer uses by default: merge_rules() and verified_rules().
-std::vector<Rule> default_rules();
+const std::vector<Rule>& default_rules();
 
 /// A hash of `g`'s computation that ignores value names and node order (constants by shape and a
 /// sample of their contents).

@@ -1,5 +1,6 @@
 #include "frontend/subst/rule.h"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <sstream>
@@ -110,22 +111,22 @@ class TermReader {
   size_t i_ = 0;
 };
 
-bool leaves_within(const TermRef& t, const std::set<std::string>& allowed) {
-  for (const std::string& l : leaves(t))
-    if (!allowed.count(l)) return false;
-  if (t->op == "split0" || t->op == "split1")
-    if (t->split_at < 0 && !allowed.count(t->split_leaf)) return false;
-  for (const TermRef& a : t->args)
-    if (!leaves_within(a, allowed)) return false;
-  return true;
+// The leaves `t` reads: its leaf operands and the leaves its split points are measured on.
+void leaves_read(const TermRef& t, std::set<std::string>& out) {
+  if (t->op == "leaf") out.insert(t->name);
+  if ((t->op == "split0" || t->op == "split1") && t->split_at < 0) out.insert(t->split_leaf);
+  for (const TermRef& a : t->args) leaves_read(a, out);
 }
 
-// Whether `from` can be found in a graph (it is an operator, not a bare leaf) and every leaf (and
-// split point leaf) of `to` appears in it: a rewrite can only build what the matched side binds.
+// Whether `from` can be found in a graph (it is an operator, not a bare leaf) and every leaf `to`
+// reads appears in it: a rewrite can only build what the matched side binds.
 bool applicable(const TermRef& from, const TermRef& to) {
   if (from->op == "leaf") return false;
   const std::vector<std::string> l = leaves(from);
-  return leaves_within(to, std::set<std::string>(l.begin(), l.end()));
+  const std::set<std::string> bound(l.begin(), l.end());
+  std::set<std::string> needed;
+  leaves_read(to, needed);
+  return std::includes(bound.begin(), bound.end(), needed.begin(), needed.end());
 }
 
 }  // namespace

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <set>
 
 #include "frontend/ir/dtype.h"
 #include "frontend/ir/tensor.h"
+#include "frontend/ops/shape_attributes.h"
 
 namespace kiln::lower {
 namespace {
@@ -95,31 +95,18 @@ std::vector<InPlaceConcat> plan_in_place_slices(const Graph& g, const SubgraphDA
     if (sg.guards.empty()) computed.insert(sg.outputs.begin(), sg.outputs.end());
   for (const InPlaceConcat& c : placed_already)
     for (const auto& s : c.inputs) placed.insert(s.value);
-  auto single = [&](const Node& n, size_t i) -> std::optional<int64_t> {
-    const Tensor* t = i < n.inputs.size() ? g.constant_input(n, i) : nullptr;
-    if (!t || t->size() != 1) return std::nullopt;
-    return t->get_int(0);
-  };
   std::vector<InPlaceConcat> plans;
   for (size_t k = 0; k < sdag.subgraphs.size(); ++k) {
     const Subgraph& sg = sdag.subgraphs[k];
     if (sg.nodes.size() != 1 || sg.outputs.size() != 1 || !sg.guards.empty() || graph_outputs.count(sg.outputs[0])) continue;
     const Node& n = g.nodes[static_cast<size_t>(sg.nodes[0])];
-    if (n.op_type != "Slice" || !n.domain.empty() || n.inputs.size() < 4 || n.outputs[0] != sg.outputs[0]) continue;
+    if (n.op_type != "Slice" || !n.domain.empty() || n.outputs[0] != sg.outputs[0]) continue;
     const std::string& whole = n.inputs[0];
     if (!computed.count(whole) || graph_outputs.count(whole) || placed.count(n.outputs[0])) continue;
-    const auto begin = single(n, 1), end = single(n, 2), axis_in = single(n, 3);
-    const bool unit_steps = n.inputs.size() < 5 || n.inputs[4].empty() || single(n, 4) == std::optional<int64_t>{1};
-    if (!begin || !end || !axis_in || !unit_steps) continue;
-    const Value& in = g.value(whole);
-    const auto rank = static_cast<int64_t>(in.shape.size());
-    const int64_t axis = *axis_in < 0 ? *axis_in + rank : *axis_in;
-    if (axis < 0 || axis >= rank || *begin < 0) continue;
-    const int64_t extent = in.shape[static_cast<size_t>(axis)];
-    if (*begin >= std::min(*end, extent)) continue;
-    if (num_elements(Shape(in.shape.begin(), in.shape.begin() + axis)) != 1) continue;
-    const int64_t offset = *begin * num_elements(Shape(in.shape.begin() + axis + 1, in.shape.end())) *
-                           static_cast<int64_t>(dtype_size(in.dtype));
+    if (num_elements(g.value(n.outputs[0]).shape) == 0) continue;
+    const std::optional<int64_t> first = contiguous_slice_offset(g, n);
+    if (!first) continue;
+    const int64_t offset = *first * static_cast<int64_t>(dtype_size(g.value(whole).dtype));
     if (offset % kSliceAlign != 0) continue;
     placed.insert(n.outputs[0]);
     plans.push_back({static_cast<int>(k), whole, {{n.outputs[0], offset}}});

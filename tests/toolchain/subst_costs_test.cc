@@ -81,7 +81,7 @@ TEST(SubstCosts, RecordsDecideWhetherConvsMerge) {
     records.push_back(record(merged_key, "x86_64-avx2", 1e-9));  // another target's record is not read
     subst::SearchOptions o;
     o.cost = subst::roofline_for(512, 1);
-    o.measured = record_graph_costs(records, target, 512, o.cost);
+    o.measured = record_graph_costs(records, target, 512);
     return subst::optimize_graph_substitutions(g, subst::default_rules(), o);
   };
   // The two 3x3 convs are one task of 2 occurrences at 10 us: 20 us between them.
@@ -109,9 +109,9 @@ TEST(SubstCosts, ATaskWithoutARecordRunsAtTheRateOfThoseWithOne) {
     known_flops += tasks[i].weight * tasks[i].flops;
   }
   expected = known_seconds + tasks[0].weight * tasks[0].flops * (known_seconds / known_flops);
-  EXPECT_NEAR(record_graph_costs(records, "t", 512, subst::roofline_for(512, 1))(g), expected, 1e-12);
+  EXPECT_NEAR(record_graph_costs(records, "t", 512)(g), expected, 1e-12);
   // No record at all: the roofline.
-  EXPECT_DOUBLE_EQ(record_graph_costs({}, "t", 512, subst::roofline_for(512, 1))(g), subst::graph_cost(g, subst::roofline_for(512, 1)));
+  EXPECT_DOUBLE_EQ(record_graph_costs({}, "t", 512)(g), subst::graph_cost(g, subst::roofline_for(512, 1)));
 }
 
 }  // namespace
