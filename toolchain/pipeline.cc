@@ -12,12 +12,14 @@
 #include "backends/package/model_module.h"
 #include "frontend/layout/block_layout.h"
 #include "frontend/onnx/onnx_import.h"
+#include "frontend/partition/step_loop_partition.h"
 #include "frontend/passes/conv_transpose_to_conv.h"
 #include "frontend/passes/expand_recurrent.h"
 #include "frontend/passes/fold_into_conv.h"
 #include "frontend/passes/gemm_weights.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
+#include "frontend/passes/step_loop_bodies.h"
 #include "frontend/subst/optimizer.h"
 #include "scheduler/lower/lower_gpu.h"
 #include "scheduler/lower/lower_model.h"
@@ -95,7 +97,7 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
 
 Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& o) {
   Graph g = model;  // values share their constants: a cheap copy
-  expand_recurrent(g);
+  expand_recurrent(g, {.roll_steps = o.step_loops});
   after(o, "expand", [&] { return print_graph(g); });
   fold_into_conv(g);
   remove_dead_nodes(g);  // the weights the folds replaced
@@ -114,6 +116,7 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
     after(o, "subst", [] { return std::string("substitutions off (--subst turns them on)\n"); });
   }
   lay_out(g, vector_bits);
+  rewrite_step_loop_bodies(g, [&](Graph& body) { lay_out(body, vector_bits); });
   after(o, "layout", [&] { return print_graph(g); });
   return g;
 }
@@ -148,7 +151,9 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
                            c.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom;
   ScheduleChoice cpu_choice = c.schedule;
   if (gpu_program) cpu_choice.kind = ScheduleChoice::Kind::Default;
-  const Graph g = optimize_graph(model, gpu_program ? 0 : c.target.vector_bits, o);
+  PipelineOptions graph_options = o;
+  graph_options.step_loops = o.step_loops && !gpu_program;
+  const Graph g = optimize_graph(model, gpu_program ? 0 : c.target.vector_bits, graph_options);
   if (o.stop_after == "expand" || o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "subst" ||
       o.stop_after == "layout")
     return std::nullopt;
@@ -167,7 +172,8 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   if (!after(o, "tasks", [&] { return format_task_table(sdag, tasks); })) return std::nullopt;
 
   // Prints "analysis", "sketch" and "schedule" per task itself.
-  auto schedule = std::make_shared<ModelSchedule>(choose_schedules(tasks, sdag.subgraphs.size(), cpu_choice, c.target, o.dump));
+  const size_t subgraph_ids = subgraph_id_count(sdag, partition_step_loops(g, sdag));  // loop bodies' too
+  auto schedule = std::make_shared<ModelSchedule>(choose_schedules(tasks, subgraph_ids, cpu_choice, c.target, o.dump));
   if (o.stop_after == "analysis" || o.stop_after == "sketch" || o.stop_after == "schedule") return std::nullopt;
 
   // A CUDA target's program, or with GpuSerial the same program on this CPU, each kernel's threads one

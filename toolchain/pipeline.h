@@ -43,6 +43,9 @@ struct PipelineOptions {
   /// When set, what a graph costs to the substitution search (toolchain/subst_costs.h: tuning
   /// records); unset, its roofline (frontend/subst/graph_cost.h).
   std::function<double(const Graph&)> subst_costs;
+  /// Recurrent layers' steps as loops in the generated code (kiln.StepLoop, frontend/ir/step_loop.h);
+  /// off, unrolled (GPU programs, which have no host-side loop yet).
+  bool step_loops = true;
 };
 
 /// What the back half of the pipeline makes and for which target.

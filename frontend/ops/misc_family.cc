@@ -11,6 +11,7 @@ void register_misc_ops(OpRegistry& r) {
   register_bitcast_op(r);
   register_swiglu_op(r);
   register_if_merge_op(r);
+  register_step_loop_op(r);
   register_tensor_scatter_op(r);
   register_ml_domain_ops(r);
   register_training_optimizer_ops(r);

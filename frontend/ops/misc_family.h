@@ -33,6 +33,7 @@ void register_det_op(OpRegistry& r);                  // Det (det_op.cc)
 void register_bitcast_op(OpRegistry& r);              // BitCast (bitcast_op.cc)
 void register_swiglu_op(OpRegistry& r);               // SwiGLU (swiglu_op.cc)
 void register_if_merge_op(OpRegistry& r);             // kiln.IfMerge (if_merge_op.cc)
+void register_step_loop_op(OpRegistry& r);            // kiln.StepLoop (step_loop_op.cc)
 void register_tensor_scatter_op(OpRegistry& r);       // TensorScatter (tensor_scatter_op.cc)
 void register_ml_domain_ops(OpRegistry& r);           // ai.onnx.ml Binarizer, ArrayFeatureExtractor
 void register_training_optimizer_ops(OpRegistry& r);  // ai.onnx.preview.training Adagrad, Momentum, Adam

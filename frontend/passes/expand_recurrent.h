@@ -9,9 +9,10 @@
 /// and the steps' identical tasks are one task. With constant weights, the transposes, slices and
 /// bias sums fold away at compile time.
 ///
-/// Steps are unrolled: the sequence length is static, and a step is a few nodes, so a 100-step layer
-/// is about 1500 nodes (compile time grows linearly). A loop in the generated code belongs to Loop's
-/// support (issue 19 point 3); long sequences should move to it then.
+/// Steps are either one kiln.StepLoop per direction (`roll_steps`: the body is one step, compiled once
+/// and run in a loop by the generated code, so compile time and code size do not grow with the
+/// sequence), or unrolled, a few nodes a step (for engines and targets without loops: the te engine,
+/// GPU programs).
 ///
 /// sequence_lens: a row past its length keeps its state and outputs zeros. Each step selects per
 /// batch row (Where on `t < sequence_lens[b]`), so one formulation serves both directions: a reverse
@@ -24,13 +25,18 @@
 
 namespace kiln {
 
+struct ExpandOptions {
+  bool roll_steps = false;  // each direction's steps as a kiln.StepLoop
+};
+
 /// The nodes that compute recurrent node `n` of `g`: they read its inputs and write its outputs,
 /// through new values added to `g` without types (infer_shapes gives them theirs). Needs `n`'s
 /// inputs typed. Throws Unsupported for a sequence of length 0.
-std::vector<Node> expand_recurrent_node(Graph& g, const Node& n);
+std::vector<Node> expand_recurrent_node(Graph& g, const Node& n, const ExpandOptions& o = {});
 
 /// Replaces every LSTM, GRU and RNN of `g` by its expansion and infers shapes again (which folds
-/// what constant weights make constant); returns how many it replaced.
-int expand_recurrent(Graph& g);
+/// what constant weights make constant, and makes the constant weights a StepLoop reads constants of
+/// its body); returns how many it replaced.
+int expand_recurrent(Graph& g, const ExpandOptions& o = {});
 
 }  // namespace kiln

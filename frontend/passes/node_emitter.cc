@@ -30,6 +30,17 @@ std::string NodeEmitter::ints(const std::vector<int64_t>& v) {
   return g_.add_constant(owner_.name + "/ints", Tensor::from_ints(DType::Int64, {static_cast<int64_t>(v.size())}, v));
 }
 
+std::string NodeEmitter::fresh(const std::string& base) {
+  const std::string name = g_.add_value(owner_.name + "/" + base, DType::Undefined, {});
+  g_.value(name).typed = false;
+  return name;
+}
+
+void NodeEmitter::add(Node n) {
+  n.guards = owner_.guards;
+  nodes_.push_back(std::move(n));
+}
+
 std::string append_copy(Graph& g, const std::string& from, const std::string& base) {
   const Value& v = g.value(from);
   Node copy;

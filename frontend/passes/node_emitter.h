@@ -23,6 +23,10 @@ class NodeEmitter {
   /// Constants under the owner's name: an int64 scalar, an int64 vector.
   std::string int64(int64_t v);
   std::string ints(const std::vector<int64_t>& v);
+  /// A new untyped value "<owner>/<base>" (made unique), for an output of a node built by hand.
+  std::string fresh(const std::string& base);
+  /// Adds a node built by hand (several outputs, a subgraph), under the owner's guards.
+  void add(Node n);
 
  protected:
   Graph& g_;

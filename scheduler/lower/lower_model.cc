@@ -7,6 +7,7 @@
 #include <set>
 
 #include "frontend/ir/error.h"
+#include "frontend/partition/step_loop_partition.h"
 #include "scheduler/lower/constant_layout.h"
 #include "scheduler/lower/inline_default.h"
 #include "scheduler/lower/padded_planes.h"
@@ -166,7 +167,8 @@ class ModelLowering {
     std::vector<int> subgraph_start;
     for (size_t k = 0; k < sdag_.subgraphs.size(); ++k) {
       subgraph_start.push_back(static_cast<int>(body.size()));
-      if (!skipped.count(static_cast<int>(k))) schedule_subgraph(k, schedule, body);
+      if (auto loop = loop_at_.find(static_cast<int>(k)); loop != loop_at_.end()) schedule_loop(loops_[loop->second], schedule, body);
+      else if (!skipped.count(static_cast<int>(k))) schedule_subgraph(k, schedule, body);
     }
     for (const auto& [i, source] : copies_)
       if (output_buffers_[i]->size > 0) body.push_back(copy_loop(output_buffers_[i], value_buffer_.at(source)));
@@ -179,8 +181,18 @@ class ModelLowering {
  private:
   // Every subgraph's DAG first: which inputs and weights the model reads depends on all of them.
   void lower_subgraphs() {
+    loops_ = partition_step_loops(g_, sdag_);
+    for (size_t i = 0; i < loops_.size(); ++i) loop_at_[loops_[i].subgraph] = i;
     for (size_t k = 0; k < sdag_.subgraphs.size(); ++k) {
       const Subgraph& sg = sdag_.subgraphs[k];
+      if (loop_at_.count(static_cast<int>(k))) {
+        // A loop reads its inputs as a whole and writes its outputs; its body is lowered below.
+        prog_.subgraphs.emplace_back();
+        for (const std::string& in : sg.inputs) mark_read(in);
+        for (const Guard& guard : sg.guards) mark_read(guard.cond);
+        for (const std::string& o : sg.outputs) producer_.emplace(o, static_cast<int>(k));
+        continue;
+      }
       prog_.subgraphs.push_back(with_distinct_output_stages(lower_subgraph(g_, sg), sg));
       const LoweredSubgraph& ls = prog_.subgraphs.back();
       std::set<const te::TensorNode*> placeholders;
@@ -200,6 +212,13 @@ class ModelLowering {
         if (!producer_.emplace(o, static_cast<int>(k)).second)
           throw InternalError("lower_model: value '" + o + "' is an output of two subgraphs");
     }
+    // The loops' bodies, at their subgraph ids (step_loop_partition.h numbers them after the model's).
+    for (const StepLoopPartition& p : loops_)
+      for (const Subgraph& sg : p.body.subgraphs) {
+        if (static_cast<size_t>(sg.id) != prog_.subgraphs.size())
+          throw InternalError(fmt::format("lower_model: loop body subgraph {} out of order", sg.id));
+        prog_.subgraphs.push_back(with_distinct_output_stages(lower_subgraph(*p.loop.body, sg), sg));
+      }
   }
 
   void mark_read(const std::string& name) {
@@ -317,24 +336,135 @@ class ModelLowering {
     }
     for (size_t i = 0; i < ls.outputs.size(); ++i) buffers[ls.outputs[i].get()] = value_buffer_.at(sg.outputs[i]);
     std::vector<BufferRef> temporaries;
-    Stmt s = schedule(ls, sg.id, buffers, temporaries);
-    // A run-time If's branch: its statements run under the guards, innermost If closest to them.
-    for (auto guard = sg.guards.rbegin(); s && guard != sg.guards.rend(); ++guard) {
+    // A run-time If's branch: its statements run under the guards.
+    Stmt s = under_guards(sg.guards, schedule(ls, sg.id, buffers, temporaries));
+    if (s && s->kind == StmtKind::Block) body.insert(body.end(), s->body.begin(), s->body.end());
+    else if (s) body.push_back(s);
+    add_temporaries(temporaries, static_cast<int>(k), sg.id);
+  }
+
+  // A scheduler's temporaries as model buffers, live at position `position` alone.
+  void add_temporaries(const std::vector<BufferRef>& temporaries, int position, int subgraph_id) {
+    for (const BufferRef& t : temporaries) {
+      if (!t || t->local || params_.has(t.get()))
+        throw InternalError(fmt::format("lower_model: subgraph {}: temporary '{}' is null, local or already a model buffer",
+                                        subgraph_id, t ? t->name : "?"));
+      ModelParam p = param_of(t->relayout ? ModelParam::Kind::Weight : ModelParam::Kind::Workspace);
+      p.bytes = t->size * static_cast<int64_t>(dtype_size(t->dtype));
+      p.live_from = p.live_to = position;
+      if (t->relayout)
+        p.weight = std::make_shared<const Tensor>(relayout_constant(weight_of(*t->relayout, subgraph_id), *t->relayout));
+      params_.add(t, std::move(p));
+    }
+  }
+
+  // A kiln.StepLoop (frontend/ir/step_loop.h): its carried values start as copies of its inputs in
+  // their state buffers (the loop's own outputs where it has them), then `for k`: the iteration number
+  // is stored, the body's subgraphs run (each scheduled as any subgraph), the next carried values are
+  // copied into the state and each scan output into its slot. Every buffer of the body lives for
+  // the whole loop (one statement), so none is reused within an iteration; a carried value's next
+  // value is a buffer of its own, so the body may still read the state after computing it.
+  void schedule_loop(const StepLoopPartition& lp, const SubgraphScheduler& schedule, std::vector<Stmt>& out) {
+    const Node& n = *lp.node;
+    const Graph& b = *lp.loop.body;
+    const int k = lp.subgraph;
+    const auto carried = static_cast<size_t>(lp.loop.carried);
+    std::map<std::string, BufferRef> buffer_of;  // body value -> buffer
+    auto temp = [&](const std::string& name, DType dtype, const Shape& shape) {
+      ModelParam p = param_of(ModelParam::Kind::Workspace);
+      p.live_from = p.live_to = k;
+      return params_.add(n.name + "/" + name, dtype, shape, std::move(p));
+    };
+    auto body_value = [&](const std::string& name) -> BufferRef {
+      if (auto it = buffer_of.find(name); it != buffer_of.end()) return it->second;
+      const Value& v = b.value(name);
+      if (!v.constant) throw InternalError("lower_model: " + n.label() + ": body value '" + name + "' has no buffer");
+      ModelParam p = param_of(ModelParam::Kind::Weight);
+      p.weight = v.constant;
+      return buffer_of[name] = params_.add(n.name + "/" + name, v.dtype, v.shape, std::move(p));
+    };
+    const BufferRef iter = buffer_of[b.inputs[0]] = temp("iter", DType::Int64, {});
+    std::vector<Stmt> stmts;
+    for (size_t i = 0; i < carried; ++i) {
+      const std::string& out_value = n.outputs[i];
+      const Value& v = b.value(b.inputs[i + 1]);
+      BufferRef state = !out_value.empty() && value_buffer_.count(out_value) ? value_buffer_.at(out_value) : temp(b.inputs[i + 1], v.dtype, v.shape);
+      buffer_of[b.inputs[i + 1]] = state;
+      if (state->size > 0) stmts.push_back(copy_loop(state, value_buffer_.at(n.inputs[i])));
+    }
+    for (size_t i = carried; i < n.inputs.size(); ++i) buffer_of[b.inputs[i + 1]] = value_buffer_.at(n.inputs[i]);
+
+    const Expr step = te::var(n.name + ".k");
+    std::vector<Stmt> iteration{store(iter, te::int_imm(0), step)};
+    for (const Subgraph& sg : lp.body.subgraphs) {
+      if (!sg.guards.empty()) throw Unsupported(g_.source + ": " + n.label() + ": an If decided at run time inside a loop's body");
+      const LoweredSubgraph& ls = prog_.subgraphs[static_cast<size_t>(sg.id)];
+      for (const std::string& o : sg.outputs) {
+        const Value& v = b.value(o);
+        buffer_of[o] = temp(o, v.dtype, v.shape);
+      }
+      std::map<const te::TensorNode*, BufferRef> buffers;
+      for (const te::TensorRef& t : ls.dag.placeholders) {
+        if (!t->constant) continue;
+        bool named = false;
+        for (const auto& [name, input] : ls.inputs) named |= input == t;
+        if (!named) buffers[t.get()] = lowering_constant(t);
+      }
+      for (const auto& [name, t] : ls.inputs) buffers[t.get()] = body_value(name);
+      for (size_t i = 0; i < ls.outputs.size(); ++i) buffers[ls.outputs[i].get()] = buffer_of.at(sg.outputs[i]);
+      std::vector<BufferRef> temporaries;
+      if (Stmt s = schedule(ls, sg.id, buffers, temporaries)) iteration.push_back(s);
+      add_temporaries(temporaries, k, sg.id);
+    }
+    // The next carried values: through fresh copies first when one of them is a state itself (a
+    // body that passes carried values on, swapped), so no state is overwritten before it is read.
+    std::vector<Stmt> carry, settle;
+    for (size_t i = 0; i < carried; ++i) {
+      const BufferRef state = buffer_of.at(b.inputs[i + 1]), next = body_value(b.outputs[i]);
+      if (state == next || state->size == 0) continue;
+      bool next_is_state = false;
+      for (size_t j = 0; j < carried; ++j) next_is_state |= buffer_of.at(b.inputs[j + 1]) == next;
+      if (!next_is_state) {
+        carry.push_back(copy_loop(state, next));
+        continue;
+      }
+      const BufferRef held = temp(b.outputs[i] + ".held", next->dtype, b.value(b.outputs[i]).shape);
+      iteration.push_back(copy_loop(held, next));
+      settle.push_back(copy_loop(state, held));
+    }
+    iteration.insert(iteration.end(), carry.begin(), carry.end());
+    iteration.insert(iteration.end(), settle.begin(), settle.end());
+    for (size_t j = 0; j + carried < b.outputs.size(); ++j) {
+      const std::string& stacked = n.outputs[carried + j];
+      if (stacked.empty() || !value_buffer_.count(stacked)) continue;
+      const BufferRef dst = value_buffer_.at(stacked), src = body_value(b.outputs[carried + j]);
+      if (src->size == 0) continue;
+      const Expr slot = lp.loop.scan_reverse[j] ? te::int_imm(lp.loop.trip_count - 1) - step : step;
+      const Expr e = te::var(dst->name + ".e");
+      iteration.push_back(for_loop(e, src->size, src->size >= 4 ? ForKind::Vectorized : ForKind::Serial,
+                                   store(dst, slot * src->size + e, load(src, e))));
+    }
+    stmts.push_back(for_loop(step, lp.loop.trip_count, ForKind::Serial, block(std::move(iteration))));
+    Stmt s = block(std::move(stmts));
+    s = under_guards(sdag_.subgraphs[static_cast<size_t>(k)].guards, s);
+    out.push_back(s);
+  }
+
+  // The buffer of a constant an op's lowering made (a weight of its own).
+  BufferRef lowering_constant(const te::TensorRef& t) {
+    if (auto it = constant_buffer_.find(t.get()); it != constant_buffer_.end()) return it->second;
+    ModelParam p = param_of(ModelParam::Kind::Weight);
+    p.weight = t->constant;
+    return constant_buffer_[t.get()] = params_.add(t->name, t->dtype, t->shape, std::move(p));
+  }
+
+  // `s` run only when the run-time If conditions `guards` hold, innermost If closest to it.
+  Stmt under_guards(const std::vector<Guard>& guards, Stmt s) const {
+    for (auto guard = guards.rbegin(); s && guard != guards.rend(); ++guard) {
       const Expr taken = te::binary(te::ExprOp::Ne, load(value_buffer_.at(guard->cond), te::int_imm(0)), te::const_of(DType::Bool, 0));
       s = if_then_else(guard->when ? taken : te::unary(te::ExprOp::Not, taken), s);
     }
-    if (s && s->kind == StmtKind::Block) body.insert(body.end(), s->body.begin(), s->body.end());
-    else if (s) body.push_back(s);
-    for (const BufferRef& t : temporaries) {
-      if (!t || t->local || params_.has(t.get()))
-        throw InternalError(fmt::format("lower_model: subgraph {}: temporary '{}' is null, local or already a model buffer", sg.id,
-                                t ? t->name : "?"));
-      ModelParam p = param_of(t->relayout ? ModelParam::Kind::Weight : ModelParam::Kind::Workspace);
-      p.bytes = t->size * static_cast<int64_t>(dtype_size(t->dtype));
-      p.live_from = p.live_to = static_cast<int>(k);
-      if (t->relayout) p.weight = std::make_shared<const Tensor>(relayout_constant(weight_of(*t->relayout, sg.id), *t->relayout));
-      params_.add(t, std::move(p));
-    }
+    return s;
   }
 
   // The weight a rewritten constant is made from.
@@ -360,6 +490,8 @@ class ModelLowering {
   std::map<std::string, BufferRef> value_buffer_;
   std::map<const te::TensorNode*, BufferRef> constant_buffer_;
   std::vector<BufferRef> output_buffers_;
+  std::vector<StepLoopPartition> loops_;
+  std::map<int, size_t> loop_at_;  // position of a loop's subgraph -> its index in loops_
 };
 
 }  // namespace

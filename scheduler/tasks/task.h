@@ -19,16 +19,17 @@ struct Task {
   std::string key;              // workload key: 16 hex digits
   std::string canonical;        // the canonical DAG text the key hashes
   te::ComputeDAG dag;           // of the first occurrence
-  std::vector<int> subgraphs;   // ids of every occurrence in the SubgraphDAG, ascending
-  int weight = 0;               // occurrences (= subgraphs.size())
+  std::vector<int> subgraphs;   // ids of every occurrence (step_loop_partition.h numbers loop bodies'), ascending
+  int weight = 0;               // runs an inference: occurrences, those in a loop's body once per iteration
   double flops = 0;             // per occurrence (dag_flops.h)
   std::string anchor;           // the first occurrence's anchor op type ("Conv", "MatMul", "Relu")
   std::vector<std::string> node_names;  // of the first occurrence
 };
 
-/// One task per distinct workload key, in order of first occurrence. Lowers every subgraph but those
-/// at the positions in `runs_no_code` (in-place Concats: nothing to tune); throws Unsupported for an
-/// op without a lowering.
+/// One task per distinct workload key, in order of first occurrence: the model's subgraphs, then those
+/// of its loops' bodies (frontend/partition/step_loop_partition.h). Lowers every subgraph but those at
+/// the positions in `runs_no_code` (in-place Concats: nothing to tune) and the loops themselves;
+/// throws Unsupported for an op without a lowering.
 std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag, const std::set<int>& runs_no_code = {});
 
 }  // namespace kiln
