@@ -98,6 +98,7 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
 Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& o) {
   Graph g = model;  // values share their constants: a cheap copy
   expand_recurrent(g, {.roll_steps = o.step_loops});
+  if (!o.step_loops) unroll_step_loops(g);  // the long Loops and Scans inference made StepLoops
   after(o, "expand", [&] { return print_graph(g); });
   fold_into_conv(g);
   remove_dead_nodes(g);  // the weights the folds replaced

@@ -39,6 +39,7 @@ OpDef step_loop_op() {
                " but the body takes " + dtype_name(bin.dtype) + " " + shape_str(bin.shape));
     }
     for (size_t i = 0; i < body.outputs.size(); ++i) {
+      if (!c.has_output(i)) continue;
       const Value& out = body.value(body.outputs[i]);
       if (static_cast<int64_t>(i) < loop.carried) {
         c.set_output(i, out.dtype, out.shape);
@@ -62,8 +63,10 @@ OpDef step_loop_op() {
       for (size_t i = 0; i < carried; ++i) in[body.inputs[i + 1]] = out[i];
       for (size_t j = 0; j < scans.size(); ++j) scans[j].push_back(std::move(out[carried + j]));
     }
-    for (size_t i = 0; i < carried; ++i) c.set_output(i, in.at(body.inputs[i + 1]));
+    for (size_t i = 0; i < carried; ++i)
+      if (c.has_output(i)) c.set_output(i, in.at(body.inputs[i + 1]));
     for (size_t j = 0; j < scans.size(); ++j) {
+      if (!c.has_output(carried + j)) continue;
       if (loop.scan_reverse[j]) std::reverse(scans[j].begin(), scans[j].end());
       c.set_output(carried + j, stacked(scans[j]));
     }

@@ -7,6 +7,7 @@
 #include "frontend/passes/bound_run_time_shapes.h"
 #include "frontend/passes/inline_if.h"
 #include "frontend/passes/resolve_sequences.h"
+#include "frontend/passes/roll_loops.h"
 #include "frontend/passes/unroll_loops.h"
 
 namespace kiln {
@@ -78,6 +79,7 @@ void infer_all_nodes(Graph& g, const InferOptions& o) {
     // these), inferred from here on.
     while (i < g.nodes.size()) {
       if (g.nodes[i].op_type == "If" && is_control_flow(g.nodes[i])) inline_if(g, i);
+      else if (is_control_flow(g.nodes[i]) && roll_loop(g, i)) break;  // a StepLoop, inferred below
       else if (g.nodes[i].op_type == "Loop" && is_control_flow(g.nodes[i])) unroll_loop_step(g, i);
       else if (is_control_flow(g.nodes[i])) unroll_scan(g, i);
       else if (reads_or_makes_sequences(g.nodes[i], g)) resolve_sequence_node(g, i);

@@ -1,7 +1,11 @@
 #include "frontend/passes/step_loop_bodies.h"
 
+#include <algorithm>
+
 #include "frontend/ir/step_loop.h"
 #include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/node_emitter.h"
+#include "frontend/passes/splice_subgraph.h"
 #include "frontend/passes/remove_dead_nodes.h"
 
 namespace kiln {
@@ -32,6 +36,46 @@ int sink_constant_invariants(Graph& g) {
     n.attrs["body"] = SubgraphAttr{std::move(body)};
   }
   return moved;
+}
+
+int unroll_step_loops(Graph& g) {
+  std::vector<Node> nodes;
+  int replaced = 0;
+  for (const Node& node : std::vector<Node>(g.nodes)) {
+    if (!is_step_loop(node)) {
+      nodes.push_back(node);
+      continue;
+    }
+    const StepLoop loop = read_step_loop(node);
+    const Graph& body = *loop.body;
+    const auto carried = static_cast<size_t>(loop.carried);
+    check_expansion(g, static_cast<size_t>(loop.trip_count) * (body.nodes.size() + 1), node.label());
+    NodeEmitter out(g, node);
+    std::vector<std::string> state(node.inputs.begin(), node.inputs.begin() + loop.carried);
+    std::vector<std::vector<std::string>> scans(body.outputs.size() - carried);
+    for (int64_t k = 0; k < loop.trip_count; ++k) {
+      std::vector<std::string> bound{out.int64(k)};
+      bound.insert(bound.end(), state.begin(), state.end());
+      bound.insert(bound.end(), node.inputs.begin() + loop.carried, node.inputs.end());
+      SplicedSubgraph it = splice_subgraph(g, body, node.name + "/iter" + std::to_string(k) + "/", node.guards, bound, node.label());
+      nodes.insert(nodes.end(), it.nodes.begin(), it.nodes.end());
+      state.assign(it.outputs.begin(), it.outputs.begin() + loop.carried);
+      for (size_t j = 0; j < scans.size(); ++j) scans[j].push_back(out.op("Unsqueeze", {it.outputs[carried + j], out.ints({0})}));
+    }
+    for (size_t i = 0; i < carried; ++i)
+      if (!node.outputs[i].empty()) out.op("Identity", {state[i]}, {}, node.outputs[i]);
+    for (size_t j = 0; j < scans.size(); ++j) {
+      if (node.outputs[carried + j].empty()) continue;
+      if (loop.scan_reverse[j]) std::reverse(scans[j].begin(), scans[j].end());
+      out.op("Concat", scans[j], {{"axis", AttrValue(int64_t{0})}}, node.outputs[carried + j]);
+    }
+    nodes.insert(nodes.end(), out.nodes().begin(), out.nodes().end());
+    ++replaced;
+  }
+  if (!replaced) return 0;
+  g.nodes = std::move(nodes);
+  infer_shapes(g);
+  return replaced;
 }
 
 void rewrite_step_loop_bodies(Graph& g, const std::function<void(Graph&)>& pass) {

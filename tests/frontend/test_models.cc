@@ -132,6 +132,14 @@ HostPackage::HostPackage(ModelBuilder& b, const TempDir& dir, const ShapeBinding
   info_ = *info;
 }
 
+HostPackage::HostPackage(const Graph& g, const TempDir& dir) : graph_(g), dir_(dir.path("pkg")), target_(resolve_target("host")) {
+  CompileOptions c;
+  c.target = target_;
+  std::optional<package::PackageInfo> info = compile_graph(graph_, c, dir_);
+  if (!info) throw Error("compile_graph wrote no package");
+  info_ = *info;
+}
+
 std::vector<Tensor> HostPackage::run(const std::map<std::string, Tensor>& inputs) const {
   return run_package(dir_, target_, inputs, 1).outputs;
 }

@@ -45,6 +45,7 @@ void register_misc_lowerings(LoweringRegistry& r) {
   register_bitcast_lowering(r);
   register_swiglu_lowering(r);
   register_if_merge_lowering(r);
+  register_step_loop_lowering(r);
   register_tensor_scatter_lowering(r);
   register_ml_domain_lowerings(r);
   register_training_optimizer_lowerings(r);

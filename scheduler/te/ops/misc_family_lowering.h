@@ -44,6 +44,7 @@ inline TensorRef cast_stage(const LowerContext& c, const TensorRef& t, DType out
 void register_bitcast_lowering(LoweringRegistry& r);              // bitcast_lowering.cc
 void register_swiglu_lowering(LoweringRegistry& r);               // swiglu_lowering.cc
 void register_if_merge_lowering(LoweringRegistry& r);             // kiln.IfMerge: if_merge_lowering.cc
+void register_step_loop_lowering(LoweringRegistry& r);           // kiln.StepLoop: step_loop_lowering.cc
 void register_tensor_scatter_lowering(LoweringRegistry& r);       // tensor_scatter_lowering.cc
 void register_ml_domain_lowerings(LoweringRegistry& r);           // Binarizer, ArrayFeatureExtractor
 void register_training_optimizer_lowerings(LoweringRegistry& r);  // Adagrad, Momentum, Adam

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
+#include "frontend/ir/step_loop.h"
 #include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
@@ -24,16 +26,25 @@ std::map<std::string, Tensor> inputs_of(const RecurrentModel& m, const Graph& g)
   return in;
 }
 
-// Expands the model's node and compares the reference interpreter before and after.
+// Expands the model's node, unrolled and as StepLoops, and compares the reference interpreter before
+// and after.
 void expect_expansion_matches(const RecurrentModel& m) {
-  ModelBuilder b = testing::recurrent_model(m);
-  Graph g = testing::prepared_graph(b);
-  const std::map<std::string, Tensor> in = inputs_of(m, g);
-  const std::vector<Tensor> before = run_reference(g, in);
-  ASSERT_EQ(expand_recurrent(g), 1);
-  remove_dead_nodes(g);
-  for (const Node& n : g.nodes) ASSERT_NE(n.op_type, m.op) << "the node is still there";
-  testing::expect_same_outputs(before, run_reference(g, in));
+  for (const bool roll : {false, true}) {
+    SCOPED_TRACE(roll ? "steps as a StepLoop" : "steps unrolled");
+    ModelBuilder b = testing::recurrent_model(m);
+    Graph g = testing::prepared_graph(b);
+    const std::map<std::string, Tensor> in = inputs_of(m, g);
+    const std::vector<Tensor> before = run_reference(g, in);
+    ASSERT_EQ(expand_recurrent(g, {.roll_steps = roll}), 1);
+    remove_dead_nodes(g);
+    int loops = 0;
+    for (const Node& n : g.nodes) {
+      ASSERT_NE(n.op_type, m.op) << "the node is still there";
+      loops += is_step_loop(n);
+    }
+    EXPECT_EQ(loops, roll ? (m.direction == "bidirectional" ? 2 : 1) : 0);
+    testing::expect_same_outputs(before, run_reference(g, in));
+  }
 }
 
 TEST(ExpandRecurrent, BidirectionalLstmWithPeepholesAndShortRows) {
@@ -116,6 +127,48 @@ TEST(ExpandRecurrent, ConstantWeightsLeaveOnlyTheProjectionAndStepMatMuls) {
       EXPECT_EQ(n.inputs[0], "X") << "only a batch-first X is transposed at run time";
     }
   }
+}
+
+// As StepLoops, the weights a step reads are constants of the loop's body (so the body's layout pass
+// packs them), and only the projection and the initial states enter the loop from outside.
+TEST(ExpandRecurrent, AStepLoopsBodyHoldsItsWeights) {
+  RecurrentModel m;
+  m.peepholes = true;
+  ModelBuilder b = testing::recurrent_model(m);
+  Graph g = testing::prepared_graph(b);
+  expand_recurrent(g, {.roll_steps = true});
+  remove_dead_nodes(g);
+  int loops = 0;
+  for (const Node& n : g.nodes) {
+    if (!is_step_loop(n)) continue;
+    ++loops;
+    const StepLoop loop = read_step_loop(n);
+    EXPECT_EQ(loop.trip_count, m.seq);
+    EXPECT_EQ(n.inputs.size(), 3u) << "h0, c0 and the projection";
+    int matmuls = 0;
+    for (const Node& part : loop.body->nodes) matmuls += part.op_type == "MatMul";
+    EXPECT_EQ(matmuls, 1) << "one step's R^T product";
+  }
+  EXPECT_EQ(loops, 1);
+}
+
+// The steps run in a loop: the package's code does not grow with the sequence (unrolled, 500 steps
+// were 4.6 times 50 steps' bytes).
+TEST(ExpandRecurrent, TheCodeDoesNotGrowWithTheSequence) {
+  auto library_bytes = [](int64_t seq) {
+    RecurrentModel m;
+    m.seq = seq;
+    m.hidden = 16;
+    ModelBuilder b = testing::recurrent_model(m);
+    testing::TempDir dir;
+    const testing::HostPackage pkg(b, dir);
+    for (const auto& e : std::filesystem::directory_iterator(dir.path("pkg")))
+      if (e.path().extension() == ".a") return static_cast<int64_t>(e.file_size());
+    return int64_t{0};
+  };
+  const int64_t short_seq = library_bytes(50), long_seq = library_bytes(500);
+  ASSERT_GT(short_seq, 0);
+  EXPECT_LT(std::abs(long_seq - short_seq), short_seq / 20) << short_seq << " vs " << long_seq << " bytes";
 }
 
 TEST(ExpandRecurrent, TheCompiledPackageMatchesTheReference) {
