@@ -30,6 +30,22 @@ StepLoop read_step_loop(const Node& n) {
   if (loop.scan_reverse.size() != body.outputs.size() - carried)
     throw Error(n.label() + ": scan_reverse has " + std::to_string(loop.scan_reverse.size()) + " entries for " +
                 std::to_string(body.outputs.size() - carried) + " scan outputs");
+  loop.condition = n.attr_int("condition", 0) != 0;
+  loop.trip_limit = n.attr_int("trip_limit", 0) != 0;
+  if (loop.may_stop() && body.outputs.size() != carried)
+    throw Error(n.label() + ": a loop whose iterations are decided at run time has no scan outputs");
+  auto check_scalar = [&](const std::string& name, DType t, const char* what) {
+    const Value& v = body.value(name);
+    if (v.dtype != t || !v.shape.empty()) throw Error(n.label() + ": " + what + " must be a " + dtype_name(t) + " scalar");
+  };
+  if (loop.condition) {
+    if (carried < 1) throw Error(n.label() + ": a loop with a condition carries it first");
+    check_scalar(body.inputs[1], DType::Bool, "the condition (carried value 0)");
+  }
+  if (loop.trip_limit) {
+    if (body.inputs.size() < carried + 2) throw Error(n.label() + ": a loop with a run-time trip count takes it first after the carried values");
+    check_scalar(body.inputs[carried + 1], DType::Int64, "the run-time trip count");
+  }
   const Value& iter = body.value(body.inputs[0]);
   if (iter.dtype != DType::Int64 || !iter.shape.empty()) throw Error(n.label() + ": the body's first input must be an int64 scalar");
   for (size_t i = 0; i < carried; ++i) {
@@ -55,6 +71,8 @@ Node make_step_loop(const std::string& name, const StepLoop& loop, std::vector<s
   n.attrs["trip_count"] = AttrValue(loop.trip_count);
   n.attrs["carried"] = AttrValue(loop.carried);
   n.attrs["scan_reverse"] = AttrValue(loop.scan_reverse);
+  if (loop.condition) n.attrs["condition"] = AttrValue(int64_t{1});
+  if (loop.trip_limit) n.attrs["trip_limit"] = AttrValue(int64_t{1});
   return n;
 }
 

@@ -13,6 +13,14 @@
 ///            first axis: iteration k at k, or at trip_count-1-k where scan_reverse says so.
 /// Attributes: body (graph), trip_count (>= 1), carried (c), scan_reverse (one 0/1 per scan output).
 /// The body is closed: it reads nothing from outside but its inputs and its own constants.
+///
+/// A loop that may end early (an ONNX Loop with a condition or trip count decided at run time) has
+///   condition = 1   carried value 0 is a bool scalar: iteration k runs only while it holds (the
+///                   body's output 0 is then the next iteration's condition);
+///   trip_limit = 1  the first invariant is an int64 scalar M: iteration k runs only when k < M;
+/// trip_count is then the most iterations it runs (the user's bound), an iteration that does not run
+/// leaves the carried values as they are, and such a loop has no scan outputs (their length would be
+/// decided at run time).
 #pragma once
 #include <memory>
 #include <vector>
@@ -26,6 +34,10 @@ struct StepLoop {
   int64_t trip_count = 1;
   int64_t carried = 0;
   std::vector<int64_t> scan_reverse;
+  bool condition = false;   // carried value 0 decides whether iteration k runs
+  bool trip_limit = false;  // invariant 0 (input `carried`) is a run-time trip count
+  /// Whether iterations are decided at run time (either of the above).
+  bool may_stop() const { return condition || trip_limit; }
 };
 
 /// Whether `n` is a kiln.StepLoop.

@@ -58,6 +58,8 @@ OpDef step_loop_op() {
     const size_t carried = static_cast<size_t>(loop.carried);
     std::vector<std::vector<Tensor>> scans(body.outputs.size() - carried);
     for (int64_t k = 0; k < loop.trip_count; ++k) {
+      if (loop.condition && in.at(body.inputs[1]).get_double(0) == 0) break;
+      if (loop.trip_limit && k >= in.at(body.inputs[carried + 1]).get_int(0)) break;
       in[body.inputs[0]] = Tensor::scalar_int(DType::Int64, k);
       std::vector<Tensor> out = run_reference(body, in);
       for (size_t i = 0; i < carried; ++i) in[body.inputs[i + 1]] = out[i];

@@ -7,6 +7,7 @@
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/node_emitter.h"
 #include "frontend/passes/splice_subgraph.h"
+#include "frontend/passes/unroll_loops.h"
 
 namespace kiln {
 namespace {
@@ -87,40 +88,70 @@ bool infer_body(Graph& b) {
 
 bool roll_onnx_loop(Graph& g, size_t index) {
   const Node node = g.nodes[index];
-  if (!present(node, 0) || !g.value(node.inputs[0]).constant || node.has_attr("kiln_iteration")) return false;
-  const int64_t trips = g.value(node.inputs[0]).constant->get_int(0);
+  if (node.has_attr("kiln_iteration")) return false;  // unrolling has begun
+  // The most iterations: the trip count, or the user's bound on one decided at run time.
+  const Value* m = present(node, 0) ? &g.value(node.inputs[0]) : nullptr;
+  if (!m || (!m->constant && !node.has_attr(kMaxTripCountAttr))) return false;
+  const bool trip_limit = !m->constant;
+  const int64_t trips = trip_limit ? node.attr_int(kMaxTripCountAttr, 0) : m->constant->get_int(0);
   if (trips < kMinRolledIterations) return false;
-  if (present(node, 1) && !(g.value(node.inputs[1]).constant && g.value(node.inputs[1]).constant->get_double(0) != 0))
-    return false;
+  const Value* cond_in = present(node, 1) ? &g.value(node.inputs[1]) : nullptr;
+  if (cond_in && cond_in->constant && cond_in->constant->get_double(0) == 0) return false;  // runs no iteration
   const Graph& onnx_body = subgraph_attr(node, "body");
   const size_t carried = node.inputs.size() > 2 ? node.inputs.size() - 2 : 0;
   if (onnx_body.inputs.size() != 2 + carried || onnx_body.outputs.size() < 1 + carried) return false;  // unrolling says why
-  BodyBuilder b(g, onnx_body);
-  b.iteration(onnx_body.inputs[0]);
-  b.constant(onnx_body.inputs[1], std::make_shared<const Tensor>(Tensor::scalar_int(DType::Bool, 1)));
-  std::vector<std::string> loop_inputs;
-  for (size_t j = 0; j < carried; ++j) {
-    b.bound(onnx_body.inputs[2 + j], node.inputs[2 + j]);
-    loop_inputs.push_back(node.inputs[2 + j]);
+
+  // First as a loop that always runs its iterations (the condition constant true throughout); when
+  // the body's condition is not, again with the condition carried.
+  for (const bool condition : {false, true}) {
+    if (!condition && cond_in && !cond_in->constant) continue;
+    BodyBuilder b(g, onnx_body);
+    b.iteration(onnx_body.inputs[0]);
+    std::vector<std::string> loop_inputs;
+    if (condition) {
+      const std::string start = cond_in ? node.inputs[1] : g.add_constant(node.name + "/true", Tensor::scalar_int(DType::Bool, 1));
+      b.bound(onnx_body.inputs[1], start);
+      loop_inputs.push_back(start);
+    } else {
+      b.constant(onnx_body.inputs[1], std::make_shared<const Tensor>(Tensor::scalar_int(DType::Bool, 1)));
+    }
+    for (size_t j = 0; j < carried; ++j) {
+      b.bound(onnx_body.inputs[2 + j], node.inputs[2 + j]);
+      loop_inputs.push_back(node.inputs[2 + j]);
+    }
+    if (trip_limit) {
+      const std::string limit = node.name + "/trip_count";
+      b.bound(limit, node.inputs[0]);
+      loop_inputs.push_back(node.inputs[0]);
+    }
+    b.outer_reads(loop_inputs);
+    Graph& body = b.body();
+    if (!infer_body(body)) return false;
+    const Value& cond_out = body.value(body.outputs[0]);
+    const bool always = cond_out.constant && cond_out.constant->get_double(0) != 0;
+    if (!condition && !always) continue;  // a condition that may end the loop: carry it
+    if (!condition) body.outputs.erase(body.outputs.begin());
+    const size_t loop_carried = carried + (condition ? 1 : 0);
+    if ((condition || trip_limit) && body.outputs.size() != loop_carried) return false;  // scan outputs of run-time length
+    std::vector<std::string> outputs;
+    if (condition) outputs.push_back("");  // the final condition: no ONNX output
+    outputs.insert(outputs.end(), node.outputs.begin(), node.outputs.end());
+    outputs.resize(body.outputs.size());
+    StepLoop loop{b.done(), trips, static_cast<int64_t>(loop_carried), std::vector<int64_t>(body.outputs.size() - loop_carried, 0)};
+    loop.condition = condition;
+    loop.trip_limit = trip_limit;
+    Node rolled = make_step_loop(node.name, loop, std::move(loop_inputs), std::move(outputs));
+    try {
+      read_step_loop(rolled);
+    } catch (const Error&) {
+      return false;  // a carried value that changes type or shape
+    }
+    rolled.guards = node.guards;
+    if (trip_limit) g.limits.push_back(max_trip_count_limit(node, trips));
+    g.nodes[index] = std::move(rolled);
+    return true;
   }
-  b.outer_reads(loop_inputs);
-  Graph& body = b.body();
-  if (!infer_body(body)) return false;
-  const Value& cond = body.value(body.outputs[0]);
-  if (!cond.constant || cond.constant->get_double(0) == 0) return false;  // a condition that may end the loop
-  body.outputs.erase(body.outputs.begin());
-  std::vector<std::string> outputs = node.outputs;
-  outputs.resize(body.outputs.size());
-  StepLoop loop{b.done(), trips, static_cast<int64_t>(carried), std::vector<int64_t>(body.outputs.size() - carried, 0)};
-  Node rolled = make_step_loop(node.name, loop, std::move(loop_inputs), std::move(outputs));
-  try {
-    read_step_loop(rolled);
-  } catch (const Error&) {
-    return false;  // a carried value that changes type or shape
-  }
-  rolled.guards = node.guards;
-  g.nodes[index] = std::move(rolled);
-  return true;
+  return false;
 }
 
 bool roll_scan(Graph& g, size_t index) {

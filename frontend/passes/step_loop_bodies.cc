@@ -57,10 +57,22 @@ int unroll_step_loops(Graph& g) {
       std::vector<std::string> bound{out.int64(k)};
       bound.insert(bound.end(), state.begin(), state.end());
       bound.insert(bound.end(), node.inputs.begin() + loop.carried, node.inputs.end());
-      SplicedSubgraph it = splice_subgraph(g, body, node.name + "/iter" + std::to_string(k) + "/", node.guards, bound, node.label());
+      // Whether iteration k runs, when that is decided at run time: it then runs under that guard,
+      // and each carried value is the iteration's where it ran, the one before where it did not.
+      std::string runs;
+      if (loop.trip_limit) runs = out.op("Less", {out.int64(k), node.inputs[carried]});
+      if (loop.condition) runs = runs.empty() ? state[0] : out.op("And", {runs, state[0]});
+      std::vector<Guard> guards = node.guards;
+      if (!runs.empty()) guards.push_back({runs, true});
+      nodes.insert(nodes.end(), out.nodes().begin(), out.nodes().end());
+      out.nodes().clear();
+      SplicedSubgraph it = splice_subgraph(g, body, node.name + "/iter" + std::to_string(k) + "/", guards, bound, node.label());
       nodes.insert(nodes.end(), it.nodes.begin(), it.nodes.end());
-      state.assign(it.outputs.begin(), it.outputs.begin() + loop.carried);
+      for (size_t i = 0; i < carried; ++i)
+        state[i] = runs.empty() ? it.outputs[i] : out.op("IfMerge", {runs, it.outputs[i], state[i]}, {{"if", AttrValue(node.label())}}, "", "kiln");
       for (size_t j = 0; j < scans.size(); ++j) scans[j].push_back(out.op("Unsqueeze", {it.outputs[carried + j], out.ints({0})}));
+      nodes.insert(nodes.end(), out.nodes().begin(), out.nodes().end());
+      out.nodes().clear();
     }
     for (size_t i = 0; i < carried; ++i)
       if (!node.outputs[i].empty()) out.op("Identity", {state[i]}, {}, node.outputs[i]);

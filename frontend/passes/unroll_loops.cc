@@ -76,6 +76,11 @@ void scan8_as_scans_per_row(Graph& g, size_t index) {
 
 }  // namespace
 
+std::string max_trip_count_limit(const Node& loop, int64_t bound) {
+  return loop.label() + " runs at most " + std::to_string(bound) + " iterations (--max-trip-count): a trip count '" +
+         loop.inputs[0] + "' above that runs " + std::to_string(bound);
+}
+
 void unroll_loop_step(Graph& g, size_t index) {
   const Node node = g.nodes.at(index);
   const Graph& body = subgraph_attr(node, "body");
@@ -158,8 +163,7 @@ void unroll_loop_step(Graph& g, size_t index) {
   std::vector<Guard> guards = node.guards;
   if (!runs.empty()) guards.push_back({runs, true});
   if (trips_at_run_time && k == 0)
-    g.limits.push_back(node.label() + " runs at most " + std::to_string(trips) + " iterations (--max-trip-count): a trip count '" +
-                       node.inputs[0] + "' above that runs " + std::to_string(trips));
+    g.limits.push_back(max_trip_count_limit(node, trips));
   std::vector<std::string> bound = {out.int64(k),
                                     present(node, 1) ? node.inputs[1] : g.add_constant(node.name + "/true", Tensor::scalar_int(DType::Bool, 1))};
   for (size_t j = 0; j < carried; ++j) bound.push_back(node.inputs[2 + j]);

@@ -25,6 +25,7 @@
 /// 8's Scan, whose inputs have a batch axis first, is one such Scan per batch row, restacked.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "frontend/ir/graph.h"
 
@@ -36,6 +37,9 @@ constexpr int64_t kMaxUnrolledIterations = 4096;
 /// `--max-trip-count NODE=N`, set by bind_input_shapes): the loop is unrolled that many iterations,
 /// each guarded by `k < M` (and the condition), and the package runs at most N.
 constexpr const char* kMaxTripCountAttr = "kiln_max_trip_count";
+
+/// The package header's line for Loop `loop` bounded by --max-trip-count `bound` (Graph::limits).
+std::string max_trip_count_limit(const Node& loop, int64_t bound);
 
 /// Replaces the Loop at `g.nodes[index]` by its next iteration and a Loop for the rest, or, when it
 /// has run its last iteration, by the nodes that pass its results on. Throws NotConstant for a trip

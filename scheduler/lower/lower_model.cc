@@ -444,7 +444,13 @@ class ModelLowering {
       iteration.push_back(for_loop(e, src->size, src->size >= 4 ? ForKind::Vectorized : ForKind::Serial,
                                    store(dst, slot * src->size + e, load(src, e))));
     }
-    stmts.push_back(for_loop(step, lp.loop.trip_count, ForKind::Serial, block(std::move(iteration))));
+    Stmt each = block(std::move(iteration));
+    // A loop that may stop early: an iteration runs only while its condition holds and k < M; one
+    // that does not leaves every carried value as it is.
+    if (lp.loop.condition)
+      each = if_then_else(te::binary(te::ExprOp::Ne, load(buffer_of.at(b.inputs[1]), te::int_imm(0)), te::const_of(DType::Bool, 0)), each);
+    if (lp.loop.trip_limit) each = if_then_else(step < load(buffer_of.at(b.inputs[carried + 1]), te::int_imm(0)), each);
+    stmts.push_back(for_loop(step, lp.loop.trip_count, ForKind::Serial, each));
     Stmt s = block(std::move(stmts));
     s = under_guards(sdag_.subgraphs[static_cast<size_t>(k)].guards, s);
     out.push_back(s);

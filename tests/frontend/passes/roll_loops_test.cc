@@ -6,9 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "frontend/ir/step_loop.h"
 #include "frontend/reference/interpreter.h"
+#include "scheduler/te/lower_graph.h"
+#include "scheduler/te/te_eval.h"
 #include "tests/frontend/test_models.h"
+#include "toolchain/pipeline.h"
 
 namespace kiln {
 namespace {
@@ -109,6 +114,77 @@ TEST(RollLoops, ALongScanReadsAndStacksInTheDirectionsAndAxesItNames) {
     EXPECT_EQ(want[0].get_double(r), sum);
   }
   testing::expect_same_outputs(want, pkg.run(in));
+}
+
+// Loop body: x = x / 2 + i; its condition ReduceSum(x) < limit (an outer input) when `until_limit`,
+// else the condition it was given.
+ModelBuilder halving_body(bool until_limit) {
+  ModelBuilder body("body");
+  body.input("i", DType::Int64, Shape{});
+  body.input("cond_in", DType::Bool, Shape{});
+  body.input("x_in", DType::Float32, Shape{2, 2});
+  body.initializer("half", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{0.5}));
+  body.node("Cast", {"i"}, {"fi"}).attr("to", int64_t{1});
+  body.node("Mul", {"x_in", "half"}, {"halved"});
+  body.node("Add", {"halved", "fi"}, {"x_out"});
+  if (until_limit) {
+    body.node("ReduceSum", {"x_out"}, {"total"}).attr("keepdims", int64_t{0});
+    body.node("Less", {"total", "limit"}, {"cond_out"});
+  } else {
+    body.node("Identity", {"cond_in"}, {"cond_out"});
+  }
+  body.output("cond_out", DType::Bool, Shape{});
+  body.output("x_out", DType::Float32, Shape{2, 2});
+  return body;
+}
+
+// x after the iterations that run: at most `trips`, and none after the one whose sum reaches `limit`.
+std::vector<double> halving_result(int64_t trips, double limit) {
+  std::vector<double> x = {1, 2, 3, 4};
+  for (int64_t i = 0; i < trips; ++i) {
+    double total = 0;
+    for (double& v : x) total += v = static_cast<double>(static_cast<float>(v * 0.5 + static_cast<double>(i)));
+    if (!(total < limit)) break;
+  }
+  return x;
+}
+
+// A trip count decided at run time, bounded by --max-trip-count, and a condition decided at run time:
+// the loop is a StepLoop whose iterations run while k < M and the condition holds, in the reference,
+// in the package, and unrolled (the te engine).
+TEST(RollLoops, ALoopDecidedAtRunTimeStopsWhereTheReferenceDoes) {
+  ModelBuilder b("run_time_loop");
+  b.input("x", DType::Float32, Shape{2, 2});
+  b.input("M", DType::Int64, Shape{});
+  b.input("limit", DType::Float32, Shape{});
+  b.input("go", DType::Bool, Shape{});
+  b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", halving_body(true));
+  b.output("final", DType::Float32, Shape{2, 2});
+  testing::TempDir dir;
+  b.save(dir.path("loop.onnx"));
+  PipelineOptions po;
+  const int64_t bound = 50;
+  po.bindings.max_trip_counts["loop"] = bound;
+  const Graph g = load_model(dir.path("loop.onnx"), po);
+  EXPECT_EQ(count_step_loops(g), 1);
+  ASSERT_EQ(g.limits.size(), 1u);
+  const testing::HostPackage pkg(g, dir);
+  te::LoweredGraph lg = te::lower_graph(g);
+  const Tensor x = Tensor::from_doubles(DType::Float32, {2, 2}, std::vector<double>{1, 2, 3, 4});
+  for (const auto& [m, limit, go] : std::vector<std::tuple<int64_t, double, bool>>{
+           {0, 1e9, true}, {7, 1e9, true}, {bound, 1e9, true}, {bound + 30, 1e9, true}, {bound, 100, true}, {bound, 1e9, false}}) {
+    SCOPED_TRACE("M = " + std::to_string(m) + ", limit " + std::to_string(limit) + (go ? "" : ", not started"));
+    const std::map<std::string, Tensor> in = {{"x", x},
+                                              {"M", Tensor::scalar_int(DType::Int64, m)},
+                                              {"limit", Tensor::scalar_double(DType::Float32, limit)},
+                                              {"go", Tensor::scalar_int(DType::Bool, go)}};
+    const std::vector<Tensor> want = run_reference(g, in);
+    EXPECT_EQ(want[0].to_doubles(), go ? halving_result(std::min(m, bound), limit) : x.to_doubles());
+    testing::expect_same_outputs(want, pkg.run(in));
+    std::map<const te::TensorNode*, Tensor> bound_inputs;
+    for (const auto& [name, t] : lg.inputs) bound_inputs[t.get()] = in.at(name);
+    testing::expect_same_outputs(want, te::evaluate(lg.dag, bound_inputs));
+  }
 }
 
 TEST(RollLoops, ShortLoopsAndLoopsWhoseStateChangesShapeStayUnrolled) {
