@@ -3,10 +3,10 @@
 /// Why unrolled: kiln compiles static shapes, and a Loop's scan outputs and a Scan's outputs have as
 /// many rows as the loop runs iterations, so the trip count must be known at compile time anyway (a
 /// trip count fed by an input is frozen, as a Reshape target is). Unrolled, every iteration is
-/// ordinary nodes: they fuse, tile and tune like the rest of the graph, and the identical tasks of
-/// identical iterations are one task. This departs from issue 19's design (the body compiled once
-/// and called in a loop): compile time and code size grow with the trip count, so loops stop at
-/// kMaxUnrolledIterations, and long loops are left for a loop in the generated code.
+/// ordinary nodes: they fold, fuse, tile and tune with the rest of the graph, and the identical tasks
+/// of identical iterations are one task. Compile time and code size grow with the trip count, so
+/// long loops become loops in the generated code instead (roll_loops.h, tried first), and what is
+/// left to unroll stops at kMaxUnrolledIterations.
 ///
 /// Loop: iteration k splices the body with the iteration number k (a constant), the condition and
 /// the loop-carried values bound to its inputs. A trip count M known only at run time needs a bound
