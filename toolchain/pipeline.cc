@@ -99,12 +99,22 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
   Graph g = model;  // values share their constants: a cheap copy
   expand_recurrent(g, {.roll_steps = o.step_loops});
   if (!o.step_loops) unroll_step_loops(g);  // the long Loops and Scans inference made StepLoops
+  // A loop's body gets the same rewrites; a recurrent layer in it is unrolled (loops do not nest).
+  rewrite_step_loop_bodies(g, [](Graph& body) { expand_recurrent(body); });
   after(o, "expand", [&] { return print_graph(g); });
-  fold_into_conv(g);
-  remove_dead_nodes(g);  // the weights the folds replaced
+  auto fold = [](Graph& x) {
+    fold_into_conv(x);
+    remove_dead_nodes(x);  // the weights the folds replaced
+  };
+  fold(g);
+  rewrite_step_loop_bodies(g, fold);
   after(o, "fold", [&] { return print_graph(g); });
-  conv_transpose_to_conv(g);
-  remove_dead_nodes(g);  // the ConvTranspose weights
+  auto deconv = [](Graph& x) {
+    conv_transpose_to_conv(x);
+    remove_dead_nodes(x);  // the ConvTranspose weights
+  };
+  deconv(g);
+  rewrite_step_loop_bodies(g, deconv);
   after(o, "deconv", [&] { return print_graph(g); });
   if (o.substitutions) {
     subst::SearchOptions so;
@@ -216,8 +226,7 @@ void print_nodes(std::ostringstream& os, const Graph& g, int depth, std::vector<
     return std::string("?");
   };
   const std::string pad(static_cast<size_t>(depth) * 2, ' ');
-  if (depth == 1)
-    for (const auto& in : g.inputs) os << pad << "input  " << in << ": " << type_of(in) << "\n";
+  for (const auto& in : g.inputs) os << pad << "input  " << in << ": " << type_of(in) << "\n";
   for (const Node& n : g.nodes) {
     os << pad;
     for (size_t i = 0; i < n.outputs.size(); ++i) os << (i ? ", " : "") << (n.outputs[i].empty() ? "_" : n.outputs[i]);

@@ -212,6 +212,9 @@ Node convert_node(const onnx::NodeProto& np, int i, const Graph& g, const std::s
   n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
   const std::string where = file + ": " + n.label();
   if (n.op_type.empty()) throw Error(file + ": node " + std::to_string(i) + " has no op_type");
+  // kiln's own ops (an If's merges, a loop's body, blocked layouts) are made by its passes, which
+  // keep their contracts; a model naming them could break those contracts, so none may.
+  if (n.domain == "kiln") throw Unsupported(where + ": op kiln." + n.op_type + " is kiln's own, made by its passes, not for models");
   auto ops = g.opsets.find(n.domain);
   if (!find_op(n.domain, n.op_type) && !is_control_flow(n) && !is_sequence_op(n))
     throw Unsupported(where + ": op " + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " is not supported");

@@ -73,6 +73,20 @@ OpDef step_loop_op() {
       c.set_output(carried + j, stacked(scans[j]));
     }
   };
+  // Every iteration's (the most iterations, for a loop that may stop early).
+  d.flops = [](const NodeShapes& s) {
+    const StepLoop loop = read_step_loop(s.node);
+    double per_iteration = 0;
+    for (const Node& n : loop.body->nodes) {
+      const OpDef* op = find_op(n.domain, n.op_type);
+      if (!op || !op->flops) continue;
+      NodeShapes ns{n, {}, {}};
+      for (const auto& in : n.inputs) ns.in.push_back(in.empty() ? Shape{} : loop.body->value(in).shape);
+      for (const auto& o : n.outputs) ns.out.push_back(o.empty() ? Shape{} : loop.body->value(o).shape);
+      per_iteration += op->flops(ns);
+    }
+    return per_iteration * static_cast<double>(loop.trip_count);
+  };
   return d;
 }
 

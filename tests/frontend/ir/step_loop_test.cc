@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "frontend/ir/error.h"
+#include "frontend/ops/op_registry.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/step_loop_bodies.h"
 #include "frontend/reference/interpreter.h"
@@ -68,6 +69,10 @@ TEST(StepLoop, TheReferenceRunsTheBodyOncePerIteration) {
   const int64_t trips = 5;
   const Graph g = loop_model(trips);
   EXPECT_EQ(g.value("ab_steps").shape, (Shape{trips, 4}));
+  // Two Muls and an Add of 4 elements an iteration (a Cast counts none).
+  const OpDef* op = find_op("kiln", "StepLoop");
+  ASSERT_TRUE(op && op->flops);
+  EXPECT_EQ(op->flops(NodeShapes{g.nodes[0], {}, {}}), 3.0 * 4 * trips);
   const std::map<std::string, Tensor> in = loop_inputs();
   const std::vector<Tensor> out = run_reference(g, in);
   for (int64_t e = 0; e < 4; ++e) {

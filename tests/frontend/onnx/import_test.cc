@@ -99,6 +99,23 @@ TEST(OnnxImport, RejectsWhatItDoesNotClaim) {
     }
   }
   {
+    // kiln's own ops are made by its passes; a model may not name them (a StepLoop's body it made
+    // would not keep the loop's contract).
+    ModelBuilder b = testing::relu_model();
+    auto* op = b.proto().add_opset_import();
+    op->set_domain("kiln");
+    op->set_version(1);
+    b.proto().mutable_graph()->mutable_node(0)->set_domain("kiln");
+    b.proto().mutable_graph()->mutable_node(0)->set_op_type("StepLoop");
+    try {
+      import(b);
+      FAIL() << "expected Unsupported";
+    } catch (const Unsupported& e) {
+      EXPECT_NE(std::string(e.what()).find("node 'the_relu' (StepLoop): op kiln.StepLoop is kiln's own"), std::string::npos)
+          << e.what();
+    }
+  }
+  {
     ModelBuilder b = testing::relu_model();
     auto* t = b.proto().mutable_graph()->add_initializer();
     t->set_name("ext");
