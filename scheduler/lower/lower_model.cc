@@ -11,6 +11,7 @@
 #include "scheduler/lower/constant_layout.h"
 #include "scheduler/lower/inline_default.h"
 #include "scheduler/lower/padded_planes.h"
+#include "scheduler/te/substitute.h"
 
 namespace kiln::lower {
 namespace {
@@ -413,7 +414,7 @@ class ModelLowering {
       for (const auto& [name, t] : ls.inputs) buffers[t.get()] = body_value(name);
       for (size_t i = 0; i < ls.outputs.size(); ++i) buffers[ls.outputs[i].get()] = buffer_of.at(sg.outputs[i]);
       std::vector<BufferRef> temporaries;
-      if (Stmt s = schedule(ls, sg.id, buffers, temporaries)) iteration.push_back(s);
+      if (Stmt s = schedule(ls, sg.id, buffers, temporaries)) iteration.push_back(read_iteration_from(s, iter, step));
       add_temporaries(temporaries, k, sg.id);
     }
     // The next carried values: through fresh copies first when one of them is a state itself (a
@@ -454,6 +455,17 @@ class ModelLowering {
     Stmt s = block(std::move(stmts));
     s = under_guards(sdag_.subgraphs[static_cast<size_t>(k)].guards, s);
     out.push_back(s);
+  }
+
+  // `s` with every read of the iteration buffer `iter` replaced by the loop variable `step`: an index
+  // computed from the iteration (a Gather of the step's row) is then affine in a loop variable, which
+  // the code generator keeps out of the inner loops and vectorizes along, instead of a load it
+  // cannot prove unchanged by the stores beside it.
+  static Stmt read_iteration_from(const Stmt& s, const BufferRef& iter, const Expr& step) {
+    const te::TensorNode* node = iter->node.get();
+    return map_exprs(s, [&](const Expr& e) {
+      return te::rewrite_loads(e, [&](const Expr& load) { return load->tensor.get() == node ? step : Expr(); });
+    });
   }
 
   // The buffer of a constant an op's lowering made (a weight of its own).
