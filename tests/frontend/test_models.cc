@@ -71,6 +71,65 @@ ModelBuilder relu_model() {
   return b;
 }
 
+ModelBuilder scale_loop_body(const ScaleLoopBody& spec) {
+  ModelBuilder body("body");
+  body.input("i", DType::Int64, Shape{});
+  body.input("cond_in", DType::Bool, Shape{});
+  body.input("x_in", DType::Float32, Shape{2, 2});
+  body.initializer("scale", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{spec.scale}));
+  body.node("Cast", {"i"}, {"fi"}).attr("to", int64_t{1});
+  body.node("Mul", {"x_in", "scale"}, {"scaled"});
+  body.node("Add", {"scaled", "fi"}, spec.bias ? std::vector<std::string>{"shifted"} : std::vector<std::string>{"x_out"});
+  if (spec.bias) body.node("Add", {"shifted", "bias"}, {"x_out"});
+  if (spec.until_limit) {
+    body.node("ReduceSum", {"x_out"}, {"total"}).attr("keepdims", int64_t{0});
+    body.node("Less", {"total", "limit"}, {"cond_out"});
+  } else {
+    body.node("Identity", {"cond_in"}, {"cond_out"});
+  }
+  body.output("cond_out", DType::Bool, Shape{});
+  body.output("x_out", DType::Float32, Shape{2, 2});
+  if (spec.scan) {
+    body.node("Identity", {"x_out"}, {"row"});
+    body.output("row", DType::Float32, Shape{2, 2});
+  }
+  return body;
+}
+
+ModelBuilder growing_loop(int64_t trips, int negations) {
+  ModelBuilder body("body");
+  body.input("i", DType::Int64, Shape{});
+  body.input("cond_in", DType::Bool, Shape{});
+  body.input("acc_in", DType::Float32, Shape{});
+  std::string v = "x";
+  for (int i = 0; i < negations; ++i) {
+    body.node("Neg", {v}, {"n" + std::to_string(i)});
+    v = "n" + std::to_string(i);
+  }
+  body.node("Concat", {"acc_in", v}, {"acc_out"}).attr("axis", int64_t{0});
+  body.node("Identity", {"cond_in"}, {"cond_out"});
+  body.output("cond_out", DType::Bool, Shape{});
+  body.output("acc_out", DType::Float32, Shape{});
+  ModelBuilder b("growing");
+  b.input("x", DType::Float32, Shape{1});
+  b.initializer("M", Tensor::scalar_int(DType::Int64, trips));
+  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+  b.node("Loop", {"M", "go", "x"}, {"acc"}, "loop").attr("body", body);
+  b.output("acc", DType::Float32, Shape{trips + 1});
+  return b;
+}
+
+ModelBuilder running_sum_body() {
+  ModelBuilder body("body");
+  body.input("sum_in", DType::Float32, Shape{2});
+  body.input("row", DType::Float32, Shape{2});
+  body.node("Add", {"sum_in", "row"}, {"sum_out"});
+  body.node("Identity", {"sum_out"}, {"step"});
+  body.output("sum_out", DType::Float32, Shape{2});
+  body.output("step", DType::Float32, Shape{2});
+  return body;
+}
+
 ModelBuilder recurrent_model(const RecurrentModel& m) {
   const int64_t gates = m.op == "LSTM" ? 4 : m.op == "GRU" ? 3 : 1;
   const int64_t dirs = m.direction == "bidirectional" ? 2 : 1, gh = gates * m.hidden;

@@ -63,6 +63,20 @@ struct RecurrentModel {
 };
 ModelBuilder recurrent_model(const RecurrentModel& m);
 
+/// A Loop body over x [2, 2]: x = x * scale + i (+ bias, an outer value, when `bias`); its condition
+/// output is ReduceSum(x) < limit (an outer value) when `until_limit`, else the condition it was
+/// given; with `scan`, each iteration's x is also a scan output.
+struct ScaleLoopBody {
+  double scale = 2;
+  bool until_limit = false, scan = false, bias = false;
+};
+ModelBuilder scale_loop_body(const ScaleLoopBody& spec);
+/// A Loop of `trips` iterations whose carried value (x [1] at first) grows by one element each:
+/// x negated `negations` times, appended (so it cannot be a StepLoop, and is unrolled).
+ModelBuilder growing_loop(int64_t trips, int negations);
+/// A Scan body over rows [2]: sum = sum + row, each step's sum also a scan output.
+ModelBuilder running_sum_body();
+
 /// `b` imported, bound, shape-inferred and pruned: the graph the compiler's rewrites start from.
 Graph prepared_graph(ModelBuilder& b);
 /// The message of the Error that preparing `b` (prepared_graph) throws; "" when it prepares.

@@ -27,28 +27,15 @@ int count_step_loops(const Graph& g) {
   return n;
 }
 
-// Loop body: x = x / 2 + i + bias (bias read from outside), each iteration's x a scan output.
+// A Loop of x = x / 2 + i + bias (bias read from outside), each iteration's x a scan output.
 ModelBuilder halving_loop(int64_t trips) {
-  ModelBuilder body("body");
-  body.input("i", DType::Int64, Shape{});
-  body.input("cond_in", DType::Bool, Shape{});
-  body.input("x_in", DType::Float32, Shape{2, 2});
-  body.initializer("half", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{0.5}));
-  body.node("Cast", {"i"}, {"fi"}).attr("to", int64_t{1});
-  body.node("Mul", {"x_in", "half"}, {"halved"});
-  body.node("Add", {"halved", "fi"}, {"shifted"});
-  body.node("Add", {"shifted", "bias"}, {"x_out"});
-  body.node("Identity", {"cond_in"}, {"cond_out"});
-  body.node("Identity", {"x_out"}, {"row"});
-  body.output("cond_out", DType::Bool, Shape{});
-  body.output("x_out", DType::Float32, Shape{2, 2});
-  body.output("row", DType::Float32, Shape{2, 2});
   ModelBuilder b("loop");
   b.input("x", DType::Float32, Shape{2, 2});
   b.input("bias", DType::Float32, Shape{2, 2});
   b.initializer("M", Tensor::scalar_int(DType::Int64, trips));
   b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
-  b.node("Loop", {"M", "go", "x"}, {"final", "rows"}, "loop").attr("body", body);
+  b.node("Loop", {"M", "go", "x"}, {"final", "rows"}, "loop")
+      .attr("body", testing::scale_loop_body({.scale = 0.5, .scan = true, .bias = true}));
   b.output("final", DType::Float32, Shape{2, 2});
   b.output("rows", DType::Float32, Shape{trips, 2, 2});
   return b;
@@ -77,13 +64,7 @@ TEST(RollLoops, ALongLoopRunsAsAStepLoop) {
 
 TEST(RollLoops, ALongScanReadsAndStacksInTheDirectionsAndAxesItNames) {
   const int64_t length = 40;
-  ModelBuilder body("body");
-  body.input("sum_in", DType::Float32, Shape{2});
-  body.input("row", DType::Float32, Shape{2});
-  body.node("Add", {"sum_in", "row"}, {"sum_out"});
-  body.node("Identity", {"sum_out"}, {"step"});
-  body.output("sum_out", DType::Float32, Shape{2});
-  body.output("step", DType::Float32, Shape{2});
+  ModelBuilder body = testing::running_sum_body();
   ModelBuilder b("scan");
   b.input("init", DType::Float32, Shape{2});
   b.input("x", DType::Float32, Shape{2, length});
@@ -116,28 +97,6 @@ TEST(RollLoops, ALongScanReadsAndStacksInTheDirectionsAndAxesItNames) {
   testing::expect_same_outputs(want, pkg.run(in));
 }
 
-// Loop body: x = x / 2 + i; its condition ReduceSum(x) < limit (an outer input) when `until_limit`,
-// else the condition it was given.
-ModelBuilder halving_body(bool until_limit) {
-  ModelBuilder body("body");
-  body.input("i", DType::Int64, Shape{});
-  body.input("cond_in", DType::Bool, Shape{});
-  body.input("x_in", DType::Float32, Shape{2, 2});
-  body.initializer("half", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{0.5}));
-  body.node("Cast", {"i"}, {"fi"}).attr("to", int64_t{1});
-  body.node("Mul", {"x_in", "half"}, {"halved"});
-  body.node("Add", {"halved", "fi"}, {"x_out"});
-  if (until_limit) {
-    body.node("ReduceSum", {"x_out"}, {"total"}).attr("keepdims", int64_t{0});
-    body.node("Less", {"total", "limit"}, {"cond_out"});
-  } else {
-    body.node("Identity", {"cond_in"}, {"cond_out"});
-  }
-  body.output("cond_out", DType::Bool, Shape{});
-  body.output("x_out", DType::Float32, Shape{2, 2});
-  return body;
-}
-
 // x after the iterations that run: at most `trips`, and none after the one whose sum reaches `limit`.
 std::vector<double> halving_result(int64_t trips, double limit) {
   std::vector<double> x = {1, 2, 3, 4};
@@ -158,7 +117,7 @@ TEST(RollLoops, ALoopDecidedAtRunTimeStopsWhereTheReferenceDoes) {
   b.input("M", DType::Int64, Shape{});
   b.input("limit", DType::Float32, Shape{});
   b.input("go", DType::Bool, Shape{});
-  b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", halving_body(true));
+  b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", testing::scale_loop_body({.scale = 0.5, .until_limit = true}));
   b.output("final", DType::Float32, Shape{2, 2});
   testing::TempDir dir;
   b.save(dir.path("loop.onnx"));
@@ -191,20 +150,7 @@ TEST(RollLoops, ShortLoopsAndLoopsWhoseStateChangesShapeStayUnrolled) {
   ModelBuilder short_loop = halving_loop(kMinRolledIterations - 1);
   EXPECT_EQ(count_step_loops(testing::prepared_graph(short_loop)), 0);
 
-  ModelBuilder body("body");
-  body.input("i", DType::Int64, Shape{});
-  body.input("cond_in", DType::Bool, Shape{});
-  body.input("acc_in", DType::Float32, Shape{});
-  body.node("Concat", {"acc_in", "x"}, {"acc_out"}).attr("axis", int64_t{0});
-  body.node("Identity", {"cond_in"}, {"cond_out"});
-  body.output("cond_out", DType::Bool, Shape{});
-  body.output("acc_out", DType::Float32, Shape{});
-  ModelBuilder growing("growing");
-  growing.input("x", DType::Float32, Shape{1});
-  growing.initializer("M", Tensor::scalar_int(DType::Int64, 40));
-  growing.initializer("go", Tensor::scalar_int(DType::Bool, 1));
-  growing.node("Loop", {"M", "go", "x"}, {"acc"}, "loop").attr("body", body);
-  growing.output("acc", DType::Float32, Shape{41});
+  ModelBuilder growing = testing::growing_loop(40, 0);
   const Graph g = testing::prepared_graph(growing);
   EXPECT_EQ(count_step_loops(g), 0);
   EXPECT_EQ(g.value("acc").shape, (Shape{41}));

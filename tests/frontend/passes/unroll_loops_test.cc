@@ -20,27 +20,7 @@ namespace {
 // Body of a loop that doubles x [2, 2] and adds the iteration number; its condition output is
 // ReduceSum(x) < limit (an outer value) when `limit` is given, else the condition it was given.
 ModelBuilder doubling_body(bool until_limit, bool scan) {
-  ModelBuilder body("body");
-  body.input("i", DType::Int64, Shape{});
-  body.input("cond_in", DType::Bool, Shape{});
-  body.input("x_in", DType::Float32, Shape{2, 2});
-  body.initializer("two", Tensor::from_doubles(DType::Float32, {1}, std::vector<double>{2}));
-  body.node("Cast", {"i"}, {"fi"}).attr("to", int64_t{1});
-  body.node("Mul", {"x_in", "two"}, {"doubled"});
-  body.node("Add", {"doubled", "fi"}, {"x_out"});
-  if (until_limit) {
-    body.node("ReduceSum", {"x_out"}, {"total"}).attr("keepdims", int64_t{0});
-    body.node("Less", {"total", "limit"}, {"cond_out"});
-  } else {
-    body.node("Identity", {"cond_in"}, {"cond_out"});
-  }
-  body.output("cond_out", DType::Bool, Shape{});
-  body.output("x_out", DType::Float32, Shape{2, 2});
-  if (scan) {
-    body.node("Identity", {"x_out"}, {"row"});
-    body.output("row", DType::Float32, Shape{2, 2});
-  }
-  return body;
+  return testing::scale_loop_body({.scale = 2, .until_limit = until_limit, .scan = scan});
 }
 
 // What the loop computes for x = [1, 2, 3, 4]: per iteration x = 2x + i, stopping before an
@@ -180,25 +160,7 @@ TEST(UnrollLoops, LoopsWithoutABoundAreRefused) {
 // A loop that cannot be a StepLoop (its carried value grows) is unrolled, and unrolling is bounded
 // in nodes: 4000 iterations of a 20-node body would be 80000 nodes.
 TEST(UnrollLoops, AnUnrollingPastTheNodeBudgetIsRefusedBeforeItIsBuilt) {
-  ModelBuilder body("body");
-  body.input("i", DType::Int64, Shape{});
-  body.input("cond_in", DType::Bool, Shape{});
-  body.input("acc_in", DType::Float32, Shape{});
-  std::string v = "x";
-  for (int i = 0; i < 19; ++i) {
-    body.node("Neg", {v}, {"n" + std::to_string(i)});
-    v = "n" + std::to_string(i);
-  }
-  body.node("Concat", {"acc_in", v}, {"acc_out"}).attr("axis", int64_t{0});
-  body.node("Identity", {"cond_in"}, {"cond_out"});
-  body.output("cond_out", DType::Bool, Shape{});
-  body.output("acc_out", DType::Float32, Shape{});
-  ModelBuilder b("long_loop");
-  b.input("x", DType::Float32, Shape{1});
-  b.initializer("M", Tensor::scalar_int(DType::Int64, 4000));
-  b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
-  b.node("Loop", {"M", "go", "x"}, {"acc"}, "loop").attr("body", body);
-  b.output("acc", DType::Float32, Shape{4001});
+  ModelBuilder b = testing::growing_loop(4000, 19);
   const std::string e = testing::prepare_error(b);
   EXPECT_NE(e.find("node 'loop' (Loop): unrolled or expanded, the graph would pass 65536 nodes"), std::string::npos) << e;
 }
@@ -261,13 +223,7 @@ TEST(UnrollLoops, MalformedLoopsAndScansAreNamed) {
 
 // A running sum over x's rows read last to first, its per-step values stacked along axis 1.
 TEST(UnrollLoops, AScanReadsAndStacksInTheDirectionsAndAxesItNames) {
-  ModelBuilder body("body");
-  body.input("sum_in", DType::Float32, Shape{2});
-  body.input("row", DType::Float32, Shape{2});
-  body.node("Add", {"sum_in", "row"}, {"sum_out"});
-  body.node("Identity", {"sum_out"}, {"step"});
-  body.output("sum_out", DType::Float32, Shape{2});
-  body.output("step", DType::Float32, Shape{2});
+  ModelBuilder body = testing::running_sum_body();
   ModelBuilder b("scan");
   b.input("init", DType::Float32, Shape{2});
   b.input("x", DType::Float32, Shape{3, 2});
