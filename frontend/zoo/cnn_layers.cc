@@ -110,13 +110,31 @@ std::vector<int64_t> pooled(const FeatureMap& x, const std::string& what, int64_
 }  // namespace
 
 FeatureMap CnnBuilder::pool(const std::string& op, const FeatureMap& x, const std::string& name, int64_t kernel,
-                            int64_t stride, int64_t pad) {
+                            int64_t stride, int64_t pad, bool count_padding) {
   const size_t rank = x.spatial.size();
   FeatureMap y{name, x.channels, pooled(x, op + " " + name, kernel, stride, pad)};
   auto node = b_.node(op, {x.name}, {name}, name);
   node.attr("kernel_shape", repeat(kernel, rank)).attr("strides", repeat(stride, rank)).attr("pads", repeat(pad, 2 * rank));
-  if (op == "AveragePool") node.attr("count_include_pad", int64_t{1});
+  if (op == "AveragePool") node.attr("count_include_pad", int64_t{count_padding ? 1 : 0});
   return y;
+}
+
+FeatureMap CnnBuilder::zero_pad(const FeatureMap& x, const std::string& name, int64_t left, int64_t right, int64_t top,
+                                int64_t bottom) {
+  if (x.spatial.size() != 2) throw Error("zoo: zero_pad " + name + ": a 2-D map only");
+  const std::vector<int64_t> pads{0, 0, top, left, 0, 0, bottom, right};
+  b_.initializer(name + ".pads", Tensor::from_ints(DType::Int64, {8}, pads));
+  b_.node("Pad", {x.name, name + ".pads"}, {name}, name);
+  return {name, x.channels, {x.spatial[0] + top + bottom, x.spatial[1] + left + right}};
+}
+
+FeatureMap CnnBuilder::crop_top_left(const FeatureMap& x, const std::string& name) {
+  if (x.spatial.size() != 2) throw Error("zoo: crop_top_left " + name + ": a 2-D map only");
+  b_.initializer(name + ".starts", Tensor::from_ints(DType::Int64, {2}, std::vector<int64_t>{1, 1}));
+  b_.initializer(name + ".ends", Tensor::from_ints(DType::Int64, {2}, x.spatial));
+  b_.initializer(name + ".axes", Tensor::from_ints(DType::Int64, {2}, std::vector<int64_t>{2, 3}));
+  b_.node("Slice", {x.name, name + ".starts", name + ".ends", name + ".axes"}, {name}, name);
+  return {name, x.channels, {x.spatial[0] - 1, x.spatial[1] - 1}};
 }
 
 FeatureMap CnnBuilder::max_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride,
@@ -125,8 +143,8 @@ FeatureMap CnnBuilder::max_pool(const FeatureMap& x, const std::string& name, in
 }
 
 FeatureMap CnnBuilder::avg_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride,
-                                int64_t pad) {
-  return pool("AveragePool", x, name, kernel, stride, pad);
+                                int64_t pad, bool count_padding) {
+  return pool("AveragePool", x, name, kernel, stride, pad, count_padding);
 }
 
 FeatureMap CnnBuilder::concat(const std::vector<FeatureMap>& parts, const std::string& name) {

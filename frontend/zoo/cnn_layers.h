@@ -57,8 +57,13 @@ class CnnBuilder {
   FeatureMap relu6(const FeatureMap& x, const std::string& name);
   FeatureMap add(const FeatureMap& a, const FeatureMap& b, const std::string& name);
   FeatureMap max_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride, int64_t pad);
-  /// AveragePool counting the padding (PyTorch's avg_pool2d default, count_include_pad).
-  FeatureMap avg_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride, int64_t pad);
+  /// AveragePool counting the padding (PyTorch's avg_pool2d default, count_include_pad), or not.
+  FeatureMap avg_pool(const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride, int64_t pad,
+                      bool count_padding = true);
+  /// Zeros added on each side of a 2-D map (PyTorch's ZeroPad2d: left, right, top, bottom).
+  FeatureMap zero_pad(const FeatureMap& x, const std::string& name, int64_t left, int64_t right, int64_t top, int64_t bottom);
+  /// The map without its first row and column (x[:, :, 1:, 1:]).
+  FeatureMap crop_top_left(const FeatureMap& x, const std::string& name);
   /// Concat along channels of maps of one spatial size.
   FeatureMap concat(const std::vector<FeatureMap>& parts, const std::string& name);
   /// GlobalAveragePool -> Flatten -> Gemm (Xavier weights, bias) -> graph output `logits` [batch, classes].
@@ -69,7 +74,7 @@ class CnnBuilder {
  private:
   // MaxPool or AveragePool (counting the padding) over every spatial axis.
   FeatureMap pool(const std::string& op, const FeatureMap& x, const std::string& name, int64_t kernel, int64_t stride,
-                  int64_t pad);
+                  int64_t pad, bool count_padding = true);
 
   ModelBuilder& b_;
   WeightInit& w_;

@@ -15,6 +15,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"resnet50", build_resnet50},
       {"resnext50", build_resnext50},
       {"inception_v3", build_inception_v3},
+      {"nasnet_mobile", build_nasnet_mobile},
       {"resnet3d18", build_resnet3d18},
       {"mobilenet_v2", build_mobilenet_v2},
       {"matmul", build_matmul},

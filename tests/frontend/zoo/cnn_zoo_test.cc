@@ -38,11 +38,15 @@ const Published kPublished[] = {
     // fc 768->1000); its 5.71 GFLOPS column is for inference.
     {"inception_v3", 23834568, 5.71e9},
     {"mobilenet_v2", 3504872, 0.30e9},
+    // NASNet-A Mobile (4 @ 1056): the paper's 5.3 M parameters and 564 M multiply-adds; the exact
+    // count is the PyTorch port's (Cadene's pretrainedmodels nasnetamobile).
+    {"nasnet_mobile", 5289978, 0.564e9},
     {"resnet3d18", 33371472, 40.70e9},
 };
 
-// What kiln counts but torchvision does not: BN running mean/var and ReLU6's two Clip bounds are
-// constants read at run time, so `kiln inspect` includes them in its parameters.
+// What kiln counts but torchvision does not: BN running mean/var, ReLU6's two Clip bounds and the
+// index tensors of Pad and Slice are constants read at run time, so `kiln inspect` includes them in
+// its parameters.
 struct GraphBreakdown {
   int64_t non_trainable_constants = 0;
   double conv_and_gemm_flops = 0;
@@ -63,6 +67,8 @@ GraphBreakdown breakdown(const Graph& g) {
       count_constant(n.inputs[1]);
       count_constant(n.inputs[2]);
     }
+    if (n.op_type == "Pad" || n.op_type == "Slice")
+      for (size_t i = 1; i < n.inputs.size(); ++i) count_constant(n.inputs[i]);
     if (n.op_type == "Conv" || n.op_type == "Gemm") {
       NodeShapes s{n, {}, {}};
       for (const auto& in : n.inputs) s.in.push_back(g.value(in).shape);
