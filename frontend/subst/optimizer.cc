@@ -159,12 +159,14 @@ const std::vector<Rule>& default_rules() {
     std::vector<Rule> out = merge_rules();
     // Of the verified single-output rules, those that do not add operators (the ones that add some,
     // relu(x) to relu(relu(x)), only ever lead back, and each costs the search time per match), once
-    // up to the order of ewadd's and ewmul's arguments.
+    // up to the order of ewadd's and ewmul's arguments, and not those whose sides differ only in
+    // that order (ewadd(x, y) = ewadd(y, x)): the matcher tries both orders and the graph hash
+    // ignores them, so such a rewrite only ever leads to a graph seen before, built in vain.
     std::set<std::string> kept;
-    for (const Rule& r : verified_rules())
-      if (count_ops(r.rhs[0]) <= count_ops(r.lhs[0]) &&
-          kept.insert(to_string(commuted(r.lhs[0])) + " = " + to_string(commuted(r.rhs[0]))).second)
-        out.push_back(r);
+    for (const Rule& r : verified_rules()) {
+      const std::string lhs = to_string(commuted(r.lhs[0])), rhs = to_string(commuted(r.rhs[0]));
+      if (count_ops(r.rhs[0]) <= count_ops(r.lhs[0]) && lhs != rhs && kept.insert(lhs + " = " + rhs).second) out.push_back(r);
+    }
     return out;
   }();
   return rules;
@@ -196,14 +198,20 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
     double cost = p.cost;
     if (p.rule) {
       std::optional<Graph> next = apply_match(*p.parent, *p.rule, p.match, /*fold=*/false);
-      if (!next) continue;
+      if (!next) {
+        ++r.failed;
+        continue;
+      }
       graph = std::make_shared<const Graph>(std::move(*next));
       cost = cost_of(*graph);
       auto extended = std::make_shared<std::vector<Rewrite>>(*p.log);
       extended->push_back({p.rule->name, p.match.roots, p.parent_cost, cost});
       log = extended;
     }
-    if (!seen.insert(graph_hash(*graph, constants)).second) continue;
+    if (!seen.insert(graph_hash(*graph, constants)).second) {
+      ++r.repeated;
+      continue;
+    }
     if (cost < best_cost) {
       best = graph;
       best_cost = cost;
@@ -242,8 +250,9 @@ Graph replay_rewrites(const Graph& g, const std::vector<Rule>& rules, const std:
 }
 
 std::string format_rewrites(const SearchResult& r) {
-  std::string s = fmt::format("{} rewrites, estimated {:.3f} ms -> {:.3f} ms ({} graphs expanded, {} generated, {:.2f} s)\n",
-                              r.log.size(), r.initial_cost * 1e3, r.final_cost * 1e3, r.expanded, r.generated, r.seconds);
+  std::string s = fmt::format(
+      "{} rewrites, estimated {:.3f} ms -> {:.3f} ms ({} graphs expanded, {} generated, {} failed, {} seen before, {:.2f} s)\n",
+      r.log.size(), r.initial_cost * 1e3, r.final_cost * 1e3, r.expanded, r.generated, r.failed, r.repeated, r.seconds);
   for (const Rewrite& w : r.log) {
     std::string roots;
     for (const std::string& v : w.roots) roots += (roots.empty() ? "" : ", ") + v;

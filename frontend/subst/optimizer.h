@@ -47,6 +47,8 @@ struct SearchResult {
   double initial_cost = 0, final_cost = 0;
   int64_t expanded = 0;        // graphs taken from the queue
   int64_t generated = 0;       // rewrites queued (within alpha of the best)
+  int64_t failed = 0;          // rewrites taken whose graph failed TASO's cycle or shape checks
+  int64_t repeated = 0;        // rewrites taken whose graph had been seen
   double seconds = 0;          // the search's wall time
 };
 

@@ -24,7 +24,7 @@ struct Rule {
   bool symmetric = false;
 };
 
-/// "conv(x, w) = ...": the rule's text, the outputs joined by " ; ".
+/// "conv(x, w) => ...": the rule's text, the outputs joined by " ; ".
 std::string to_string(const Rule& r);
 
 /// A term as to_string(TermRef) writes it. Throws Error naming the text on a syntax error.
