@@ -100,11 +100,13 @@ std::vector<InPlaceConcat> plan_in_place_slices(const Graph& g, const SubgraphDA
     const Subgraph& sg = sdag.subgraphs[k];
     if (sg.nodes.size() != 1 || sg.outputs.size() != 1 || !sg.guards.empty() || graph_outputs.count(sg.outputs[0])) continue;
     const Node& n = g.nodes[static_cast<size_t>(sg.nodes[0])];
-    if (n.op_type != "Slice" || !n.domain.empty() || n.outputs[0] != sg.outputs[0]) continue;
+    static const std::set<std::string> kViews = {"Slice", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    if (!kViews.count(n.op_type) || !n.domain.empty() || n.outputs[0] != sg.outputs[0]) continue;
     const std::string& whole = n.inputs[0];
     if (!computed.count(whole) || graph_outputs.count(whole) || placed.count(n.outputs[0])) continue;
     if (num_elements(g.value(n.outputs[0]).shape) == 0) continue;
-    const std::optional<int64_t> first = contiguous_slice_offset(g, n);
+    if (g.value(whole).dtype != g.value(n.outputs[0]).dtype) continue;
+    const std::optional<int64_t> first = n.op_type == "Slice" ? contiguous_slice_offset(g, n) : std::optional<int64_t>(0);
     if (!first) continue;
     const int64_t offset = *first * static_cast<int64_t>(dtype_size(g.value(whole).dtype));
     if (offset % kSliceAlign != 0) continue;

@@ -1,4 +1,4 @@
-// In-place Slices (scheduler/lower/in_place_concat.h, plan_in_place_slices) and the blocked Slice of
+// In-place Slices and reshapes (scheduler/lower/in_place_concat.h, plan_in_place_slices) and the blocked Slice of
 // the layout stage: a merged conv split back into its parts (frontend/subst) runs no copy when each
 // part is one contiguous run of the whole, and the package still matches the reference interpreter;
 // Slices that cannot be in place are left alone.
@@ -88,6 +88,30 @@ TEST(InPlaceSlice, PackageMatchesTheReferenceInterpreter) {
     const std::map<std::string, Tensor> in{{"x", random_weights({1, 16, 8, 8}, 9)}};
     testing::expect_same_outputs(run_reference(pkg.graph(), in), pkg.run(in));
   }
+}
+
+// A reshape alone in its subgraph is a view: an LSTM's stacked steps (a StepLoop's output) reshaped
+// into Y's layout are the loop's own buffer, and the package still matches the reference.
+TEST(InPlaceSlice, AReshapeOfALoopsOutputIsAView) {
+  testing::RecurrentModel m;
+  m.seq = 40;
+  m.hidden = 16;
+  ModelBuilder b = testing::recurrent_model(m);
+  Graph g;
+  const auto plans = slice_plans(b, 512, &g);
+  int views = 0;
+  for (const lower::InPlaceConcat& p : plans)
+    for (const Node& n : g.nodes)
+      if (n.outputs[0] == p.inputs[0].value && n.op_type == "Reshape") {
+        ++views;
+        EXPECT_EQ(p.inputs[0].offset, 0);
+        EXPECT_EQ(p.output, n.inputs[0]);
+      }
+  EXPECT_GE(views, 1);
+  testing::TempDir dir;
+  const testing::HostPackage pkg(b, dir);
+  const std::map<std::string, Tensor> in = {{"X", random_weights(pkg.graph().value("X").shape, 5)}};
+  testing::expect_same_outputs(run_reference(pkg.graph(), in), pkg.run(in));
 }
 
 }  // namespace
