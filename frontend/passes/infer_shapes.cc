@@ -7,7 +7,9 @@
 #include "frontend/passes/bound_run_time_shapes.h"
 #include "frontend/passes/inline_if.h"
 #include "frontend/passes/resolve_sequences.h"
+#include "frontend/ir/step_loop.h"
 #include "frontend/passes/roll_loops.h"
+#include "frontend/passes/splice_subgraph.h"
 #include "frontend/passes/unroll_loops.h"
 
 namespace kiln {
@@ -125,6 +127,13 @@ void infer_all_nodes(Graph& g, const InferOptions& o) {
     }
     if (!g.run_time_extents.empty()) carry_run_time_extents(g, n);
     if (produced_constants || !all_inputs_constant(n, g)) continue;
+    // A loop of known inputs runs at compile time only as long as its unrolling would have been
+    // allowed to be: a hostile trip count must not hang the compiler.
+    if (is_step_loop(n)) {
+      const StepLoop loop = read_step_loop(n);
+      if (static_cast<double>(loop.trip_count) * static_cast<double>(loop.body->nodes.size()) > static_cast<double>(kMaxExpandedNodes))
+        continue;
+    }
     int64_t out_elems = 0;
     for (size_t i = 0; i < n.outputs.size(); ++i)
       if (!n.outputs[i].empty()) out_elems += num_elements(g.value(n.outputs[i]).shape);

@@ -1,5 +1,7 @@
 #include "scheduler/tasks/task.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
 
 #include "frontend/ir/error.h"
@@ -14,7 +16,7 @@ std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag, const st
   std::vector<Task> tasks;
   std::map<std::string, size_t> by_key;
   // Subgraph `sg` of `graph`, which runs `runs` times an inference.
-  auto add = [&](const Graph& graph, const Subgraph& sg, int runs) {
+  auto add = [&](const Graph& graph, const Subgraph& sg, int64_t runs) {
     LoweredSubgraph ls = lower_subgraph(graph, sg);
     std::string canonical = canonical_dag_text(ls.dag);
     std::string key = fnv1a64_hex(canonical);
@@ -33,7 +35,7 @@ std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag, const st
     if (!added && t.canonical != canonical)
       throw Error("workload key " + key + " names two different subgraphs (hash collision)");
     t.subgraphs.push_back(sg.id);
-    t.weight += runs;
+    t.weight = static_cast<int>(std::min<int64_t>(int64_t{t.weight} + runs, std::numeric_limits<int>::max()));
   };
   for (size_t k = 0; k < dag.subgraphs.size(); ++k) {
     const Subgraph& sg = dag.subgraphs[k];
@@ -42,7 +44,7 @@ std::vector<Task> extract_tasks(const Graph& g, const SubgraphDAG& dag, const st
   }
   // A loop body's subgraphs run once an iteration.
   for (const StepLoopPartition& p : partition_step_loops(g, dag))
-    for (const Subgraph& sg : p.body.subgraphs) add(*p.loop.body, sg, static_cast<int>(p.loop.trip_count));
+    for (const Subgraph& sg : p.body.subgraphs) add(*p.loop.body, sg, p.loop.trip_count);
   return tasks;
 }
 

@@ -146,6 +146,29 @@ TEST(RollLoops, ALoopDecidedAtRunTimeStopsWhereTheReferenceDoes) {
   }
 }
 
+// A loop whose inputs are all known runs at compile time (its result a constant) only while its
+// work stays within what unrolling allowed; a billion iterations stay for run time instead of
+// hanging the compiler.
+TEST(RollLoops, ALoopOfKnownInputsFoldsOnlyWhenItsWorkIsBounded) {
+  auto known_loop = [](int64_t trips) {
+    ModelBuilder b("known");
+    b.initializer("x", Tensor::from_doubles(DType::Float32, {2, 2}, std::vector<double>{1, 2, 3, 4}));
+    b.initializer("M", Tensor::scalar_int(DType::Int64, trips));
+    b.initializer("go", Tensor::scalar_int(DType::Bool, 1));
+    b.node("Loop", {"M", "go", "x"}, {"final"}, "loop").attr("body", testing::scale_loop_body({.scale = 0.5}));
+    b.output("final", DType::Float32, Shape{2, 2});
+    return b;
+  };
+  ModelBuilder small = known_loop(40);
+  const Graph folded = testing::prepared_graph(small);
+  ASSERT_TRUE(folded.value("final").constant);
+  EXPECT_EQ(count_step_loops(folded), 0);
+  ModelBuilder huge = known_loop(int64_t{1} << 30);
+  const Graph kept = testing::prepared_graph(huge);
+  EXPECT_FALSE(kept.value("final").constant);
+  EXPECT_EQ(count_step_loops(kept), 1);
+}
+
 TEST(RollLoops, ShortLoopsAndLoopsWhoseStateChangesShapeStayUnrolled) {
   ModelBuilder short_loop = halving_loop(kMinRolledIterations - 1);
   EXPECT_EQ(count_step_loops(testing::prepared_graph(short_loop)), 0);
