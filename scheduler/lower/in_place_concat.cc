@@ -88,6 +88,33 @@ std::vector<InPlaceConcat> plan_in_place_if_merges(const Graph& g, const Subgrap
   return plans;
 }
 
+namespace {
+
+bool reshapes_bytes(const Node& n) {
+  static const std::set<std::string> kOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  return n.domain.empty() && kOps.count(n.op_type) != 0;
+}
+
+// The value subgraph `sg` is a view of and the byte offset of the view, when it is one: a Slice of
+// one contiguous run alone, or a chain of ops that only reshape (each reading the one before).
+std::optional<std::pair<std::string, int64_t>> view_of(const Graph& g, const Subgraph& sg) {
+  const Node& first = g.nodes[static_cast<size_t>(sg.nodes.front())];
+  const Node& last = g.nodes[static_cast<size_t>(sg.nodes.back())];
+  if (last.outputs.empty() || last.outputs[0] != sg.outputs[0]) return std::nullopt;
+  if (sg.nodes.size() == 1 && first.op_type == "Slice" && first.domain.empty()) {
+    const std::optional<int64_t> at = contiguous_slice_offset(g, first);
+    if (!at) return std::nullopt;
+    return std::make_pair(first.inputs[0], *at * static_cast<int64_t>(dtype_size(g.value(first.inputs[0]).dtype)));
+  }
+  for (size_t i = 0; i < sg.nodes.size(); ++i) {
+    const Node& n = g.nodes[static_cast<size_t>(sg.nodes[i])];
+    if (!reshapes_bytes(n) || (i > 0 && n.inputs[0] != g.nodes[static_cast<size_t>(sg.nodes[i - 1])].outputs[0])) return std::nullopt;
+  }
+  return std::make_pair(first.inputs[0], int64_t{0});
+}
+
+}  // namespace
+
 std::vector<InPlaceConcat> plan_in_place_slices(const Graph& g, const SubgraphDAG& sdag,
                                                 const std::vector<InPlaceConcat>& placed_already) {
   std::set<std::string> computed, graph_outputs(g.outputs.begin(), g.outputs.end()), placed;
@@ -98,20 +125,16 @@ std::vector<InPlaceConcat> plan_in_place_slices(const Graph& g, const SubgraphDA
   std::vector<InPlaceConcat> plans;
   for (size_t k = 0; k < sdag.subgraphs.size(); ++k) {
     const Subgraph& sg = sdag.subgraphs[k];
-    if (sg.nodes.size() != 1 || sg.outputs.size() != 1 || !sg.guards.empty() || graph_outputs.count(sg.outputs[0])) continue;
-    const Node& n = g.nodes[static_cast<size_t>(sg.nodes[0])];
-    static const std::set<std::string> kViews = {"Slice", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-    if (!kViews.count(n.op_type) || !n.domain.empty() || n.outputs[0] != sg.outputs[0]) continue;
-    const std::string& whole = n.inputs[0];
-    if (!computed.count(whole) || graph_outputs.count(whole) || placed.count(n.outputs[0])) continue;
-    if (num_elements(g.value(n.outputs[0]).shape) == 0) continue;
-    if (g.value(whole).dtype != g.value(n.outputs[0]).dtype) continue;
-    const std::optional<int64_t> first = n.op_type == "Slice" ? contiguous_slice_offset(g, n) : std::optional<int64_t>(0);
-    if (!first) continue;
-    const int64_t offset = *first * static_cast<int64_t>(dtype_size(g.value(whole).dtype));
+    if (sg.nodes.empty() || sg.outputs.size() != 1 || !sg.guards.empty() || graph_outputs.count(sg.outputs[0])) continue;
+    const std::string& part = sg.outputs[0];
+    const auto view = view_of(g, sg);
+    if (!view) continue;
+    const auto& [whole, offset] = *view;
+    if (!computed.count(whole) || graph_outputs.count(whole) || placed.count(part)) continue;
+    if (num_elements(g.value(part).shape) == 0 || g.value(whole).dtype != g.value(part).dtype) continue;
     if (offset % kSliceAlign != 0) continue;
-    placed.insert(n.outputs[0]);
-    plans.push_back({static_cast<int>(k), whole, {{n.outputs[0], offset}}});
+    placed.insert(part);
+    plans.push_back({static_cast<int>(k), whole, {{part, offset}}});
   }
   return plans;
 }

@@ -53,9 +53,9 @@ std::vector<InPlaceConcat> plan_in_place_if_merges(const Graph& g, const Subgrap
 /// of one axis with unit steps, before which every extent is 1 (the part is one contiguous run),
 /// starting on a 64-byte boundary; the whole is computed by another unguarded subgraph and neither is
 /// a graph output, and the part is not placed inside something else already (in `placed_already`).
-/// A Reshape, Flatten, Squeeze, Unsqueeze or Identity alone in its subgraph, on the same terms, is
-/// a view too: the same bytes, at offset 0 (a loop's stacked output reshaped and squeezed on its way
-/// to the next layer costs no copy).
+/// A subgraph of Reshapes, Flattens, Squeezes, Unsqueezes and Identities, each reading the one
+/// before, is on the same terms a view too: the same bytes, at offset 0 (a loop's stacked output
+/// reshaped and squeezed on its way to the next layer costs no copy).
 /// In the returned entries `output` is the whole and the one input the part.
 std::vector<InPlaceConcat> plan_in_place_slices(const Graph& g, const SubgraphDAG& sdag,
                                                 const std::vector<InPlaceConcat>& placed_already);

@@ -9,6 +9,7 @@
 #include "backends/package/memory_plan.h"
 #include "frontend/onnx/model_builder.h"
 #include "frontend/reference/interpreter.h"
+#include "frontend/zoo/zoo.h"
 #include "scheduler/lower/in_place_concat.h"
 #include "scheduler/lower/lower_model.h"
 #include "tests/frontend/test_models.h"
@@ -112,6 +113,24 @@ TEST(InPlaceSlice, AReshapeOfALoopsOutputIsAView) {
   const testing::HostPackage pkg(b, dir);
   const std::map<std::string, Tensor> in = {{"X", random_weights(pkg.graph().value("X").shape, 5)}};
   testing::expect_same_outputs(run_reference(pkg.graph(), in), pkg.run(in));
+}
+
+// A chain of reshapes fused into one subgraph is a view as well: lstm_kws's first LSTM's stacked
+// steps reach the second LSTM's projection through a Reshape, Y's Identity, a Squeeze and a Reshape.
+TEST(InPlaceSlice, AChainOfReshapesIsAView) {
+  ZooOptions o;
+  o.seq = 8;
+  ModelBuilder b = build_zoo_model("lstm_kws", o);
+  Graph g;
+  const auto plans = slice_plans(b, 512, &g);
+  bool found = false;
+  for (const lower::InPlaceConcat& p : plans)
+    if (p.inputs[0].value == "lstm2/Reshape") {
+      found = true;
+      EXPECT_EQ(p.output, "lstm1/steps");
+      EXPECT_EQ(p.inputs[0].offset, 0);
+    }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace
