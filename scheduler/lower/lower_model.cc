@@ -110,28 +110,63 @@ void drop_replaced_weights(ModelProgram& p, const std::vector<Stmt>& body) {
   p.func.params.resize(kept);
 }
 
+// A kiln.StepLoop's statement of the model's body: the statements of one iteration, and the buffers
+// that live within one iteration (the body's values and its subgraphs' temporaries, each written
+// before it is read in every iteration).
+struct LoopStatement {
+  size_t statement = 0;
+  std::vector<Stmt> iteration;
+  std::set<const Buffer*> iteration_buffers;
+};
+
 // Sets every parameter's first_step/last_step from the statements of `body` that touch it.
-// `subgraph_start[k]` is the position of subgraph k's first statement.
-void set_steps(ModelProgram& p, const std::vector<Stmt>& body, const std::vector<int>& subgraph_start) {
+// `subgraph_start[k]` is the position of subgraph k's first statement. A loop's statement counts as
+// one step before its iterations and one per statement of an iteration: its iteration buffers live
+// from the first to the last iteration statement that touches them, so the memory plan can reuse
+// their bytes within the iteration; every other buffer it touches lives through all its steps.
+void set_steps(ModelProgram& p, const std::vector<Stmt>& body, const std::vector<int>& subgraph_start,
+               const std::vector<LoopStatement>& loops) {
   std::map<const te::TensorNode*, size_t> param_of_node;
   for (size_t i = 0; i < p.func.params.size(); ++i) param_of_node[p.func.params[i]->node.get()] = i;
+  std::map<size_t, const LoopStatement*> loop_at;
+  for (const LoopStatement& l : loops) loop_at[l.statement] = &l;
+  std::vector<int> base(body.size() + 1, 0);
+  for (size_t s = 0; s < body.size(); ++s) {
+    auto l = loop_at.find(s);
+    base[s + 1] = base[s] + 1 + (l == loop_at.end() ? 0 : static_cast<int>(l->second->iteration.size()));
+  }
   std::vector<int> first(p.params.size(), -1), last(p.params.size(), -1);
-  for (size_t step = 0; step < body.size(); ++step) {
+  auto touch = [&](const Stmt& st, int from, int to, const std::set<const Buffer*>* only, const std::set<const Buffer*>* except) {
     std::set<const te::TensorNode*> nodes;
     std::set<const te::ExprNode*> seen;
-    touched_buffers(body[step], nodes, seen);
+    touched_buffers(st, nodes, seen);
     for (const te::TensorNode* n : nodes) {
       auto it = param_of_node.find(n);
       if (it == param_of_node.end()) continue;  // a local buffer
-      if (first[it->second] < 0) first[it->second] = static_cast<int>(step);
-      last[it->second] = static_cast<int>(step);
+      const Buffer* b = p.func.params[it->second].get();
+      if ((only && !only->count(b)) || (except && except->count(b))) continue;
+      if (first[it->second] < 0 || from < first[it->second]) first[it->second] = from;
+      last[it->second] = std::max(last[it->second], to);
+    }
+  };
+  for (size_t s = 0; s < body.size(); ++s) {
+    auto l = loop_at.find(s);
+    if (l == loop_at.end()) {
+      touch(body[s], base[s], base[s], nullptr, nullptr);
+      continue;
+    }
+    const LoopStatement& loop = *l->second;
+    touch(body[s], base[s], base[s + 1] - 1, nullptr, &loop.iteration_buffers);
+    for (size_t i = 0; i < loop.iteration.size(); ++i) {
+      const int step = base[s] + 1 + static_cast<int>(i);
+      touch(loop.iteration[i], step, step, &loop.iteration_buffers, nullptr);
     }
   }
   for (size_t i = 0; i < p.params.size(); ++i) {
     ModelParam& m = p.params[i];
     if (first[i] < 0) {
       const auto k = static_cast<size_t>(m.live_from);
-      first[i] = last[i] = k < subgraph_start.size() ? subgraph_start[k] : 0;
+      first[i] = last[i] = k < subgraph_start.size() ? base[static_cast<size_t>(subgraph_start[k])] : 0;
     }
     m.first_step = first[i];
     m.last_step = last[i];
@@ -174,7 +209,7 @@ class ModelLowering {
     for (const auto& [i, source] : copies_)
       if (output_buffers_[i]->size > 0) body.push_back(copy_loop(output_buffers_[i], value_buffer_.at(source)));
     drop_replaced_weights(prog_, body);
-    set_steps(prog_, body, subgraph_start);
+    set_steps(prog_, body, subgraph_start, loop_statements_);
     prog_.func.body = block(std::move(body));
     return std::move(prog_);
   }
@@ -362,19 +397,26 @@ class ModelLowering {
   // A kiln.StepLoop (frontend/ir/step_loop.h): its carried values start as copies of its inputs in
   // their state buffers (the loop's own outputs where it has them), then `for k`: the iteration number
   // is stored, the body's subgraphs run (each scheduled as any subgraph), the next carried values are
-  // copied into the state and each scan output into its slot. Every buffer of the body lives for
-  // the whole loop (one statement), so none is reused within an iteration; a carried value's next
-  // value is a buffer of its own, so the body may still read the state after computing it.
+  // copied into the state and each scan output into its slot. The body's values and temporaries
+  // live within one iteration (set_steps); a carried value's next value is a buffer of its own, so
+  // the body may still read the state after computing it.
   void schedule_loop(const StepLoopPartition& lp, const SubgraphScheduler& schedule, std::vector<Stmt>& out) {
     const Node& n = *lp.node;
     const Graph& b = *lp.loop.body;
     const int k = lp.subgraph;
     const auto carried = static_cast<size_t>(lp.loop.carried);
     std::map<std::string, BufferRef> buffer_of;  // body value -> buffer
+    LoopStatement record;
+    record.statement = out.size();
     auto temp = [&](const std::string& name, DType dtype, const Shape& shape) {
       ModelParam p = param_of(ModelParam::Kind::Workspace);
       p.live_from = p.live_to = k;
       return params_.add(n.name + "/" + name, dtype, shape, std::move(p));
+    };
+    auto iteration_temp = [&](const std::string& name, DType dtype, const Shape& shape) {
+      BufferRef b = temp(name, dtype, shape);
+      record.iteration_buffers.insert(b.get());
+      return b;
     };
     auto body_value = [&](const std::string& name) -> BufferRef {
       if (auto it = buffer_of.find(name); it != buffer_of.end()) return it->second;
@@ -402,7 +444,7 @@ class ModelLowering {
       const LoweredSubgraph& ls = prog_.subgraphs[static_cast<size_t>(sg.id)];
       for (const std::string& o : sg.outputs) {
         const Value& v = b.value(o);
-        buffer_of[o] = temp(o, v.dtype, v.shape);
+        buffer_of[o] = iteration_temp(o, v.dtype, v.shape);
       }
       std::map<const te::TensorNode*, BufferRef> buffers;
       for (const te::TensorRef& t : ls.dag.placeholders) {
@@ -416,6 +458,7 @@ class ModelLowering {
       std::vector<BufferRef> temporaries;
       if (Stmt s = schedule(ls, sg.id, buffers, temporaries)) iteration.push_back(read_iteration_from(s, iter, step));
       add_temporaries(temporaries, k, sg.id);
+      for (const BufferRef& t : temporaries) record.iteration_buffers.insert(t.get());
     }
     // The next carried values: through fresh copies first when one of them is a state itself (a
     // body that passes carried values on, swapped), so no state is overwritten before it is read.
@@ -429,7 +472,7 @@ class ModelLowering {
         carry.push_back(copy_loop(state, next));
         continue;
       }
-      const BufferRef held = temp(b.outputs[i] + ".held", next->dtype, b.value(b.outputs[i]).shape);
+      const BufferRef held = iteration_temp(b.outputs[i] + ".held", next->dtype, b.value(b.outputs[i]).shape);
       iteration.push_back(copy_loop(held, next));
       settle.push_back(copy_loop(state, held));
     }
@@ -445,6 +488,7 @@ class ModelLowering {
       iteration.push_back(for_loop(e, src->size, src->size >= 4 ? ForKind::Vectorized : ForKind::Serial,
                                    store(dst, slot * src->size + e, load(src, e))));
     }
+    record.iteration = iteration;
     Stmt each = block(std::move(iteration));
     // A loop that may stop early: an iteration runs only while its condition holds and k < M; one
     // that does not leaves every carried value as it is.
@@ -455,6 +499,7 @@ class ModelLowering {
     Stmt s = block(std::move(stmts));
     s = under_guards(sdag_.subgraphs[static_cast<size_t>(k)].guards, s);
     out.push_back(s);
+    loop_statements_.push_back(std::move(record));
   }
 
   // `s` with every read of the iteration buffer `iter` replaced by the loop variable `step`: an index
@@ -509,6 +554,7 @@ class ModelLowering {
   std::map<const te::TensorNode*, BufferRef> constant_buffer_;
   std::vector<BufferRef> output_buffers_;
   std::vector<StepLoopPartition> loops_;
+  std::vector<LoopStatement> loop_statements_;
   std::map<int, size_t> loop_at_;  // position of a loop's subgraph -> its index in loops_
 };
 

@@ -11,9 +11,12 @@
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/step_loop_bodies.h"
 #include "frontend/reference/interpreter.h"
+#include "frontend/partition/partition.h"
+#include "scheduler/lower/lower_model.h"
 #include "scheduler/te/lower_graph.h"
 #include "scheduler/te/te_eval.h"
 #include "tests/frontend/test_models.h"
+#include "toolchain/pipeline.h"
 
 namespace kiln {
 namespace {
@@ -117,6 +120,59 @@ TEST(StepLoop, UnrolledItComputesTheSame) {
   EXPECT_EQ(unroll_step_loops(unrolled), 1);
   for (const Node& n : unrolled.nodes) EXPECT_FALSE(is_step_loop(n));
   testing::expect_same_outputs(want, run_reference(unrolled, in));
+}
+
+// Body: a [1, 16] carried through four MatMuls in a row; m1..m3 live within one iteration.
+Graph matmul_chain_loop(int64_t trips) {
+  auto b = std::make_shared<Graph>();
+  b->name = "body";
+  b->add_value("iter", DType::Int64, {});
+  b->add_value("a", DType::Float32, {1, 16});
+  b->inputs = {"iter", "a"};
+  std::string v = "a";
+  for (int i = 1; i <= 4; ++i) {
+    const std::string w = "w" + std::to_string(i), out = i < 4 ? "m" + std::to_string(i) : "a_next";
+    // Scaled so the values stay near 1 through the chain (float32 keeps its relative error small).
+    std::vector<double> scaled = testing::random_weights({16, 16}, static_cast<uint32_t>(i)).to_doubles();
+    for (double& e : scaled) e *= 0.4;
+    b->add_constant(w, Tensor::from_doubles(DType::Float32, {16, 16}, scaled));
+    b->values[out].name = out;
+    b->nodes.push_back(node("MatMul", {v, w}, out));
+    v = out;
+  }
+  b->outputs = {"a_next"};
+  infer_shapes(*b);
+  Graph g;
+  g.name = "chain";
+  g.source = "chain.onnx";
+  g.opsets[""] = 13;
+  g.add_value("x", DType::Float32, {1, 16});
+  g.inputs = {"x"};
+  g.values["y"].name = "y";
+  g.nodes.push_back(make_step_loop("loop", {b, trips, 1, {}}, {"x"}, {"y"}));
+  g.outputs = {"y"};
+  infer_shapes(g);
+  return g;
+}
+
+// The memory plan sees a loop's iteration: a value of the body lives from the statement that writes
+// it to the last that reads it, so m1 and m3 may share bytes; the carried state lives throughout.
+TEST(StepLoop, BodyValuesLiveWithinTheirIteration) {
+  const Graph g = optimize_graph(matmul_chain_loop(5), 512);
+  const SubgraphDAG sdag = partition_graph(g);
+  const lower::ModelProgram p =
+      lower::lower_model(g, sdag, "chain", lower::default_subgraph_scheduler(lower::schedule_params_for(512)));
+  std::map<std::string, const lower::ModelParam*> by_name;
+  for (size_t i = 0; i < p.params.size(); ++i) by_name[p.func.params[i]->name] = &p.params[i];
+  ASSERT_TRUE(by_name.count("loop/m1") && by_name.count("loop/m3") && by_name.count("y")) << lower::print_model_params(p);
+  const lower::ModelParam &m1 = *by_name["loop/m1"], &m3 = *by_name["loop/m3"], &state = *by_name["y"];
+  EXPECT_LT(m1.last_step, m3.first_step) << lower::print_model_params(p);
+  EXPECT_LE(state.first_step, m1.first_step);
+  EXPECT_GE(state.last_step, m3.last_step);
+  testing::TempDir dir;
+  const testing::HostPackage pkg(matmul_chain_loop(5), dir);
+  const std::map<std::string, Tensor> in = {{"x", testing::random_weights({1, 16}, 9)}};
+  testing::expect_same_outputs(run_reference(pkg.graph(), in), pkg.run(in));
 }
 
 TEST(StepLoop, ABodyThatBreaksTheContractIsNamed) {
