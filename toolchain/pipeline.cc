@@ -170,7 +170,15 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
     return std::nullopt;
 
   const SubgraphDAG sdag = partition_graph(g);
-  if (!after(o, "partition", [&] { return print_subgraph_dag(g, sdag); })) return std::nullopt;
+  // A loop's body is partitioned on its own, its subgraphs numbered after the model's.
+  auto print_partition = [&] {
+    std::string text = print_subgraph_dag(g, sdag);
+    for (const StepLoopPartition& p : partition_step_loops(g, sdag))
+      text += "\nbody of " + p.node->label() + ", run " + std::to_string(p.loop.trip_count) + " times:\n" +
+              print_subgraph_dag(*p.loop.body, p.body);
+    return text;
+  };
+  if (!after(o, "partition", print_partition)) return std::nullopt;
   if (gpu_program)
     for (const Subgraph& sg : sdag.subgraphs)
       if (!sg.guards.empty())

@@ -57,6 +57,18 @@ namespace kiln {
 namespace {
 
 // The subst stage says what the search did with --subst, and that it was off without.
+// A loop's body is partitioned on its own; the partition dump shows it after the model's, with the
+// subgraph ids that continue the model's numbering.
+TEST(StageDump, PartitionShowsALoopsBody) {
+  testing::TempDir dir;
+  testing::RecurrentModel m;
+  m.seq = 6;
+  ModelBuilder b = testing::recurrent_model(m);
+  b.save(dir.path("lstm.onnx"));
+  const testing::CliOutput out = testing::run_kiln_output("dump " + dir.path("lstm.onnx") + " --dump-after partition", dir);
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_NE(out.out.find("(StepLoop), run 6 times:"), std::string::npos) << out.out;
+}
 TEST(StageDump, SubstStageShowsTheRewritesOrThatItIsOff) {
   testing::TempDir dir;
   const std::string model = std::string(KILN_SOURCE_DIR) + "/examples/tiny_cnn.onnx";
