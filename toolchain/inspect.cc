@@ -15,15 +15,6 @@
 namespace kiln {
 namespace {
 
-double node_flops(const Node& n, const Graph& g) {
-  const OpDef* op = find_op(n.domain, n.op_type);
-  if (!op || !op->flops) return 0;
-  NodeShapes s{n, {}, {}};
-  for (const auto& in : n.inputs) s.in.push_back(in.empty() ? Shape{} : g.value(in).shape);
-  for (const auto& o : n.outputs) s.out.push_back(o.empty() ? Shape{} : g.value(o).shape);
-  return op->flops(s);
-}
-
 std::string human(double v) {
   const char* units[] = {"", "K", "M", "G", "T"};
   int u = 0;

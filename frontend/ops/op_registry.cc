@@ -102,6 +102,15 @@ std::vector<const OpDef*> OpRegistry::all() const {
 const OpDef* find_op(const std::string& domain, const std::string& op_type) {
   return registry().find(domain, op_type);
 }
+
+double node_flops(const Node& n, const Graph& g) {
+  const OpDef* op = find_op(n.domain, n.op_type);
+  if (!op || !op->flops) return 0;
+  NodeShapes s{n, {}, {}};
+  for (const auto& in : n.inputs) s.in.push_back(in.empty() ? Shape{} : g.value(in).shape);
+  for (const auto& o : n.outputs) s.out.push_back(o.empty() ? Shape{} : g.value(o).shape);
+  return op->flops(s);
+}
 std::vector<const OpDef*> all_ops() { return registry().all(); }
 
 }  // namespace kiln

@@ -101,6 +101,8 @@ struct OpDef {
 
 /// Looks up an op; nullptr when kiln does not support it. "ai.onnx" and "" are the same domain.
 const OpDef* find_op(const std::string& domain, const std::string& op_type);
+/// The FLOPs of node `n` of shape-inferred `g` by its op's count; 0 for ops without one.
+double node_flops(const Node& n, const Graph& g);
 /// Every supported op, sorted by domain and name.
 std::vector<const OpDef*> all_ops();
 

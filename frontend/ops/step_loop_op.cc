@@ -77,14 +77,7 @@ OpDef step_loop_op() {
   d.flops = [](const NodeShapes& s) {
     const StepLoop loop = read_step_loop(s.node);
     double per_iteration = 0;
-    for (const Node& n : loop.body->nodes) {
-      const OpDef* op = find_op(n.domain, n.op_type);
-      if (!op || !op->flops) continue;
-      NodeShapes ns{n, {}, {}};
-      for (const auto& in : n.inputs) ns.in.push_back(in.empty() ? Shape{} : loop.body->value(in).shape);
-      for (const auto& o : n.outputs) ns.out.push_back(o.empty() ? Shape{} : loop.body->value(o).shape);
-      per_iteration += op->flops(ns);
-    }
+    for (const Node& n : loop.body->nodes) per_iteration += node_flops(n, *loop.body);
     return per_iteration * static_cast<double>(loop.trip_count);
   };
   return d;

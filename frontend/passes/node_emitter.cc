@@ -12,8 +12,7 @@ std::string NodeEmitter::op(const std::string& op, std::vector<std::string> ins,
   n.attrs = std::move(attrs);
   n.guards = owner_.guards;
   if (out.empty()) {
-    const std::string name = g_.add_value(owner_.name + "/" + op, DType::Undefined, {});
-    g_.value(name).typed = false;
+    const std::string name = fresh(op);
     n.outputs = {name};
     n.name = name;
   } else {

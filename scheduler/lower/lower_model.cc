@@ -292,11 +292,7 @@ class ModelLowering {
       p.weight = v.constant;
       value_buffer_[name] = params_.add(name, v.dtype, v.shape, std::move(p));
     }
-    for (const te::TensorRef& t : lowering_constants_) {
-      ModelParam p = param_of(ModelParam::Kind::Weight);
-      p.weight = t->constant;
-      constant_buffer_[t.get()] = params_.add(t->name, t->dtype, t->shape, std::move(p));
-    }
+    for (const te::TensorRef& t : lowering_constants_) lowering_constant(t);
   }
 
   // Every graph output: the first listing of a value a subgraph computes is that value's buffer, so
@@ -447,13 +443,9 @@ class ModelLowering {
         buffer_of[o] = iteration_temp(o, v.dtype, v.shape);
       }
       std::map<const te::TensorNode*, BufferRef> buffers;
-      for (const te::TensorRef& t : ls.dag.placeholders) {
-        if (!t->constant) continue;
-        bool named = false;
-        for (const auto& [name, input] : ls.inputs) named |= input == t;
-        if (!named) buffers[t.get()] = lowering_constant(t);
-      }
       for (const auto& [name, t] : ls.inputs) buffers[t.get()] = body_value(name);
+      for (const te::TensorRef& t : ls.dag.placeholders)
+        if (t->constant && !buffers.count(t.get())) buffers[t.get()] = lowering_constant(t);
       for (size_t i = 0; i < ls.outputs.size(); ++i) buffers[ls.outputs[i].get()] = buffer_of.at(sg.outputs[i]);
       std::vector<BufferRef> temporaries;
       if (Stmt s = schedule(ls, sg.id, buffers, temporaries)) iteration.push_back(read_iteration_from(s, iter, step));
@@ -492,8 +484,7 @@ class ModelLowering {
     Stmt each = block(std::move(iteration));
     // A loop that may stop early: an iteration runs only while its condition holds and k < M; one
     // that does not leaves every carried value as it is.
-    if (lp.loop.condition)
-      each = if_then_else(te::binary(te::ExprOp::Ne, load(buffer_of.at(b.inputs[1]), te::int_imm(0)), te::const_of(DType::Bool, 0)), each);
+    if (lp.loop.condition) each = if_then_else(holds(buffer_of.at(b.inputs[1])), each);
     if (lp.loop.trip_limit) each = if_then_else(step < load(buffer_of.at(b.inputs[carried + 1]), te::int_imm(0)), each);
     stmts.push_back(for_loop(step, lp.loop.trip_count, ForKind::Serial, each));
     Stmt s = block(std::move(stmts));
@@ -521,10 +512,15 @@ class ModelLowering {
     return constant_buffer_[t.get()] = params_.add(t->name, t->dtype, t->shape, std::move(p));
   }
 
+  // Whether the bool scalar in `cond` is true.
+  static Expr holds(const BufferRef& cond) {
+    return te::binary(te::ExprOp::Ne, load(cond, te::int_imm(0)), te::const_of(DType::Bool, 0));
+  }
+
   // `s` run only when the run-time If conditions `guards` hold, innermost If closest to it.
   Stmt under_guards(const std::vector<Guard>& guards, Stmt s) const {
     for (auto guard = guards.rbegin(); s && guard != guards.rend(); ++guard) {
-      const Expr taken = te::binary(te::ExprOp::Ne, load(value_buffer_.at(guard->cond), te::int_imm(0)), te::const_of(DType::Bool, 0));
+      const Expr taken = holds(value_buffer_.at(guard->cond));
       s = if_then_else(guard->when ? taken : te::unary(te::ExprOp::Not, taken), s);
     }
     return s;
