@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
   zoo->add_option("--k", zoo_opts.k, "matmul: columns of A = rows of B")->capture_default_str();
   zoo->add_option("--in-channels", zoo_opts.in_channels, "conv2d/depthwise/maxpool2d: input channels (0: default)");
   zoo->add_option("--out-channels", zoo_opts.out_channels, "conv2d/depthwise: filters (0: default)");
+  zoo->add_option("--group", zoo_opts.group, "conv2d: groups (a ResNeXt layer: --group 32)")->capture_default_str();
   zoo->add_option("--kernel", zoo_opts.kernel, "conv2d/depthwise/maxpool2d: kernel height = width")->capture_default_str();
   zoo->add_option("--stride", zoo_opts.stride, "conv2d/depthwise/maxpool2d: stride")->capture_default_str();
   zoo->add_option("--padding", zoo_opts.padding, "conv2d/depthwise/maxpool2d: padding on each side")->capture_default_str();

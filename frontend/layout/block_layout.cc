@@ -182,6 +182,7 @@ class BlockLayout {
     const Tensor* bias = n.inputs.size() > 2 ? constant(n.inputs[2]) : nullptr;
     if (!w || w->dtype() != DType::Float32 || (n.inputs.size() > 2 && !n.inputs[2].empty() && !bias)) return false;
     const int64_t group = n.attr_int("group", 1), channels = g_.value(n.inputs[0]).shape[1];
+    if (group != 1 && groups_fill_blocks(n, *w, group)) return grouped(n, *w, bias, group);
     if (group != 1) {
       if (rank != 4 || group != channels || w->shape()[0] != channels || w->shape()[1] != 1) return false;
       // A depthwise conv does 2 x taps flops per element it reads: reordering its input into blocks
@@ -194,22 +195,51 @@ class BlockLayout {
     }
     const std::string xb = blocked_input(n.inputs[0], image_block(n));
     const Shape& xs = g_.value(xb).shape;
-    const int64_t bi = xs.back(), cib = xs[1], bo = block_;
-    const Shape& ws = w->shape();
-    const int64_t m = ws[0], c = ws[1], taps = num_elements(Shape(ws.begin() + 2, ws.end())), mb = (m + bo - 1) / bo;
-    Shape packed_shape{mb, cib};
+    emit_conv_blocked(n, xb, packed_conv_weight(n, *w, xs.back(), xs[1]), bias, 1);
+    return true;
+  }
+
+  // Whether grouped Conv n's groups fill whole blocks of input and output channels (ResNeXt's later
+  // stages: 16 or 32 channels a group), so that each output block reads whole input blocks of its
+  // own group and the conv runs on the blocks. Narrower groups stay in NCHW.
+  bool groups_fill_blocks(const Node& n, const Tensor& w, int64_t group) const {
+    const int64_t in_per_group = w.shape()[1], out_per_group = w.shape()[0] / group;
+    if (in_per_group % block_ != 0 || out_per_group % block_ != 0) return false;
+    auto it = blocked_.find(n.inputs[0]);
+    return it == blocked_.end() || g_.value(it->second).shape.back() == block_;
+  }
+
+  bool grouped(const Node& n, const Tensor& w, const Tensor* bias, int64_t group) {
+    const std::string xb = blocked_input(n.inputs[0], block_);
+    emit_conv_blocked(n, xb, packed_conv_weight(n, w, block_, w.shape()[1] / block_), bias, group);
+    return true;
+  }
+
+  // Conv n's weights M x C x K... in the order a blocked conv reads them: M/bo x in_blocks x K... x bi
+  // x bo, with `in_blocks` = C/bi the input blocks each output block reads (its group's).
+  std::string packed_conv_weight(const Node& n, const Tensor& w, int64_t bi, int64_t in_blocks) {
+    const Shape& ws = w.shape();
+    const int64_t bo = block_, m = ws[0], c = ws[1], taps = num_elements(Shape(ws.begin() + 2, ws.end())), mb = (m + bo - 1) / bo;
+    Shape packed_shape{mb, in_blocks};
     packed_shape.insert(packed_shape.end(), ws.begin() + 2, ws.end());
     packed_shape.insert(packed_shape.end(), {bi, bo});
     Tensor packed(DType::Float32, packed_shape);
     for (int64_t o = 0; o < m; ++o)
       for (int64_t i = 0; i < c; ++i)
         for (int64_t k = 0; k < taps; ++k)
-          packed.set_double((((o / bo * cib + i / bi) * taps + k) * bi + i % bi) * bo + o % bo,
-                            w->get_double((o * c + i) * taps + k));
-    std::vector<std::string> ins{xb, g_.add_constant(n.name + ".packed_weight", std::move(packed))};
+          packed.set_double((((o / bo * in_blocks + i / bi) * taps + k) * bi + i % bi) * bo + o % bo,
+                            w.get_double((o * c + i) * taps + k));
+    return g_.add_constant(n.name + ".packed_weight", std::move(packed));
+  }
+
+  // The ConvBlocked replacing Conv n: blocked input xb, packed weights, n's bias packed, `group` groups.
+  void emit_conv_blocked(const Node& n, const std::string& xb, const std::string& packed_weight, const Tensor* bias,
+                         int64_t group) {
+    const int64_t m = g_.value(n.inputs[1]).shape[0], bo = block_, mb = (m + bo - 1) / bo;
+    std::vector<std::string> ins{xb, packed_weight};
     if (bias) ins.push_back(packed_bias(n, *bias, m, mb, bo));
     emit_blocked_conv("ConvBlocked", n, ins, mb, bo);
-    return true;
+    if (group != 1) out_.back().attrs["group"] = AttrValue(group);
   }
 
   // A constant operand of a blocked elementwise op: a scalar stays; a per-channel one of a tensor with

@@ -2,9 +2,11 @@
 // (frontend/layout/block_layout.h) creates:
 //   ReorderToBlocked(x)          N x C x S...       -> N x ceil(C/b) x S... x b  (channels past C are 0)
 //   ReorderFromBlocked(x)        N x Cb x S... x b  -> N x channels x S...
-//   ConvBlocked(x, w[, bias])    N x Ci/bi x S... x bi, weights Co/bo x Ci/bi x K... x bi x bo, bias Co/bo x bo
+//   ConvBlocked(x, w[, bias])    N x Ci/bi x S... x bi, weights Co/bo x Ci/(G bi) x K... x bi x bo, bias Co/bo x bo
 //                                -> N x Co/bo x O... x bo, with Conv's strides / pads / dilations (1 to 3
-//                                spatial axes S..., as D x H x W for a 3-D conv).
+//                                spatial axes S..., as D x H x W for a 3-D conv) and `group` G (default 1):
+//                                output block o reads the Ci/(G bi) input blocks of its group,
+//                                o / (Co/(G bo)), so a group's channels fill whole blocks on both sides.
 //   DepthwiseConvBlocked(x, w[, bias])  N x C/b x H x W x b, weights C/b x KH x KW x b, bias C/b x b
 //                                -> N x C/b x OH x OW x b: channel c of the output reads channel c only.
 //   MaxPoolBlocked(x), AveragePoolBlocked(x)  N x C/b x S... x b -> N x C/b x O... x b: MaxPool /
@@ -138,7 +140,13 @@ double blocked_conv_flops(const NodeShapes& s, int64_t taps) {
   return f;
 }
 
-// X: N x Ci/bi x S1..Sk x bi; W: Co/bo x Ci/bi x K1..Kk x bi x bo (k = 1, 2 or 3 spatial axes).
+// The first input block output block `mo` of a blocked conv reads: its group's first, when `group`
+// groups split `out_blocks` output blocks and each reads `group_blocks` input blocks.
+int64_t first_input_block(int64_t mo, int64_t out_blocks, int64_t group, int64_t group_blocks) {
+  return mo / (out_blocks / group) * group_blocks;
+}
+
+// X: N x Ci/bi x S1..Sk x bi; W: Co/bo x Ci/(G bi) x K1..Kk x bi x bo (k = 1, 2 or 3 spatial axes).
 OpDef conv_blocked_op() {
   OpDef d;
   d.op_type = "ConvBlocked";
@@ -147,9 +155,12 @@ OpDef conv_blocked_op() {
     c.require_input(0, "X");
     c.require_input(1, "W");
     const Shape &x = c.shape(0), &w = c.shape(1);
-    if (x.size() < 4 || x.size() > 6 || w.size() != x.size() + 1 || w[1] != x[1] || w[w.size() - 2] != x.back())
-      c.fail("X " + shape_str(x) + " and W " + shape_str(w) +
-             " are not N x Ci/bi x S... x bi and Co/bo x Ci/bi x K... x bi x bo");
+    const int64_t group = c.node().attr_int("group", 1);
+    if (group < 1) c.fail("attribute group must be positive");
+    if (x.size() < 4 || x.size() > 6 || w.size() != x.size() + 1 || w[1] * group != x[1] || w[0] % group != 0 ||
+        w[w.size() - 2] != x.back())
+      c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " are not N x Ci/bi x S... x bi and Co/bo x Ci/(" +
+             std::to_string(group) + " bi) x K... x bi x bo");
     check_blocked_conv_operands(c, {w[0], w.back()});
     const Window win = blocked_window(c.node(), x, std::vector<int64_t>(w.begin() + 2, w.end() - 2));
     Shape out{x[0], w[0]};
@@ -162,7 +173,8 @@ OpDef conv_blocked_op() {
     const Shape &xs = x.shape(), &ws = w.shape();
     const Window win = blocked_window(c.node(), xs, std::vector<int64_t>(ws.begin() + 2, ws.end() - 2));
     const Shape in_spatial(xs.begin() + 2, xs.end() - 1);
-    const int64_t bi = xs.back(), bo = ws.back(), cib = xs[1], cob = ws[0];
+    const int64_t bi = xs.back(), bo = ws.back(), cib = xs[1], cob = ws[0], gib = ws[1];
+    const int64_t group = c.node().attr_int("group", 1);
     const int64_t in_plane = num_elements(in_spatial), out_plane = num_elements(win.out), taps = win.kernel_size();
     Shape out{xs[0], cob};
     out.insert(out.end(), win.out.begin(), win.out.end());
@@ -174,11 +186,12 @@ OpDef conv_blocked_op() {
         for (int64_t p = 0; p < out_plane; ++p)
           for (int64_t mi = 0; mi < bo; ++mi, ++at) {
             double acc = c.has_input(2) ? c.input(2).get_double(mo * bo + mi) : 0.0;
-            for (int64_t co = 0; co < cib; ++co)
+            const int64_t first = first_input_block(mo, cob, group, gib);
+            for (int64_t co = 0; co < gib; ++co)
               for_each_tap_inside(win, p, in_spatial, [&](int64_t tap, int64_t in) {
                 for (int64_t ci = 0; ci < bi; ++ci)
-                  acc += x.get_double(((n * cib + co) * in_plane + in) * bi + ci) *
-                         w.get_double((((mo * cib + co) * taps + tap) * bi + ci) * bo + mi);
+                  acc += x.get_double(((n * cib + first + co) * in_plane + in) * bi + ci) *
+                         w.get_double((((mo * gib + co) * taps + tap) * bi + ci) * bo + mi);
               });
             y.set_double(at, acc);
           }

@@ -71,7 +71,9 @@ ModelBuilder build_batch_matmul(const ZooOptions& o) {
 ModelBuilder build_conv2d(const ZooOptions& o) {
   const int64_t in = o.in_channels > 0 ? o.in_channels : 64;
   const int64_t out = o.out_channels > 0 ? o.out_channels : 64;
-  return single_conv("conv2d", o, in, out, 1);
+  require_positive(o.group, "group");
+  if (in % o.group != 0 || out % o.group != 0) throw Error("zoo: conv2d: --in-channels and --out-channels must be multiples of --group");
+  return single_conv("conv2d", o, in, out, o.group);
 }
 
 // group = channels; --out-channels, when given, must be a multiple of --in-channels (a channel

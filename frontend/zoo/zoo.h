@@ -15,6 +15,7 @@ struct ZooOptions {
   int64_t size = 0;  // input H = W
   int64_t m = 1024, n = 1024, k = 1024;
   int64_t in_channels = 0, out_channels = 0;
+  int64_t group = 1;  // conv2d: groups (both channel counts must be multiples)
   int64_t kernel = 3, stride = 1, padding = 1;
   int64_t seq = 128;  // sequence length, for transformer models
 };

@@ -64,16 +64,23 @@ void lower_depthwise_conv_blocked(LowerContext& c) {
   c.set_output(0, with_blocked_bias(c, acc));
 }
 
-// Reduces over (input channel block, the kernel's taps axis by axis, input channel in the block), for
-// 1 to 3 spatial axes.
+// Reduces over (input channel block of the group, the kernel's taps axis by axis, input channel in the
+// block), for 1 to 3 spatial axes. A grouped conv's output block reads its group's input blocks,
+// from (block / output blocks per group) x input blocks per group on.
 void lower_conv_blocked(LowerContext& c) {
   const TensorRef& w = c.input(1);
   const size_t k = w->shape.size() - 4;  // spatial axes
+  const int64_t group = c.node().attr_int("group", 1), out_per_group = w->shape[0] / group, in_per_group = w->shape[1];
   const auto [x, win] = blocked_conv_input(c, std::vector<int64_t>(w->shape.begin() + 2, w->shape.end() - 2));
   TensorRef acc = reduce(c.has_input(2) ? c.name("acc") : c.name(), "conv", c.out_dtype(0), c.out_shape(0), Reducer::Sum,
                          std::vector<int64_t>(w->shape.begin() + 1, w->shape.end() - 1),
                          [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
-                           std::vector<Expr> xi{idx[0], r[0]}, wi{idx[1], r[0]};
+                           Expr in_block = r[0];
+                           if (group > 1) {
+                             Expr g = out_per_group == 1 ? idx[1] : floordiv(idx[1], int_imm(out_per_group));
+                             in_block = g * in_per_group + r[0];
+                           }
+                           std::vector<Expr> xi{idx[0], in_block}, wi{idx[1], r[0]};
                            for (size_t a = 0; a < k; ++a) {
                              xi.push_back(window_pos(win, a, idx[2 + a], r[1 + a]));
                              wi.push_back(r[1 + a]);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "frontend/ir/error.h"
+#include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/reference/interpreter.h"
 #include "tests/frontend/test_models.h"
@@ -281,8 +283,47 @@ TEST(BlockLayout, DepthwiseConvsStayBlocked) {
   EXPECT_EQ(g.value(g.nodes[3].outputs[0]).shape, (Shape{1, 2, 5, 5, 16}));
 }
 
-// What stays NCHW: grouped convs that are not depthwise, convs whose weights are computed at run
-// time; and block 1 (no vectors).
+// A grouped conv whose groups fill whole blocks on both sides runs on the blocks: output block o
+// reads its own group's input blocks (ResNeXt's 16- and 32-channel groups at block 16). Here blocks
+// of 4: groups of 8 (two blocks in, two out), then groups of 4 (one block each) with a bias and a
+// stride; groups of 2 do not fill a block and stay NCHW between reorders.
+TEST(BlockLayout, GroupedConvsWhoseGroupsFillBlocksAreBlocked) {
+  ModelBuilder b("resnext", 13);
+  b.input("x", DType::Float32, Shape{1, 16, 7, 7});
+  b.initializer("a.w", random_weights({16, 8, 3, 3}, 1));
+  b.node("Conv", {"x", "a.w"}, {"a"}).attr("group", int64_t{2}).attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.node("Relu", {"a"}, {"ar"});
+  b.initializer("c.w", random_weights({16, 4, 3, 3}, 2));
+  b.initializer("c.b", random_weights({16}, 3));
+  b.node("Conv", {"ar", "c.w", "c.b"}, {"c"})
+      .attr("group", int64_t{4})
+      .attr("pads", std::vector<int64_t>{1, 1, 1, 1})
+      .attr("strides", std::vector<int64_t>{2, 2});
+  b.initializer("n.w", random_weights({16, 2, 1, 1}, 4));
+  b.node("Conv", {"c", "n.w"}, {"y"}).attr("group", int64_t{8});
+  b.output("y", DType::Float32, Shape{});
+  Graph g = prepared_graph(b);
+  EXPECT_EQ(lay_out_and_compare(g, 4), 2);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Relu", "ConvBlocked",
+                                                   "ReorderFromBlocked", "Conv"}));
+  EXPECT_EQ(g.nodes[1].attr_int("group", 1), 2);
+  EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{4, 2, 3, 3, 4, 4}));  // 2 input blocks a group
+  EXPECT_EQ(g.nodes[3].attr_int("group", 1), 4);
+  EXPECT_EQ(g.value(g.nodes[3].inputs[1]).shape, (Shape{4, 1, 3, 3, 4, 4}));
+  EXPECT_EQ(g.value(g.nodes[3].outputs[0]).shape, (Shape{1, 4, 4, 4, 4}));
+
+  // A group count the blocks do not match is refused by name.
+  g.nodes[3].attrs["group"] = AttrValue(int64_t{3});
+  try {
+    infer_shapes(g);
+    ADD_FAILURE() << "a ConvBlocked of 3 groups over 4 blocks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Co/bo x Ci/(3 bi)"), std::string::npos) << e.what();
+  }
+}
+
+// What stays NCHW: grouped convs whose groups do not fill blocks and are not depthwise, convs whose
+// weights are computed at run time; and block 1 (no vectors).
 // A 3-D residual block (resnet3d18's shape of layer: strided stem with unequal kernel extents, a
 // 1x1x1 strided shortcut, per-channel scale, Add, Relu, global pooling) is blocked like a 2-D one:
 // N x C/b x D x H x W x b, weights Co/bo x Ci/bi x KD x KH x KW x bi x bo; a 1-D conv too.

@@ -20,14 +20,14 @@ int programs_per_task() {
   return env ? std::atoi(env) : 20;
 }
 
-void expect_all_correct(ModelBuilder& mb, uint64_t seed = 1) {
+void expect_all_correct(ModelBuilder& mb, uint64_t seed = 1, bool optimize = false) {
   testing::TempDir dir;
   mb.save(dir.path("m.onnx"));
   Graph g = load_model(dir.path("m.onnx"), PipelineOptions{});
   ScheduleCheckOptions o;
   o.programs = programs_per_task();
   o.seed = seed;
-  o.optimize = false;
+  o.optimize = optimize;
   int checked = 0;
   for (const TaskScheduleCheck& t : check_model_schedules(g, o, nullptr)) {
     EXPECT_TRUE(t.skipped.empty()) << t.anchor << ": " << t.skipped;
@@ -95,6 +95,13 @@ TEST(RandomPrograms, DepthwiseConv) {
 TEST(RandomPrograms, GroupedConv) {
   auto b = conv({1, 8, 7, 7}, 12, 3, 1, 1, 4, false);
   expect_all_correct(b);
+}
+
+// Groups of 32 channels fill whole blocks (of 8 or 16), so the layout stage makes this a blocked
+// conv whose output blocks read their own group's input blocks (ResNeXt's later stages).
+TEST(RandomPrograms, GroupedConvOnBlocks) {
+  auto b = conv({1, 64, 9, 9}, 64, 3, 2, 1, 2, true);
+  expect_all_correct(b, 1, true);
 }
 
 TEST(RandomPrograms, Softmax) {
