@@ -381,7 +381,9 @@ class BlockLayout {
 
   // Slice of a blocked tensor along channels only, at whole blocks (a merged conv split back into
   // its parts, frontend/subst): the same Slice on the block axis, so the parts stay blocked and, at
-  // batch 1, each is one contiguous run of the whole (scheduler/lower/in_place_concat.h).
+  // batch 1, each is one contiguous run of the whole (scheduler/lower/in_place_concat.h). The last
+  // part may end in the whole's padded block: its own padding is those channels, which a blocked
+  // tensor's readers ignore (they may hold any finite value).
   bool try_slice(const Node& n) {
     if (!n.domain.empty() || n.op_type != "Slice" || n.outputs.size() != 1) return false;
     if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0]) || g_.value(n.inputs[0]).shape.size() < 3) return false;
@@ -389,12 +391,13 @@ class BlockLayout {
     if (!run) return false;
     const auto [begin, end] = *run;
     const int64_t b = g_.value(blocked_.at(n.inputs[0])).shape.back(), c = channels(n.inputs[0]);
-    if (end <= begin || begin % b != 0 || end % b != 0 || c % b != 0) return false;
-    const std::string ob = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, (end - begin) / b, b));
+    if (end <= begin || begin % b != 0 || (end % b != 0 && end != c)) return false;
+    const int64_t blocks = (end - begin + b - 1) / b;
+    const std::string ob = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, blocks, b));
     auto one = [&](const std::string& name, int64_t v) {
       return g_.add_constant(n.name + "." + name, Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{v}));
     };
-    emit("Slice", n.name, {blocked_.at(n.inputs[0]), one("block_start", begin / b), one("block_end", end / b), one("block_axis", 1)},
+    emit("Slice", n.name, {blocked_.at(n.inputs[0]), one("block_start", begin / b), one("block_end", begin / b + blocks), one("block_axis", 1)},
          {ob}, "")
         .opset = 13;
     blocked_[n.outputs[0]] = ob;

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "frontend/layout/block_layout.h"
 #include "frontend/ops/shape_attributes.h"
 
 namespace kiln::subst {
@@ -36,6 +37,18 @@ double flops_of(const Graph& g, const Node& n) {
   return out;
 }
 
+// Whether Slice n cuts the channels of a feature map (N x C x spatial...) off a block boundary of
+// `block`. The layout stage keeps a Slice on the blocks only from a block's first channel to a
+// block's end or the last channel (block_layout.cc, try_slice); any other leaves them: the whole
+// is reordered out of the blocks, and the part back in by its reader.
+bool cuts_channel_blocks(const Graph& g, const Node& n, int64_t block) {
+  if (block <= 1 || n.op_type != "Slice" || n.inputs.empty() || g.value(n.inputs[0]).shape.size() < 3) return false;
+  const std::optional<std::pair<int64_t, int64_t>> run = slice_run_along(g, n, 1);
+  if (!run) return false;
+  const int64_t channels = g.value(n.inputs[0]).shape[1];
+  return run->first % block != 0 || (run->second % block != 0 && run->second != channels);
+}
+
 // A Slice or Concat on an axis before which every extent is 1 moves one contiguous run
 // per part: kiln places the parts inside the whole (scheduler/lower/in_place_concat.h) and runs no
 // code for it; but a part that is itself a Slice's output lies within that Slice's input already,
@@ -63,7 +76,7 @@ bool reshapes_or_moves(const std::string& op_type) {
 Roofline roofline_for(int vector_bits, int cores) {
   const double lanes = std::max(vector_bits, 128) / 32.0;
   const double c = std::max(cores, 1);
-  return {c * lanes * 2 /*FMA*/ * 2 /*pipes*/ * 3e9, c * 10e9, 1e-6};
+  return {c * lanes * 2 /*FMA*/ * 2 /*pipes*/ * 3e9, c * 10e9, 1e-6, float_block_for(vector_bits)};
 }
 
 bool is_elementwise(const Node& n) {
@@ -95,6 +108,8 @@ double node_cost(const Graph& g, const Node& n, const Roofline& r, std::set<std:
     return in.empty() || g.value(in).constant || constant.count(in);
   });
   if (of_constants) constant.insert(n.outputs.begin(), n.outputs.end());
+  if (!of_constants && cuts_channel_blocks(g, n, r.channel_block))  // out of the blocks and back: two passes, twice
+    return 4 * bytes_of(g, n.outputs[0]) / r.bytes_per_second + 2 * r.seconds_per_node;
   if (of_constants || n.outputs.empty() || views.count(n.op_type) || runs_in_place(g, n, slice_outputs)) return 0;
   if (n.op_type == "Slice" && moved_slices.count(n.outputs[0])) return 0;  // read by a reshape or move: one pass with it
   const Epilogue role = epilogue_role(n, fused);

@@ -19,10 +19,14 @@ struct Roofline {
   double flops_per_second = 0;  // the machine's fp32 FMA peak, all cores
   double bytes_per_second = 0;  // its memory bandwidth
   double seconds_per_node = 0;  // fixed cost of one kernel
+  // The channel block of the layout stage (frontend/layout/block_layout.h), 0 without one: a channel
+  // Slice of a feature map stays on the blocks only when it starts at a block.
+  int64_t channel_block = 0;
 };
 
 /// A roofline for `cores` cores with vectors of `vector_bits` (2 FMA pipes at 3 GHz, 10 GB/s per core,
-/// 1 us per kernel: typical of the x86 and AArch64 server cores kiln targets; only ratios matter).
+/// 1 us per kernel: typical of the x86 and AArch64 server cores kiln targets; only ratios matter),
+/// and the channel block the layout stage uses with those vectors.
 Roofline roofline_for(int vector_bits, int cores);
 
 /// Estimated seconds for one run of `g`: the sum over its nodes that run at run time (nodes whose

@@ -199,6 +199,49 @@ TEST(BlockLayout, ConcatStaysBlockedOnlyOverWholeBlocks) {
   }
 }
 
+// A channel Slice of a blocked tensor (a merged conv split back, frontend/subst) stays on the blocks
+// when it starts at a block and ends at one or at the last channel (the part's padded channels are
+// the whole's); one that starts inside a block reads NCHW. 20 channels in blocks of 8: [0, 8) and
+// [8, 20) stay blocked, [4, 12) does not.
+TEST(BlockLayout, ChannelSlicesFromABlockStartStayBlocked) {
+  for (const auto& [begin, end, blocked] : std::vector<std::tuple<int64_t, int64_t, bool>>{
+           {0, 8, true}, {8, 20, true}, {4, 12, false}}) {
+    ModelBuilder b("split", 13);
+    b.input("x", DType::Float32, Shape{1, 4, 6, 6});
+    conv(b, "x", "a", 4, 20, 1);
+    b.node("Relu", {"a"}, {"r"});
+    b.initializer("starts", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{begin}));
+    b.initializer("ends", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{end}));
+    b.initializer("axes", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{1}));
+    b.node("Slice", {"r", "starts", "ends", "axes"}, {"part"});
+    conv(b, "part", "y", end - begin, 8, 3);
+    b.output("y", DType::Float32, Shape{});
+    Graph g = prepared_graph(b);
+    EXPECT_EQ(lay_out_and_compare(g, 8), 2) << begin << ".." << end;
+    const std::vector<std::string> ops = op_types(g);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "ReorderFromBlocked"), blocked ? 1 : 2) << begin << ".." << end;
+  }
+}
+
+// The same compiled for this host (blocks of 16 or 8): the tail [16, 40) of 40 channels ends in the
+// whole's padded block, whose channels hold sigmoid(0) = 0.5, not 0; the reading conv ignores them.
+TEST(BlockLayout, ATailSliceEndingInAPaddedBlockCompilesToTheReference) {
+  ModelBuilder b("tail", 13);
+  b.input("x", DType::Float32, Shape{1, 8, 6, 6});
+  conv(b, "x", "a", 8, 40, 1);
+  b.node("Sigmoid", {"a"}, {"s"});
+  b.initializer("starts", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{16}));
+  b.initializer("ends", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{40}));
+  b.initializer("axes", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{1}));
+  b.node("Slice", {"s", "starts", "ends", "axes"}, {"part"});
+  conv(b, "part", "y", 24, 16, 3);
+  b.output("y", DType::Float32, Shape{1, 16, 6, 6});
+  const testing::TempDir dir;
+  const testing::HostPackage pkg(b, dir);
+  const std::map<std::string, Tensor> in = {{"x", random_weights({1, 8, 6, 6}, 9)}};
+  testing::expect_same_outputs(run_reference(pkg.graph(), in), pkg.run(in));
+}
+
 // A ConvTranspose split into a Conv per phase (dcgan's layers): DepthToSpace (DCR) of their blocked
 // Concat moves whole blocks, so the region stays blocked up to the next conv. CRD, or output channels
 // that do not fill whole blocks, leave it NCHW.

@@ -140,6 +140,36 @@ TEST(Optimizer, FindsTheMergeAndKeepsTheOutputs) {
 
 // A rule whose sides differ only in argument order leads only to graphs the canonical hash has seen,
 // so the search leaves it out; the verified set keeps it (it is true).
+// A channel Slice of a conv's output costs nothing where the layout stage keeps it on the blocks
+// (from a block's start) and two passes each way where it does not: at block 16, [0, 16) and
+// [16, 24) of 24 channels are free, [8, 24) is not; without a block (vectors of 32 bits) all are.
+TEST(GraphCost, ChannelSlicesOffABlockStartCostReorders) {
+  auto cost_of_split = [](int64_t at, int vector_bits) {
+    ModelBuilder b("split");
+    b.input("x", DType::Float32, Shape{1, 16, 8, 8});
+    b.initializer("w", random_weights({24, 16, 1, 1}, 1));
+    b.node("Conv", {"x", "w"}, {"c"});
+    b.initializer("zero", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{0}));
+    b.initializer("at", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{at}));
+    b.initializer("end", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{24}));
+    b.initializer("axis", Tensor::from_ints(DType::Int64, {1}, std::vector<int64_t>{1}));
+    b.node("Slice", {"c", "at", "end", "axis"}, {"tail"});
+    b.node("Relu", {"tail"}, {"y"});
+    b.output("y", DType::Float32, Shape{});
+    const Graph g = testing::prepared_graph(b);
+    const Roofline r = roofline_for(vector_bits, 1);
+    double slice = 0;
+    for (const Node& n : g.nodes)
+      if (n.op_type == "Slice") slice = nodes_cost(g, {&n}, r);
+    return slice;
+  };
+  EXPECT_EQ(roofline_for(512, 1).channel_block, 16);
+  EXPECT_EQ(cost_of_split(16, 512), 0.0);
+  EXPECT_GT(cost_of_split(8, 512), 0.0);
+  EXPECT_EQ(cost_of_split(8, 256), 0.0);  // blocks of 8
+  EXPECT_EQ(cost_of_split(0, 512), 0.0);  // the whole
+}
+
 TEST(Optimizer, PureCommutationsAreNotSearched) {
   std::string commutation;
   for (const Rule& r : verified_rules())
