@@ -43,7 +43,7 @@ KILN="$work/kiln_subst" KILN_BEFORE="$kiln" "$root/bench/before_after.sh" "${arg
     model=$root/build/bench/before_after/$name.onnx
     [ -f "$model" ] || model=$(find "$root/../shared/models/$name" -name '*.onnx' | sort | head -n 1)
     line=$("$kiln" dump "$model" --subst --dump-after subst | sed -n 2p)
-    # "N rewrites, estimated A ms -> B ms (E graphs expanded, G generated, S s)"
-    awk -v m="$name" '{ gsub(/[(),]/, ""); printf "| %s | %s | %s -> %s ms | %s | %s |\n", m, $1, $4, $7, $9, $14 }' <<<"$line"
+    # "N rewrites, estimated A ms -> B ms (E graphs expanded, G generated, F failed, S seen before, T s)"
+    awk -v m="$name" '{ gsub(/[(),]/, ""); printf "| %s | %s | %s -> %s ms | %s | %s |\n", m, $1, $4, $7, $9, $(NF - 1) }' <<<"$line"
   done
 } >"$out"
