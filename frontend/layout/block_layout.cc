@@ -19,7 +19,8 @@ const std::set<std::string>& blockable_unary() {
                                             "Elu",  "Selu",      "Celu",    "Softplus",    "Clip",      "Identity"};
   return ops;
 }
-// Div too, by a constant divisor without zeros (a blocked divisor's padded channels would be 0 / 0).
+// Div too, by a constant divisor without zeros (a per-channel one is padded with ones; a divisor
+// computed at run time would have zeros there, and 0 / 0 in its padded channels).
 const std::set<std::string>& blockable_binary() {
   static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Max", "Min", "Div"};
   return ops;
@@ -243,8 +244,10 @@ class BlockLayout {
   }
 
   // A constant operand of a blocked elementwise op: a scalar stays; a per-channel one of a tensor with
-  // `channels` channels in blocks of b becomes 1 x Cb x 1 x 1 x b. Empty when it is neither.
-  std::string blocked_constant(const std::string& v, size_t rank, int64_t channels, int64_t b) {
+  // `channels` channels in blocks of b becomes 1 x Cb x 1 x 1 x b, its padded channels `pad` (1 for a
+  // divisor: the padded channels' 0 / 0 would be a NaN, which a reading conv's zero weights do not
+  // cancel). Empty when it is neither.
+  std::string blocked_constant(const std::string& v, size_t rank, int64_t channels, int64_t b, double pad = 0) {
     const Tensor* t = constant(v);
     if (!t || t->dtype() != DType::Float32) return "";
     const std::optional<std::vector<double>> values = per_channel_values(*t, rank, channels);
@@ -254,7 +257,7 @@ class BlockLayout {
     if (t->size() == 1) return v;
     Shape ones(rank, 1);
     Tensor packed(DType::Float32, blocked_shape(ones, (channels + b - 1) / b, b));
-    for (int64_t ch = 0; ch < channels; ++ch) packed.set_double(ch, (*values)[ch]);
+    for (int64_t ch = 0; ch < packed.size(); ++ch) packed.set_double(ch, ch < channels ? (*values)[ch] : pad);
     return g_.add_constant(v + ".blocked", std::move(packed));
   }
 
@@ -277,7 +280,7 @@ class BlockLayout {
       if (in.empty()) {
         ins.push_back(in);
       } else if (div && i == 1) {
-        std::string c = nonzero_constant(in) ? blocked_constant(in, out.shape.size(), channels(*lead), lead_b.back()) : "";
+        std::string c = nonzero_constant(in) ? blocked_constant(in, out.shape.size(), channels(*lead), lead_b.back(), 1) : "";
         if (c.empty()) return false;
         ins.push_back(c);
       } else if (blocked_.count(in)) {

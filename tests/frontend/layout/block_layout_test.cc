@@ -242,6 +242,24 @@ TEST(BlockLayout, ATailSliceEndingInAPaddedBlockCompilesToTheReference) {
   testing::expect_same_outputs(run_reference(pkg.graph(), in), pkg.run(in));
 }
 
+// A per-channel divisor is padded with ones, not zeros: its padded channels divide the conv's zeros,
+// and 0 / 0 would be a NaN that the next conv's zero weights do not cancel (NaN x 0 is NaN). 12
+// channels in blocks of 8 leave 4 padded.
+TEST(BlockLayout, APerChannelDivisorsPaddedChannelsDivideByOne) {
+  ModelBuilder b("div", 13);
+  b.input("x", DType::Float32, Shape{1, 4, 6, 6});
+  conv(b, "x", "c", 4, 12, 1);
+  b.initializer("k", random_weights({1, 12, 1, 1}, 7));
+  b.node("Div", {"c", "k"}, {"d"});
+  conv(b, "d", "y", 12, 8, 3);
+  b.output("y", DType::Float32, Shape{});
+  Graph g = prepared_graph(b);
+  EXPECT_EQ(lay_out_and_compare(g, 8), 2);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"ReorderToBlocked", "ConvBlocked", "Div", "ConvBlocked", "ReorderFromBlocked"}));
+  const Tensor& divisor = *g.value(g.nodes[2].inputs[1]).constant;
+  EXPECT_EQ(divisor.get_double(12), 1.0);  // the first padded channel
+}
+
 // A ConvTranspose split into a Conv per phase (dcgan's layers): DepthToSpace (DCR) of their blocked
 // Concat moves whole blocks, so the region stays blocked up to the next conv. CRD, or output channels
 // that do not fill whole blocks, leave it NCHW.
