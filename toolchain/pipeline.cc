@@ -121,15 +121,20 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
     so.cost = subst::roofline_for(vector_bits, 1);
     so.measured = o.subst_costs;
     const subst::SearchResult r = subst::optimize_graph_substitutions(g, subst::default_rules(), so);
+    if (o.on_subst) o.on_subst(g, r);
     g = r.graph;
     after(o, "subst", [&] { return subst::format_rewrites(r) + print_graph(g); });
   } else {
     after(o, "subst", [] { return std::string("substitutions off (--subst turns them on)\n"); });
   }
-  lay_out(g, vector_bits);
-  rewrite_step_loop_bodies(g, [&](Graph& body) { lay_out(body, vector_bits); });
+  lay_out_model(g, vector_bits);
   after(o, "layout", [&] { return print_graph(g); });
   return g;
+}
+
+void lay_out_model(Graph& g, int vector_bits) {
+  lay_out(g, vector_bits);
+  rewrite_step_loop_bodies(g, [&](Graph& body) { lay_out(body, vector_bits); });
 }
 
 void lay_out(Graph& g, int vector_bits) {

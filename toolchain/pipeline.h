@@ -32,6 +32,10 @@
 
 namespace kiln {
 
+namespace subst {
+struct SearchResult;
+}
+
 struct PipelineOptions {
   ShapeBindings bindings;
   StageDump dump;  // which stages print their result (none by default)
@@ -43,6 +47,9 @@ struct PipelineOptions {
   /// When set, what a graph costs to the substitution search (toolchain/subst_costs.h: tuning
   /// records); unset, its roofline (frontend/subst/graph_cost.h).
   std::function<double(const Graph&)> subst_costs;
+  /// When set, called with the graph the substitution search started from and what it found
+  /// (toolchain/subst_tasks.h replays each step of its log).
+  std::function<void(const Graph& searched, const subst::SearchResult& found)> on_subst;
   /// Recurrent layers' steps as loops in the generated code (kiln.StepLoop, frontend/ir/step_loop.h);
   /// off, unrolled (GPU programs, which have no host-side loop yet).
   bool step_loops = true;
@@ -73,6 +80,9 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
 /// The layout stage alone: blocked convolutions and their neighbours, packed Gemm weights, dead nodes
 /// removed (what optimize_graph does after subst).
 void lay_out(Graph& g, int vector_bits);
+
+/// lay_out on a graph and on its loops' bodies: optimize_graph's last stage.
+void lay_out_model(Graph& g, int vector_bits);
 
 /// The tuning tasks of a graph after the layout stage, as compile_graph makes them.
 std::vector<Task> laid_out_tasks(const Graph& g);

@@ -20,6 +20,8 @@
 #include "scheduler/search/tuner.h"
 #include "scheduler/tasks/task.h"
 #include "toolchain/pipeline.h"
+#include "toolchain/subst_costs.h"
+#include "toolchain/subst_tasks.h"
 #include "toolchain/tune_progress.h"
 #include "toolchain/tuning_curve.h"
 
@@ -29,13 +31,15 @@ namespace {
 // Every task of the models, once per workload key; a task several models share weighs their
 // occurrences together.
 std::vector<search::TuneTask> model_tasks(const std::vector<std::string>& models, const ShapeBindings& bindings,
-                                         int vector_bits, bool substitutions) {
+                                         int vector_bits, bool substitutions,
+                                         const std::function<double(const Graph&)>& record_costs) {
   std::vector<search::TuneTask> out;
   std::map<std::string, size_t> index;
   for (const std::string& m : models) {
     PipelineOptions po;
     po.bindings = bindings;
-    for (Task& t : target_tasks(load_model(m, po), vector_bits, substitutions)) {
+    const Graph g = load_model(m, po);
+    for (Task& t : substitutions ? subst_variant_tasks(g, vector_bits, record_costs) : target_tasks(g, vector_bits)) {
       auto [it, fresh] = index.emplace(t.key, out.size());
       if (!fresh) {
         out[it->second].weight += t.weight;
@@ -120,7 +124,8 @@ TuneCommand::TuneCommand(CLI::App& app) {
   cmd_->add_option("--curve", curve_, "Where the tuning curve (SVG) goes; default: RECORDS.curve.svg");
   cmd_->add_flag("--plain", plain_, "Plain progress lines even on a terminal");
   cmd_->add_flag("--subst", substitutions_,
-                 "Tune the tasks of the graph after the verified substitutions (what `kiln compile --subst` compiles)");
+                 "Also tune the tasks the verified substitutions create: the model's tasks without them and after each "
+                 "rewrite the search keeps, so `kiln compile --subst --records` can weigh each rewrite by measured latencies");
   bindings_.add_to(cmd_);
   // As TVM's tuning runners: one repeat of at least 100 ms (many calls of a fast program).
   runner_.repeat = 1;
@@ -169,7 +174,12 @@ int TuneCommand::run() {
   search::XGBoostOptions xo;
   xo.seed = seed_;
   search::XGBoostModel model(xo);
-  std::vector<search::TuneTask> tasks = model_tasks(models_, bindings_.parse(), target.vector_bits, substitutions_);
+  // With substitutions, the search ranked by the records tuned so far decides some of the tasks.
+  std::function<double(const Graph&)> record_costs;
+  if (substitutions_ && std::filesystem::exists(records_))
+    record_costs = record_graph_costs(measure::load_records(records_), target.name, target.vector_bits);
+  std::vector<search::TuneTask> tasks =
+      model_tasks(models_, bindings_.parse(), target.vector_bits, substitutions_, record_costs);
   if (trials_per_task_ > 0) options.trials = trials_ = trials_per_task_ * static_cast<int>(tasks.size());
   search::Tuner tuner(std::move(tasks), options, model, builder, *runner);
 
