@@ -130,6 +130,25 @@ ModelBuilder running_sum_body() {
   return body;
 }
 
+ModelBuilder two_conv_branches() {
+  ModelBuilder b("two_branches");
+  b.input("x", DType::Float32, Shape{1, 16, 8, 8});
+  uint32_t seed = 1;
+  auto conv = [&](const std::string& name, const std::string& in, int64_t channels, int64_t k) {
+    b.initializer(name + ".w", random_weights({32, channels, k, k}, seed++));
+    b.initializer(name + ".b", random_weights({32}, seed++));
+    b.node("Conv", {in, name + ".w", name + ".b"}, {name + ".conv"}).attr("pads", std::vector<int64_t>(4, (k - 1) / 2));
+    b.node("Relu", {name + ".conv"}, {name});
+  };
+  conv("b", "x", 16, 3);
+  conv("c", "x", 16, 3);
+  conv("b2", "b", 32, 1);
+  conv("c2", "c", 32, 1);
+  b.output("b2", DType::Float32, Shape{1, 32, 8, 8});
+  b.output("c2", DType::Float32, Shape{1, 32, 8, 8});
+  return b;
+}
+
 ModelBuilder recurrent_model(const RecurrentModel& m) {
   const int64_t gates = m.op == "LSTM" ? 4 : m.op == "GRU" ? 3 : 1;
   const int64_t dirs = m.direction == "bidirectional" ? 2 : 1, gh = gates * m.hidden;

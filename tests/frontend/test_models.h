@@ -76,6 +76,9 @@ ModelBuilder scale_loop_body(const ScaleLoopBody& spec);
 ModelBuilder growing_loop(int64_t trips, int negations);
 /// A Scan body over rows [2]: sum = sum + row, each step's sum also a scan output.
 ModelBuilder running_sum_body();
+/// x [1, 16, 8, 8] -> two 3x3 convs with bias and relu (b, c; 32 channels), which the substitution
+/// search merges, each read by a 1x1 conv (b2, c2, one task of two occurrences), the graph outputs.
+ModelBuilder two_conv_branches();
 
 /// `b` imported, bound, shape-inferred and pruned: the graph the compiler's rewrites start from.
 Graph prepared_graph(ModelBuilder& b);

@@ -15,26 +15,6 @@ namespace {
 
 using testing::random_weights;
 
-// x [1, 16, 8, 8] -> two 3x3 convs with bias and relu (b, c; 32 channels), each read by a 1x1 conv
-// (b2, c2), the graph outputs.
-ModelBuilder two_branches() {
-  ModelBuilder b("two_branches");
-  b.input("x", DType::Float32, Shape{1, 16, 8, 8});
-  uint32_t seed = 1;
-  auto conv = [&](const std::string& name, const std::string& in, int64_t channels, int64_t k) {
-    b.initializer(name + ".w", random_weights({32, channels, k, k}, seed++));
-    b.initializer(name + ".b", random_weights({32}, seed++));
-    b.node("Conv", {in, name + ".w", name + ".b"}, {name + ".conv"}).attr("pads", std::vector<int64_t>(4, (k - 1) / 2));
-    b.node("Relu", {name + ".conv"}, {name});
-  };
-  conv("b", "x", 16, 3);
-  conv("c", "x", 16, 3);
-  conv("b2", "b", 32, 1);
-  conv("c2", "c", 32, 1);
-  b.output("b2", DType::Float32, Shape{1, 32, 8, 8});
-  b.output("c2", DType::Float32, Shape{1, 32, 8, 8});
-  return b;
-}
 
 measure::Record record(const std::string& key, const std::string& target, double seconds) {
   measure::Record r;
@@ -55,7 +35,7 @@ int convs(const Graph& g) {
 }
 
 TEST(SubstCosts, RecordsDecideWhetherConvsMerge) {
-  ModelBuilder b = two_branches();
+  ModelBuilder b = testing::two_conv_branches();
   const Graph g = testing::prepared_graph(b);
   // The merged graph, to learn its new task's key.
   const subst::Rule* merge = nullptr;
@@ -94,7 +74,7 @@ TEST(SubstCosts, RecordsDecideWhetherConvsMerge) {
 }
 
 TEST(SubstCosts, ATaskWithoutARecordRunsAtTheRateOfThoseWithOne) {
-  ModelBuilder b = two_branches();
+  ModelBuilder b = testing::two_conv_branches();
   const Graph g = testing::prepared_graph(b);
   const std::vector<Task> tasks = tasks_of(g);
   ASSERT_GE(tasks.size(), 2u);

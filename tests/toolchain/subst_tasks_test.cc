@@ -15,26 +15,6 @@ namespace {
 
 using testing::random_weights;
 
-// x [1, 16, 8, 8] -> two 3x3 convs with bias and relu (32 channels) that the search merges, each read
-// by a 1x1 conv of the same shape (one task of weight 2).
-ModelBuilder mergeable() {
-  ModelBuilder b("mergeable");
-  b.input("x", DType::Float32, Shape{1, 16, 8, 8});
-  uint32_t seed = 1;
-  auto conv = [&](const std::string& name, const std::string& in, int64_t channels, int64_t k) {
-    b.initializer(name + ".w", random_weights({32, channels, k, k}, seed++));
-    b.initializer(name + ".b", random_weights({32}, seed++));
-    b.node("Conv", {in, name + ".w", name + ".b"}, {name + ".conv"}).attr("pads", std::vector<int64_t>(4, (k - 1) / 2));
-    b.node("Relu", {name + ".conv"}, {name});
-  };
-  conv("b", "x", 16, 3);
-  conv("c", "x", 16, 3);
-  conv("b2", "b", 32, 1);
-  conv("c2", "c", 32, 1);
-  b.output("b2", DType::Float32, Shape{1, 32, 8, 8});
-  b.output("c2", DType::Float32, Shape{1, 32, 8, 8});
-  return b;
-}
 
 std::map<std::string, int64_t> weights_by_key(const std::vector<Task>& tasks) {
   std::map<std::string, int64_t> out;
@@ -43,7 +23,7 @@ std::map<std::string, int64_t> weights_by_key(const std::vector<Task>& tasks) {
 }
 
 TEST(SubstTasks, BothSidesOfEveryKeptRewriteAreTuned) {
-  ModelBuilder b = mergeable();
+  ModelBuilder b = testing::two_conv_branches();
   const Graph g = testing::prepared_graph(b);
   const auto off = weights_by_key(target_tasks(g, 512, false)), on = weights_by_key(target_tasks(g, 512, true));
   ASSERT_NE(off, on) << "the search merges nothing here: the test needs a rewrite";
