@@ -183,7 +183,10 @@ class BlockLayout {
     const Tensor* bias = n.inputs.size() > 2 ? constant(n.inputs[2]) : nullptr;
     if (!w || w->dtype() != DType::Float32 || (n.inputs.size() > 2 && !n.inputs[2].empty() && !bias)) return false;
     const int64_t group = n.attr_int("group", 1), channels = g_.value(n.inputs[0]).shape[1];
-    if (group != 1 && groups_fill_blocks(n, *w, group)) return grouped(n, *w, bias, group);
+    if (group != 1 && groups_fill_blocks(n, *w, group)) {
+      grouped(n, *w, bias, group);
+      return true;
+    }
     if (group != 1) {
       if (rank != 4 || group != channels || w->shape()[0] != channels || w->shape()[1] != 1) return false;
       // A depthwise conv does 2 x taps flops per element it reads: reordering its input into blocks
@@ -210,10 +213,9 @@ class BlockLayout {
     return it == blocked_.end() || g_.value(it->second).shape.back() == block_;
   }
 
-  bool grouped(const Node& n, const Tensor& w, const Tensor* bias, int64_t group) {
+  void grouped(const Node& n, const Tensor& w, const Tensor* bias, int64_t group) {
     const std::string xb = blocked_input(n.inputs[0], block_);
     emit_conv_blocked(n, xb, packed_conv_weight(n, w, block_, w.shape()[1] / block_), bias, group);
-    return true;
   }
 
   // Conv n's weights M x C x K... in the order a blocked conv reads them: M/bo x in_blocks x K... x bi
@@ -394,7 +396,7 @@ class BlockLayout {
     if (!run) return false;
     const auto [begin, end] = *run;
     const int64_t b = g_.value(blocked_.at(n.inputs[0])).shape.back(), c = channels(n.inputs[0]);
-    if (end <= begin || begin % b != 0 || (end % b != 0 && end != c)) return false;
+    if (end <= begin || !channel_slice_stays_blocked(begin, end, c, b)) return false;
     const int64_t blocks = (end - begin + b - 1) / b;
     const std::string ob = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, blocks, b));
     auto one = [&](const std::string& name, int64_t v) {
@@ -506,6 +508,10 @@ class BlockLayout {
 }  // namespace
 
 int64_t float_block_for(int vector_bits) { return vector_bits >= 64 ? vector_bits / 32 : 0; }
+
+bool channel_slice_stays_blocked(int64_t begin, int64_t end, int64_t channels, int64_t block) {
+  return begin % block == 0 && (end % block == 0 || end == channels);
+}
 
 int block_layout(Graph& g, int64_t block) {
   if (block <= 1) return 0;

@@ -7,8 +7,9 @@
 /// (Co/bo x Ci/bi x KH x KW x bi x bo), are read as whole vectors. This is the layout of ORT's NCHWc
 /// transformer and TVM's x86 conv schedules; this pass is kiln's own.
 ///
-/// What moves: every 1-D, 2-D or 3-D float32 Conv with group 1 and constant weights becomes
-/// kiln.ConvBlocked (N x C/b x [D x] H x W x b), and every 2-D depthwise one (a group per channel)
+/// What moves: every 1-D, 2-D or 3-D float32 Conv with constant weights and group 1, or groups that
+/// fill whole blocks of input and output channels (ResNeXt's), becomes kiln.ConvBlocked (N x C/b x
+/// [D x] H x W x b), and every 2-D depthwise one (a group per channel)
 /// whose input is blocked already kiln.DepthwiseConvBlocked on its input's blocks (one on an NCHW
 /// input stays: reordering that input costs about what the conv does). The ops after them stay
 /// blocked when they can compute on the blocked tensor directly: elementwise activations,
@@ -16,7 +17,8 @@
 /// scalar or per-channel constant (repacked), or of a per-channel activation computed in NCHW (a
 /// squeeze-and-excitation scale, reordered: one value per channel); Div by a constant without zeros;
 /// Dropout (an Identity at inference); MaxPool without Indices and AveragePool
-/// (kiln.MaxPoolBlocked / AveragePoolBlocked); Concat along channels of whole blocks;
+/// (kiln.MaxPoolBlocked / AveragePoolBlocked); Concat along channels of whole blocks; a Slice of
+/// channels that channel_slice_stays_blocked allows;
 /// GlobalAveragePool (a ReduceMean over the blocked tensor's spatial axes); DepthToSpace (DCR) of whole
 /// blocks; Resize of the spatial axes by constant scales or sizes (the same Resize over the blocks). Everything else reads
 /// NCHW: a kiln.ReorderFromBlocked is placed before the first such reader (and for graph outputs),
@@ -36,5 +38,11 @@ int block_layout(Graph& g, int64_t block);
 
 /// The block for float32 activations on a target with `vector_bits`-wide vectors (0: none).
 int64_t float_block_for(int vector_bits);
+
+/// Whether a Slice keeping channels [begin, end) of a blocked tensor of `channels` channels in blocks
+/// of `block` stays on the blocks: it starts at a block and ends at one or at the last channel (the
+/// part's padded channels are then the whole's). Any other takes the whole out of the blocks. The
+/// substitution search's cost asks the same (frontend/subst/graph_cost.h).
+bool channel_slice_stays_blocked(int64_t begin, int64_t end, int64_t channels, int64_t block);
 
 }  // namespace kiln

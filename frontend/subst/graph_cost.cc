@@ -37,16 +37,13 @@ double flops_of(const Graph& g, const Node& n) {
   return out;
 }
 
-// Whether Slice n cuts the channels of a feature map (N x C x spatial...) off a block boundary of
-// `block`. The layout stage keeps a Slice on the blocks only from a block's first channel to a
-// block's end or the last channel (block_layout.cc, try_slice); any other leaves them: the whole
-// is reordered out of the blocks, and the part back in by its reader.
+// Whether Slice n cuts the channels of a feature map (N x C x spatial...) where the layout stage
+// cannot keep it on its blocks: the whole is reordered out of the blocks, and the part back in by
+// its reader.
 bool cuts_channel_blocks(const Graph& g, const Node& n, int64_t block) {
   if (block <= 1 || n.op_type != "Slice" || n.inputs.empty() || g.value(n.inputs[0]).shape.size() < 3) return false;
   const std::optional<std::pair<int64_t, int64_t>> run = slice_run_along(g, n, 1);
-  if (!run) return false;
-  const int64_t channels = g.value(n.inputs[0]).shape[1];
-  return run->first % block != 0 || (run->second % block != 0 && run->second != channels);
+  return run && !channel_slice_stays_blocked(run->first, run->second, g.value(n.inputs[0]).shape[1], block);
 }
 
 // A Slice or Concat on an axis before which every extent is 1 moves one contiguous run
