@@ -132,6 +132,23 @@ void check_features(const Fields& f, const std::string& features) {
   if (features.back() == ',') f.fail("features", "trailing ','");
 }
 
+// The [bare_metal] table: two regions that must not overlap, and a stack that fits in SRAM. Addresses
+// are 32-bit: every bare-metal target kiln knows is a Cortex-M.
+BareMetalMemory bare_metal_memory(const std::string& file, const Fields& top, const toml::table& table) {
+  Fields f(file, table, top.sub_prefix("bare_metal"));
+  f.reject_unknown({"flash_origin", "flash_bytes", "sram_origin", "sram_bytes", "stack_bytes"});
+  constexpr int64_t k4G = int64_t{1} << 32;
+  BareMetalMemory m;
+  m.flash_origin = f.integer("flash_origin", 0, k4G - 1);
+  m.flash_bytes = f.integer("flash_bytes", 1, k4G - m.flash_origin);
+  m.sram_origin = f.integer("sram_origin", 0, k4G - 1);
+  m.sram_bytes = f.integer("sram_bytes", 1, k4G - m.sram_origin);
+  m.stack_bytes = f.integer("stack_bytes", 256, m.sram_bytes);
+  if (m.flash_origin < m.sram_origin + m.sram_bytes && m.sram_origin < m.flash_origin + m.flash_bytes)
+    f.fail("sram_origin", "SRAM overlaps flash");
+  return m;
+}
+
 Target parse_target(const std::string& file, const std::string& name) {
   std::ifstream in(file, std::ios::binary);
   if (!in || !fs::is_regular_file(file)) throw TargetError(file + ": cannot read target file");
@@ -154,15 +171,16 @@ Target parse_target(const std::string& file, const std::string& name) {
   t.file = file;
   Fields top(file, root, "");
   top.reject_unknown({"description", "triple", "cpu", "features", "vector_bits", "cores", "cc", "run_prefix",
-                      "fused_multiply_add", "huge_page_bytes", "cache", "gpu"});
+                      "fused_multiply_add", "huge_page_bytes", "cache", "gpu", "bare_metal"});
   t.description = top.str("description", /*required=*/false);
   t.triple = top.str("triple");
   t.cpu = top.str("cpu");
   t.features = top.str("features", true, /*allow_empty=*/true);
   check_features(top, t.features);
   t.vector_bits = static_cast<int>(top.integer("vector_bits", 0, 1 << 20));
-  if (t.vector_bits != 128 && t.vector_bits != 256 && t.vector_bits != 512)
-    top.fail("vector_bits", "unknown vector width " + std::to_string(t.vector_bits) + " (expected 128, 256 or 512)");
+  if (t.vector_bits != 32 && t.vector_bits != 128 && t.vector_bits != 256 && t.vector_bits != 512)
+    top.fail("vector_bits", "unknown vector width " + std::to_string(t.vector_bits) +
+                                " (expected 128, 256 or 512, or 32 for a core without float SIMD)");
   t.cores = static_cast<int>(top.integer("cores", 1, 1 << 16));
   t.fused_multiply_add = top.boolean("fused_multiply_add", false);
   t.huge_page_bytes = top.integer("huge_page_bytes", 0, kMaxBytes, 0);
@@ -186,6 +204,10 @@ Target parse_target(const std::string& file, const std::string& name) {
     limits.max_threads_per_block = static_cast<int>(g.integer("threads_per_block", 1, 1 << 16));
     limits.warp_size = static_cast<int>(g.integer("warp_size", 1, 1024));
     t.gpu = limits;
+  }
+  if (const toml::table* bm = top.table("bare_metal", false)) {
+    if (t.gpu) top.fail("bare_metal", "a target is a GPU or a bare-metal board, not both");
+    t.bare_metal = bare_metal_memory(file, top, *bm);
   }
   return t;
 }

@@ -27,6 +27,17 @@ struct GpuLimits {
   int warp_size = 0;
 };
 
+/// Where a bare-metal board keeps code and data (the `[bare_metal]` table). Its presence makes a target
+/// bare-metal: no OS, so a package is linked with a startup file and a linker script kiln writes from
+/// these numbers (runtime/baremetal/), weights in flash and the arena, stack and heap in SRAM.
+struct BareMetalMemory {
+  int64_t flash_origin = 0;  ///< first address of the code and read-only data region
+  int64_t flash_bytes = 0;
+  int64_t sram_origin = 0;   ///< first address of the read-write region (.data, .bss, heap, stack)
+  int64_t sram_bytes = 0;
+  int64_t stack_bytes = 0;   ///< reserved at the top of SRAM; the link fails when SRAM cannot hold it
+};
+
 /// One target, as read from its TOML file. Every field is required unless marked optional, so a
 /// schedule never silently runs on a default the user did not choose.
 struct Target {
@@ -37,7 +48,7 @@ struct Target {
   std::string triple;    ///< LLVM target triple, e.g. aarch64-unknown-linux-gnu
   std::string cpu;       ///< LLVM CPU name, e.g. cortex-a72, x86-64-v4
   std::string features;  ///< LLVM feature string, e.g. "+avx2,+fma" (may be empty)
-  int vector_bits = 0;   ///< widest SIMD register the schedules use: 128, 256 or 512
+  int vector_bits = 0;   ///< widest float SIMD register the schedules use: 128, 256 or 512; 32 for none
   int cores = 0;         ///< cores the parallel loops are planned for
   bool fused_multiply_add = false;  ///< optional `fused_multiply_add`: emit FMA for a*b+c (bench/RESULTS.md)
   /// Optional `huge_page_bytes`: the size of the OS's huge pages (2 MiB on x86-64 and AArch64 Linux with
@@ -57,11 +68,12 @@ struct Target {
   std::string run_prefix;
 
   std::optional<GpuLimits> gpu;  ///< optional [gpu] table, for CUDA targets
+  std::optional<BareMetalMemory> bare_metal;  ///< optional [bare_metal] table, for boards with no OS
 
   /// Vector lanes for elements of `elem_bytes` bytes (16 for f32 on a 512-bit target).
   int vector_lanes(int elem_bytes) const { return vector_bits / (8 * elem_bytes); }
   /// True when binaries for this target run directly on the machine running kiln.
-  bool runs_natively() const { return run_prefix.empty(); }
+  bool runs_natively() const { return run_prefix.empty() && !bare_metal; }
 };
 
 /// The directory `--target NAME` looks in: $KILN_TARGETS_DIR when set, otherwise the repository's

@@ -17,6 +17,7 @@ CompileTarget resolve_target(const std::string& name) {
   c.cores = std::max(t.cores, 1);
   c.huge_page_bytes = t.huge_page_bytes;
   c.gpu = t.gpu;
+  c.bare_metal = t.bare_metal;
   return c;
 }
 

@@ -18,7 +18,9 @@ struct CompileTarget {
   int cores = 1;                // parallel loops of tuned and random schedules are planned for these
   int64_t huge_page_bytes = 0;  // where a package's weights section starts, when they fill a huge page
   std::optional<GpuLimits> gpu;  // set for CUDA targets: the package holds kernels (backends/cuda)
+  std::optional<BareMetalMemory> bare_metal;  // set for boards with no OS (Cortex-M): docs/cortex-m.md
   bool is_cuda() const { return gpu.has_value(); }
+  bool is_bare_metal() const { return bare_metal.has_value(); }
 };
 
 /// Loads the target file (targets/target.h) and keeps what compiling needs. Throws Error naming the

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "backends/cuda/cuda_toolkit.h"
+#include "backends/package/board_files.h"
 #include "backends/package/c_names.h"
 #include "toolchain/cuda_runner.h"
 #include "frontend/ir/error.h"
@@ -73,7 +74,8 @@ package::IoInfo parse_io(const nlohmann::json& j, const std::string& where) {
 // A harness in C: reads raw inputs, runs the model `repeat` times, prints the median time, writes raw
 // outputs. The library itself needs none of this (no malloc or stdio in the run path). Built with
 // -DKILN_RUNNER_THREADS=T: T == 1 calls <m>_run_argv (serial, NULL context); T > 1 calls <m>_run with a
-// context whose parallel_for is the package's pthread pool, created once outside the timed loop.
+// context whose parallel_for is the package's pthread pool, created once outside the timed loop. With
+// -DKILN_RUNNER_NO_CLOCK (bare metal: newlib on a board has no clock) it runs untimed and prints no median.
 std::string runner_source(const PackageSignature& sig) {
   const std::string& m = sig.name;
   const size_t ni = sig.inputs.size(), no = sig.outputs.size();
@@ -86,6 +88,7 @@ std::string runner_source(const PackageSignature& sig) {
   for (size_t i = 0; i < no; ++i) fill += fmt::format("  out.{} = args[{}];\n", sig.outputs[i].c_name, ni + i);
   return fmt::format(R"(#define _POSIX_C_SOURCE 199309L
 #include "{m}.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {{
   void* args[NI + NO + 1];
   for (int i = 0; i < NI + NO; ++i) {{
     args[i] = malloc(sizes[i] ? (size_t)sizes[i] : 1);
+    if (!args[i]) {{ fprintf(stderr, "cannot allocate %lld bytes for argument %d\n", sizes[i], i); return 2; }}
     if (i < NI) {{
       FILE* f = fopen(argv[2 + i], "rb");
       if (!f || fread(args[i], 1, (size_t)sizes[i], f) != (size_t)sizes[i]) {{ fprintf(stderr, "cannot read %s\n", argv[2 + i]); return 2; }}
@@ -112,7 +116,10 @@ int main(int argc, char** argv) {{
     }}
   }}
   size_t ws = {M}_WORKSPACE_SIZE;
-  args[NI + NO] = aligned_alloc({M}_WORKSPACE_ALIGN, ws ? (ws + {M}_WORKSPACE_ALIGN - 1) / {M}_WORKSPACE_ALIGN * {M}_WORKSPACE_ALIGN : {M}_WORKSPACE_ALIGN);
+  /* Aligned by hand: newlib's aligned_alloc needs a posix_memalign that bare-metal newlib lacks. */
+  char* workspace = malloc(ws + {M}_WORKSPACE_ALIGN);
+  args[NI + NO] = workspace + ({M}_WORKSPACE_ALIGN - (uintptr_t)workspace % {M}_WORKSPACE_ALIGN) % {M}_WORKSPACE_ALIGN;
+  if (!workspace) {{ fprintf(stderr, "cannot allocate the workspace (%lu bytes)\n", (unsigned long)ws); return 2; }}
 #if KILN_RUNNER_THREADS > 1
   kiln_pthread_pool* pool = kiln_pthread_pool_create(KILN_RUNNER_THREADS);
   if (!pool) {{ fprintf(stderr, "cannot start %d threads\n", KILN_RUNNER_THREADS); return 2; }}
@@ -122,25 +129,35 @@ int main(int argc, char** argv) {{
   {m}_inputs in;
   {m}_outputs out;
 {fill}#endif
+#ifndef KILN_RUNNER_NO_CLOCK
   double* times = malloc(sizeof(double) * (size_t)(repeat > 0 ? repeat : 1));
+#endif
   /* One untimed run first: the first touches every page of the weights and the workspace. */
   for (int r = repeat > 0 ? -1 : 0; r < repeat; ++r) {{
+#ifndef KILN_RUNNER_NO_CLOCK
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+#endif
 #if KILN_RUNNER_THREADS > 1
     int rc = {m}_run(&ctx, &in, &out, args[NI + NO]);
 #else
     int rc = {m}_run_argv(args);
 #endif
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc != 0) {{ fprintf(stderr, "{m}_run returned %d\n", rc); return 3; }}
+#ifndef KILN_RUNNER_NO_CLOCK
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (r >= 0) times[r] = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6;
+#endif
   }}
 #if KILN_RUNNER_THREADS > 1
   kiln_pthread_pool_destroy(pool);
 #endif
+#ifndef KILN_RUNNER_NO_CLOCK
   qsort(times, (size_t)repeat, sizeof(double), cmp);
   printf("median: %.6f ms\nmin: %.6f ms\n", repeat > 0 ? times[repeat / 2] : 0.0, repeat > 0 ? times[0] : 0.0);
+#else
+  (void)cmp;
+#endif
   for (int i = 0; i < NO; ++i) {{
     FILE* f = fopen(argv[2 + NI + i], "wb");
     if (!f || fwrite(args[NI + i], 1, (size_t)sizes[NI + i], f) != (size_t)sizes[NI + i]) {{ fprintf(stderr, "cannot write\n"); return 2; }}
@@ -151,6 +168,42 @@ int main(int argc, char** argv) {{
 )",
                      fmt::arg("m", m), fmt::arg("M", M), fmt::arg("sizes", sizes), fmt::arg("ni", ni), fmt::arg("no", no),
                      fmt::arg("fill", fill));
+}
+
+// The shell command that runs the runner with `words` (its path, then its arguments). Natively or under
+// the run prefix the words follow the prefix; a bare-metal runner is booted by the board emulator the
+// prefix names, with the words as its semihosting command line.
+std::string runner_command(const CompileTarget& target, const std::string& dir, const std::vector<std::string>& words) {
+  std::string cmd;
+  if (!target.is_bare_metal()) {
+    cmd = target.run_prefix.empty() ? "" : target.run_prefix + " ";
+    for (size_t i = 0; i < words.size(); ++i) cmd += (i ? " " : "") + words[i];
+    return cmd;
+  }
+  if (target.run_prefix.empty())
+    throw Error(dir + ": the target " + target.name + " names no emulator to run its binaries (run_prefix)");
+  // The startup file splits the command line at spaces, and QEMU's option syntax takes ',' as a separator.
+  std::string args;
+  for (const std::string& w : words) {
+    if (w.find_first_of(" ,") != std::string::npos)
+      throw Error(dir + ": cannot pass '" + w + "' to a bare-metal runner (a space or ',' in the path; set TMPDIR)");
+    args += ",arg=" + w;
+  }
+  return target.run_prefix + " -display none -monitor none -serial null -semihosting-config enable=on,target=native" +
+         args + " -kernel " + words[0];
+}
+
+// What a failed compile or link said, errors first (a cross linker's warnings can fill the first lines),
+// on one line.
+std::string compiler_errors(const std::string& log) {
+  std::istringstream lines(log);
+  std::string line, errors;
+  while (std::getline(lines, line))
+    if (line.find("error") != std::string::npos || line.find("undefined reference") != std::string::npos)
+      errors += (errors.empty() ? "" : " | ") + line;
+  std::string text = errors.empty() ? log : errors;
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text.substr(0, 600);
 }
 
 int run_command(const std::string& cmd, const fs::path& log) {
@@ -208,14 +261,24 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
   std::string link = fmt::format("{} -O2 -std=c11 -Wall -Werror=implicit-function-declaration -DKILN_RUNNER_THREADS={}{} -I{} {} {}{} -lm -o {}",
                                  target.cc, threads, static_flag, pkg.string(), (work / "runner.c").string(),
                                  (pkg / ("lib" + m + ".a")).string(), pool, (work / "runner").string());
+  if (target.is_bare_metal()) {
+    if (threads > 1) throw Error(dir + ": --threads applies to packages for an OS; a bare-metal board runs one thread");
+    // newlib with semihosting (rdimon): stdio reaches the host's files through the debugger interface
+    // QEMU emulates; the package's startup file and linker script place everything on the board.
+    link = fmt::format("{} -O2 -std=c11 -Wall -Werror=implicit-function-declaration -DKILN_RUNNER_THREADS=1 "
+                       "-DKILN_RUNNER_NO_CLOCK -I{} {} {} {} --specs=rdimon.specs -nostartfiles -T {} "
+                       "-Wl,--no-warn-execstack -lm -o {}",
+                       target.cc, pkg.string(), (work / "runner.c").string(), (pkg / package::kBoardStartupSource).string(),
+                       (pkg / ("lib" + m + ".a")).string(), (pkg / package::kBoardLinkerScript).string(),
+                       (work / "runner").string());
+  }
   if (target.is_cuda())
     link = fmt::format("{} -O2 -std=c11 -Wall -Werror=implicit-function-declaration -I{} {} {} {} {} -o {}", target.cc,
                        pkg.string(), cuda::cuda_include_flags(), (work / "runner.c").string(),
                        (pkg / ("lib" + m + ".a")).string(), cuda::cuda_link_flags(), (work / "runner").string());
   if (run_command(link, work / "link.log") != 0)
-    throw Error(dir + ": cannot link a runner: " + slurp(work / "link.log").substr(0, 400));
-  std::string cmd = target.run_prefix.empty() ? "" : target.run_prefix + " ";
-  cmd += (work / "runner").string() + " " + std::to_string(repeat);
+    throw Error(dir + ": cannot link a runner: " + compiler_errors(slurp(work / "link.log")));
+  std::vector<std::string> words = {(work / "runner").string(), std::to_string(repeat)};
   for (size_t i = 0; i < sig.inputs.size(); ++i) {
     const package::IoInfo& io = sig.inputs[i];
     auto it = inputs.find(io.name);
@@ -225,9 +288,10 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
     fs::path f = work / ("in" + std::to_string(i) + ".bin");
     std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(it->second.data()),
                                              static_cast<std::streamsize>(it->second.byte_size()));
-    cmd += " " + f.string();
+    words.push_back(f.string());
   }
-  for (size_t i = 0; i < sig.outputs.size(); ++i) cmd += " " + (work / ("out" + std::to_string(i) + ".bin")).string();
+  for (size_t i = 0; i < sig.outputs.size(); ++i) words.push_back((work / ("out" + std::to_string(i) + ".bin")).string());
+  const std::string cmd = runner_command(target, dir, words);
   if (int rc = run_command(cmd, work / "run.log"); rc != 0)
     throw Error(dir + ": the compiled model failed (exit " + std::to_string(rc) + "): " + slurp(work / "run.log").substr(0, 400));
   PackageRun r;

@@ -12,6 +12,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Triple.h>
 
 #include <mutex>
 
@@ -35,7 +36,14 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const MachineSpec& spec
   llvm::TargetOptions options;
   // Fast lets instruction selection fuse any fmul feeding an fadd; the IR keeps no contract flags.
   options.AllowFPOpFusion = spec.fused_multiply_add ? llvm::FPOpFusion::Fast : llvm::FPOpFusion::Standard;
-  auto* tm = target->createTargetMachine(spec.triple, spec.cpu, spec.features, options, llvm::Reloc::PIC_,
+  // Normalized as llc and clang do: a three-part triple such as thumbv7em-none-eabihf read as written
+  // has "eabihf" as its OS and no environment, so LLVM chose the soft-float ABI for it.
+  const llvm::Triple triple(llvm::Triple::normalize(spec.triple));
+  // Position-independent code for OSes (packages link into PIEs and shared objects); bare metal (no OS
+  // in the triple: Cortex-M) links at fixed addresses, where PIC would only cost GOT loads.
+  const bool bare_metal = triple.getOS() == llvm::Triple::UnknownOS && triple.isOSBinFormatELF();
+  auto* tm = target->createTargetMachine(triple.str(), spec.cpu, spec.features, options,
+                                         bare_metal ? llvm::Reloc::Static : llvm::Reloc::PIC_,
                                          std::nullopt, llvm::CodeGenOptLevel::Aggressive);
   if (!tm) throw Error("cannot create a target machine for " + spec.triple + " / " + spec.cpu);
   return std::unique_ptr<llvm::TargetMachine>(tm);

@@ -26,7 +26,7 @@ struct MachineSpec {
 /// The code generation part of a target description.
 MachineSpec machine_of(const Target& t);
 
-/// A TargetMachine for the spec (position-independent code, O3). Throws Error for an unknown triple/cpu.
+/// A TargetMachine for the spec (position-independent code, static on bare metal; O3). Throws Error for an unknown triple/cpu.
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const MachineSpec& spec);
 
 /// Sets the module's triple and data layout from the machine.

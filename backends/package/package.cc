@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "backends/package/board_files.h"
 #include "backends/package/c_compiler.h"
 #include "backends/package/file_io.h"
 #include "backends/package/package_text.h"
@@ -41,9 +42,17 @@ nlohmann::json metadata(const ModelModule& m, const PackageOptions& o, bool pool
   j["runtime_kernels"] = m.runtime_kernels;
   for (const KernelStage& k : m.kernels)
     j["kernels"].push_back({{"stage", k.stage}, {"tag", k.tag}, {"subgraph", k.subgraph}, {"schedule", o.schedule}});
-  j["extras"] = {{"cmake_config", name + "Config.cmake"},
-                 {"parallel_pthread_source", "kiln_parallel_pthread.c"},
-                 {"parallel_pthread_object", pool_object ? nlohmann::json("kiln_parallel_pthread.o") : nlohmann::json()}};
+  if (o.bare_metal) {
+    j["target"]["bare_metal"] = {{"flash_origin", o.bare_metal->flash_origin}, {"flash_bytes", o.bare_metal->flash_bytes},
+                                 {"sram_origin", o.bare_metal->sram_origin}, {"sram_bytes", o.bare_metal->sram_bytes},
+                                 {"stack_bytes", o.bare_metal->stack_bytes}};
+    j["extras"] = {{"cmake_config", name + "Config.cmake"}, {"linker_script", kBoardLinkerScript},
+                   {"startup_source", kBoardStartupSource}};
+  } else {
+    j["extras"] = {{"cmake_config", name + "Config.cmake"},
+                   {"parallel_pthread_source", "kiln_parallel_pthread.c"},
+                   {"parallel_pthread_object", pool_object ? nlohmann::json("kiln_parallel_pthread.o") : nlohmann::json()}};
+  }
   return j;
 }
 
@@ -56,15 +65,23 @@ void write_files(ModelModule& m, const PackageOptions& o, const fs::path& tmp) {
   const fs::path kernel_dir = tmp / "runtime_kernels";
   std::vector<fs::path> objects = {obj};
   for (const fs::path& k : compile_runtime_kernels(m.runtime_kernels, o.cc, kernel_dir)) objects.push_back(k);
+  if (o.bare_metal) objects.push_back(compile_libm_extras(o.cc, kernel_dir));
   write_archive(tmp / ("lib" + name + ".a"), objects);
   std::error_code ec;
   fs::remove(obj);
   fs::remove_all(kernel_dir, ec);
-  // The optional thread pool: shipped beside the library, never inside it (the library stays free
-  // of threads; a server links the pool explicitly).
-  write_file(tmp / "kiln_parallel_pthread.h", kParallelPthreadH);
-  write_file(tmp / "kiln_parallel_pthread.c", kParallelPthreadC);
-  const bool pool_object = compile_pool_object(o.cc, tmp);
+  bool pool_object = false;
+  if (o.bare_metal) {
+    // A board has no threads: instead of the pool, what links a program for it (board_files.h).
+    write_file(tmp / kBoardLinkerScript, linker_script_text(*o.bare_metal, o.target_name));
+    write_file(tmp / kBoardStartupSource, startup_source_text());
+  } else {
+    // The optional thread pool: shipped beside the library, never inside it (the library stays free
+    // of threads; a server links the pool explicitly).
+    write_file(tmp / "kiln_parallel_pthread.h", kParallelPthreadH);
+    write_file(tmp / "kiln_parallel_pthread.c", kParallelPthreadC);
+    pool_object = compile_pool_object(o.cc, tmp);
+  }
   write_file(tmp / (name + "Config.cmake"), cmake_config_text(name));
   write_file(tmp / (name + ".h"), header_text(m));
   write_file(tmp / (name + ".json"), metadata(m, o, pool_object).dump(2) + "\n");

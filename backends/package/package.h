@@ -3,6 +3,7 @@
 /// stages before it (toolchain/pipeline.cc).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct PackageOptions {
   /// How the kernels were scheduled, per stage in the metadata: "default", or "custom" (random or
   /// tuning records).
   std::string schedule = "default";
+  /// Set for bare-metal targets: the package ships a linker script for this memory map and the startup
+  /// file (board_files.h) instead of the pthread pool, which a board without an OS cannot use.
+  std::optional<BareMetalMemory> bare_metal;
 };
 
 struct PackageInfo {

@@ -92,13 +92,21 @@ TEST(Target, EveryShippedTargetLoads) {
     EXPECT_GT(t.cores, 0) << t.name;
     EXPECT_GT(t.l1d_bytes, 0) << t.name;
     EXPECT_EQ(t.gpu.has_value(), t.triple.starts_with("nvptx")) << t.name;  // GPU limits exactly for CUDA targets
-    bool arm = t.triple.starts_with("aarch64");
-    EXPECT_EQ(t.runs_natively(), !arm) << t.name;
+    bool arm = t.triple.starts_with("aarch64"), cortex_m = t.triple.starts_with("thumbv7em");
+    EXPECT_EQ(t.runs_natively(), !arm && !cortex_m) << t.name;
     EXPECT_EQ(t.cc == "aarch64-linux-gnu-gcc", arm) << t.name;
+    EXPECT_EQ(t.bare_metal.has_value(), cortex_m) << t.name;  // a memory map exactly for boards
+    if (cortex_m) {
+      EXPECT_TRUE(t.cc.starts_with("arm-none-eabi-gcc ")) << t.name;
+      EXPECT_TRUE(t.run_prefix.starts_with("qemu-system-arm ")) << t.name;
+      EXPECT_EQ(t.vector_bits, 32) << t.name;
+      EXPECT_EQ(t.cores, 1) << t.name;
+    }
   }
   std::set<std::string> expected = {"x86_64-generic",     "x86_64-avx2",        "x86_64-avx512",
                                     "aarch64-cortex-a72", "aarch64-cortex-a53", "aarch64-neoverse-n1",
-                                    "cuda-sm75",          "cuda-sm80",          "cuda-sm90"};
+                                    "cuda-sm75",          "cuda-sm80",          "cuda-sm90",
+                                    "cortex-m4",          "cortex-m7"};
   for (const auto& n : expected) EXPECT_TRUE(names.count(n)) << n;
 
   auto listed = list_targets();
@@ -148,6 +156,46 @@ TEST(Target, GpuLimitsAreOptional) {
   EXPECT_EQ(t.gpu->max_threads_per_block, 1024);
   EXPECT_EQ(t.gpu->warp_size, 32);
   expect_error(std::string(kGood) + "\n[gpu]\nshared_memory = 49152\nwarp_size = 32\n", {"gpu.threads_per_block", "missing"});
+}
+
+const char* kBareMetal = R"(
+[bare_metal]
+flash_origin = 0x08000000
+flash_bytes = 0x100000
+sram_origin = 0x20000000
+sram_bytes = 0x40000
+stack_bytes = 0x2000
+)";
+
+TEST(Target, BareMetalMemoryIsOptional) {
+  testing::TempDir dir;
+  EXPECT_FALSE(load_target(write(dir, "plain.toml", kGood)).bare_metal);
+  Target t = load_target(write(dir, "board.toml", std::string(kGood) + kBareMetal));
+  ASSERT_TRUE(t.bare_metal);
+  EXPECT_EQ(t.bare_metal->flash_origin, 0x08000000);
+  EXPECT_EQ(t.bare_metal->flash_bytes, 0x100000);
+  EXPECT_EQ(t.bare_metal->sram_origin, 0x20000000);
+  EXPECT_EQ(t.bare_metal->sram_bytes, 0x40000);
+  EXPECT_EQ(t.bare_metal->stack_bytes, 0x2000);
+  EXPECT_FALSE(t.runs_natively());  // a board's binaries run on an emulator or the board
+  // A core without float SIMD says 32 bits: one lane.
+  EXPECT_EQ(load_target(write(dir, "scalar.toml", edited("vector_bits = 256", "vector_bits = 32"))).vector_lanes(4), 1);
+}
+
+TEST(Target, BadBareMetalMemoryIsNamed) {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string s = std::string(kGood) + kBareMetal;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  expect_error(with("stack_bytes = 0x2000\n", ""), {"missing field 'bare_metal.stack_bytes'"});
+  expect_error(with("sram_bytes = 0x40000", "sram_bytes = 0x40000\nheap = 1"), {"unknown field 'bare_metal.heap'"});
+  expect_error(with("sram_origin = 0x20000000", "sram_origin = 0x08080000"), {"'bare_metal.sram_origin'", "overlaps flash"});
+  expect_error(with("stack_bytes = 0x2000", "stack_bytes = 0x80000"), {"'bare_metal.stack_bytes'", "out of range"});
+  expect_error(with("flash_origin = 0x08000000", "flash_origin = 0x100000000"), {"'bare_metal.flash_origin'", "out of range"});
+  expect_error(with("flash_bytes = 0x100000", "flash_bytes = 0xF8000001"), {"'bare_metal.flash_bytes'", "out of range"});
+  expect_error(std::string(kGood) + "\n[gpu]\nshared_memory = 1\nthreads_per_block = 1\nwarp_size = 1\n" + kBareMetal,
+               {"'bare_metal'", "not both"});
 }
 
 TEST(Target, FusedMultiplyAddIsOptionalAndOffByDefault) {
