@@ -9,6 +9,7 @@ packages=(
   llvm-19-dev                   # code generation (backends/llvm)
   libtomlplusplus-dev           # target description files (targets/*.toml)
   qemu-user g++-aarch64-linux-gnu  # AArch64 packages: cross-linked runners under QEMU
+  gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm  # Cortex-M packages: firmware on QEMU's MPS2 boards
   clang-19 libclang-rt-19-dev   # libFuzzer target for the importer
   libxgboost-dev                # the tuner's cost model (scheduler/search)
   libz3-dev                     # proofs that lowered programs stay inside their buffers (scheduler/lower)

@@ -193,13 +193,14 @@ std::string runner_command(const CompileTarget& target, const std::string& dir, 
          args + " -kernel " + words[0];
 }
 
-// What a failed compile or link said, errors first (a cross linker's warnings can fill the first lines),
-// on one line.
+// What a failed compile or link said: its errors (a cross linker's warnings can fill the first lines;
+// a program too big for a board's memory is "will not fit in region"), on one line.
 std::string compiler_errors(const std::string& log) {
   std::istringstream lines(log);
   std::string line, errors;
+  auto has = [&](const char* s) { return line.find(s) != std::string::npos; };
   while (std::getline(lines, line))
-    if (line.find("error") != std::string::npos || line.find("undefined reference") != std::string::npos)
+    if ((has("error") || has("undefined reference") || has("will not fit") || has("overflowed")) && !has("collect2"))
       errors += (errors.empty() ? "" : " | ") + line;
   std::string text = errors.empty() ? log : errors;
   std::replace(text.begin(), text.end(), '\n', ' ');

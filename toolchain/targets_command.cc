@@ -62,6 +62,12 @@ std::string format_target(const Target& t) {
   } else {
     line("gpu", "(none)");
   }
+  if (t.bare_metal) {
+    const BareMetalMemory& m = *t.bare_metal;
+    line("bare_metal.flash", fmt::format("{:#010x} + {}", m.flash_origin, bytes_str(m.flash_bytes)));
+    line("bare_metal.sram", fmt::format("{:#010x} + {}", m.sram_origin, bytes_str(m.sram_bytes)));
+    line("bare_metal.stack", bytes_str(m.stack_bytes));
+  }
   return out;
 }
 

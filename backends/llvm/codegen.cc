@@ -177,7 +177,7 @@ class FuncEmitter {
   llvm::Value* buffer_base(const te::TensorNode* node) { return base_of(buffer_of(node)); }
 
   llvm::Value* to_value(llvm::Value* mem, DType t) {
-    if (t == DType::Float16 || t == DType::BFloat16) return b_.CreateFPExt(mem, value_type_like(mem, t));
+    if (t == DType::Float16 || t == DType::BFloat16) return emit_widen(b_, mem);
     if (t == DType::Bool) return b_.CreateICmpNE(mem, llvm::Constant::getNullValue(mem->getType()));
     return mem;
   }
@@ -220,7 +220,7 @@ class FuncEmitter {
     llvm::Type* mt = mem_type(buf->dtype);
     llvm::Value* p = b_.CreateGEP(mt, buffer_base(e->tensor.get()), this_threads_copy(buf, idx));
     llvm::Value* v = b_.CreateLoad(mt, p);
-    if (buf->dtype == DType::Float16 || buf->dtype == DType::BFloat16) return b_.CreateFPExt(v, b_.getFloatTy());
+    if (buf->dtype == DType::Float16 || buf->dtype == DType::BFloat16) return emit_widen(b_, v);
     if (buf->dtype == DType::Bool) return b_.CreateICmpNE(v, llvm::ConstantInt::get(mt, 0));
     return v;
   }

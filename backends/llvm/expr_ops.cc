@@ -54,6 +54,27 @@ llvm::Value* emit_float_to_bfloat(llvm::IRBuilder<>& b, llvm::Value* v) {
   return b.CreateBitCast(b.CreateTrunc(b.CreateLShr(pick, llvm::ConstantInt::get(i32, 16)), i16), bf);
 }
 
+llvm::Value* emit_bfloat_to_float(llvm::IRBuilder<>& b, llvm::Value* v) {
+  llvm::Type* i16 = b.getInt16Ty();
+  llvm::Type* i32 = b.getInt32Ty();
+  llvm::Type* f32 = b.getFloatTy();
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType())) {
+    i16 = llvm::VectorType::get(i16, vt->getElementCount());
+    i32 = llvm::VectorType::get(i32, vt->getElementCount());
+    f32 = llvm::VectorType::get(f32, vt->getElementCount());
+  }
+  llvm::Value* bits = b.CreateZExt(b.CreateBitCast(v, i16), i32);
+  return b.CreateBitCast(b.CreateShl(bits, llvm::ConstantInt::get(i32, 16)), f32);
+}
+
+llvm::Value* emit_widen(llvm::IRBuilder<>& b, llvm::Value* v) {
+  llvm::Type* e = v->getType()->getScalarType();
+  if (e->isBFloatTy()) return emit_bfloat_to_float(b, v);
+  llvm::Type* f32 = b.getFloatTy();
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType())) f32 = llvm::VectorType::get(f32, vt->getElementCount());
+  return b.CreateFPExt(v, f32);
+}
+
 llvm::Value* emit_cast(llvm::IRBuilder<>& b, llvm::Value* v, DType from, DType to) {
   llvm::Type* target = value_type_like(v, to);
   if (to == DType::Bool) {
@@ -67,7 +88,7 @@ llvm::Value* emit_cast(llvm::IRBuilder<>& b, llvm::Value* v, DType from, DType t
     else r = b.CreateSIToFP(v, target);
     if (to == DType::Float16 || to == DType::BFloat16) {  // round through the narrow type
       if (to == DType::BFloat16) {
-        r = b.CreateFPExt(emit_float_to_bfloat(b, r), target);
+        r = emit_bfloat_to_float(b, emit_float_to_bfloat(b, r));
       } else {
         llvm::Type* narrow = b.getHalfTy();
         if (auto* vt = llvm::dyn_cast<llvm::VectorType>(target)) narrow = llvm::VectorType::get(narrow, vt->getElementCount());

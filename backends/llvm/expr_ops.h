@@ -19,6 +19,11 @@ llvm::Type* value_type_like(llvm::Value* like, DType t);
 
 /// float -> bfloat16 rounded to nearest even, in integer operations (see the definition for why).
 llvm::Value* emit_float_to_bfloat(llvm::IRBuilder<>& b, llvm::Value* v);
+/// bfloat16 -> float (exact: the bits moved up), in integer operations: instruction selection for ARM
+/// has no extending load from bfloat (LLVM 19 aborts on one), and this is what the others emit anyway.
+llvm::Value* emit_bfloat_to_float(llvm::IRBuilder<>& b, llvm::Value* v);
+/// A loaded float16 or bfloat16 (scalar or vector) as float.
+llvm::Value* emit_widen(llvm::IRBuilder<>& b, llvm::Value* v);
 /// Converts `v` (a value of `from`) to `to`: float -> integer saturates, narrow floats round.
 llvm::Value* emit_cast(llvm::IRBuilder<>& b, llvm::Value* v, DType from, DType to);
 /// A unary operator on `x`, a value of dtype `t`. float32 math is inline (math_polynomials.h);

@@ -41,6 +41,17 @@ std::string header_text(const ModelModule& mm) {
       fmt::arg("m", m), fmt::arg("M", M), fmt::arg("hash", mm.model_hash), fmt::arg("ws", mm.workspace_size),
       fmt::arg("align", kWorkspaceAlign), fmt::arg("wb", mm.weights_bytes), fmt::arg("ni", mm.io.inputs.size()),
       fmt::arg("no", mm.io.outputs.size()));
+  // The same in arrays, in run_argv's order, for harnesses that take any model (a model without inputs
+  // still gets one element: C99 has no empty initializer).
+  auto list = [](const std::vector<IoInfo>& ios, auto item) {
+    std::string s;
+    for (const IoInfo& io : ios) s += (s.empty() ? "" : ", ") + item(io);
+    return "{" + (s.empty() ? std::string("0") : s) + "}";
+  };
+  auto size = [](const IoInfo& io) { return std::to_string(io.bytes); };
+  auto dtype = [](const IoInfo& io) { return "\"" + dtype_name(io.dtype) + "\""; };
+  h += fmt::format("#define {M}_INPUT_SIZES {}\n#define {M}_OUTPUT_SIZES {}\n#define {M}_OUTPUT_DTYPES {}\n\n",
+                   list(mm.io.inputs, size), list(mm.io.outputs, size), list(mm.io.outputs, dtype), fmt::arg("M", M));
   for (const std::string& limit : mm.io.limits) h += "/* Limit: " + limit + ". */\n";
   if (!mm.io.limits.empty()) h += "\n";
   auto io_macros = [&](const IoInfo& io, const char* kind) {
