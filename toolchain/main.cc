@@ -122,6 +122,11 @@ int main(int argc, char** argv) {
   bool compile_no_cross_thread = false;
   compile->add_flag("--no-cross-thread-reductions", compile_no_cross_thread,
                     "GPU programs: reductions with few outputs one thread per output (to compare with)");
+  int64_t compile_max_sram = -1;
+  compile->add_option("--max-sram", compile_max_sram,
+                      "Refuse a model whose SRAM need (arena + stack; the memory line says) is larger: bytes, or 256K, 1M")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber);
   compile->add_option("--seed", compile_choice.seed, "Seed of --schedule random")->capture_default_str();
   compile->add_option("--records", compile_choice.records_path,
                       "Tuning records file: each task gets its best record for the target (others the default schedule)");
@@ -227,6 +232,7 @@ int main(int argc, char** argv) {
       co.schedule.kind = kiln::schedule_kind_of_flags(compile_schedule, compile_choice.records_path);
       co.gpu_shared_tiles = !compile_no_shared_tiles;
       co.gpu_cross_thread_reductions = !compile_no_cross_thread;
+      if (compile_max_sram >= 0) co.max_sram_bytes = compile_max_sram;
       kiln::PipelineOptions po;
       po.bindings = compile_bindings.parse();
       po.dump = kiln::StageDump(compile_dump_after);
@@ -239,6 +245,7 @@ int main(int argc, char** argv) {
       std::cout << "wrote " << compile_out << "/lib" << co.name << ".a, " << co.name << ".h, " << co.name
                 << ".json (target " << co.target.name << ", workspace " << info.workspace_size << " bytes, lower bound "
                 << info.workspace_lower_bound << ", weights " << info.weights_bytes << " bytes)\n";
+      if (info.memory) std::cout << kiln::package::memory_report_text(*info.memory);
       return 0;
     }
     if (*check) {

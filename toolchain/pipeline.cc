@@ -217,7 +217,8 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   if (!after(o, "codegen", [&] { return package::print_model_module(module); })) return std::nullopt;
 
   const std::string schedule_source = c.schedule.kind == ScheduleChoice::Kind::Default ? "default" : "custom";
-  package::PackageInfo info = package::write_package(module, {c.target.name, c.target.cc, g.source, schedule_source, c.target.bare_metal}, dir);
+  package::PackageInfo info = package::write_package(
+      module, {c.target.name, c.target.cc, g.source, schedule_source, c.target.bare_metal, c.max_sram_bytes}, dir);
   after(o, "package", [&] { return print_package(dir, c.name); });
   return info;
 }

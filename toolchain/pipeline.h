@@ -65,6 +65,8 @@ struct CompileOptions {
   bool gpu_shared_tiles = true;
   /// GPU programs: reductions with few outputs spread over several threads each (gpu_cross_thread.h).
   bool gpu_cross_thread_reductions = true;
+  /// `--max-sram`: a package needing more SRAM (arena + stack) is refused (package/memory_report.h).
+  std::optional<int64_t> max_sram_bytes;
 };
 
 /// The frontend stages: import -> bind input shapes -> infer shapes (+ constant folding) -> remove dead nodes.

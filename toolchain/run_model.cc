@@ -116,7 +116,13 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
     if (!io.count.empty()) counts[io.name] = {io.count_axis, io.count, ""};
   }
   print_outputs(names, r.outputs, counts, o, out);
-  out << fmt::format("median: {:.3f} ms over {} run(s), min {:.3f} ms\n", r.median_ms, std::max(1, o.repeat), r.min_ms);
+  if (r.instructions) {
+    // QEMU's time means nothing for a microcontroller; its instruction count does (docs/cortex-m.md).
+    out << fmt::format("instructions: {:.0f} per run (QEMU -icount, median of {}; fewest {:.0f}); stack {} bytes\n",
+                       *r.instructions, std::max(1, o.repeat), r.min_instructions.value_or(0), r.stack_bytes.value_or(0));
+  } else {
+    out << fmt::format("median: {:.3f} ms over {} run(s), min {:.3f} ms\n", r.median_ms, std::max(1, o.repeat), r.min_ms);
+  }
 }
 
 }  // namespace

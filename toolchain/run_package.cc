@@ -30,13 +30,21 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-// The package's metadata file: the only *.json in the directory.
+// The package's metadata file: the only *.json in the directory. Two packages of different names
+// compiled into one directory are refused rather than one picked by directory order.
 fs::path metadata_file(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw Error(dir.string() + ": not a directory (expected a compiled package)");
+  std::vector<fs::path> found;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".json") return e.path();
-  throw Error(dir.string() + ": not a kiln package (no <name>.json)");
+    if (e.path().extension() == ".json") found.push_back(e.path());
+  if (found.empty()) throw Error(dir.string() + ": not a kiln package (no <name>.json)");
+  if (found.size() > 1) {
+    std::sort(found.begin(), found.end());
+    throw Error(dir.string() + ": holds several packages (" + found[0].filename().string() + ", " +
+                found[1].filename().string() + "): compile each into a directory of its own");
+  }
+  return found[0];
 }
 
 bool is_c_identifier(const std::string& s) { return !s.empty() && package::c_identifier(s) == s; }
@@ -75,7 +83,9 @@ package::IoInfo parse_io(const nlohmann::json& j, const std::string& where) {
 // outputs. The library itself needs none of this (no malloc or stdio in the run path). Built with
 // -DKILN_RUNNER_THREADS=T: T == 1 calls <m>_run_argv (serial, NULL context); T > 1 calls <m>_run with a
 // context whose parallel_for is the package's pthread pool, created once outside the timed loop. With
-// -DKILN_RUNNER_NO_CLOCK (bare metal: newlib on a board has no clock) it runs untimed and prints no median.
+// -DKILN_RUNNER_CORTEX_M (bare metal, linked with the package's startup file) it counts SysTick ticks
+// instead of reading a clock, and prints instructions per run (QEMU with -icount: the ticks converted by
+// a loop of known length) and the stack's high-water mark instead of milliseconds.
 std::string runner_source(const PackageSignature& sig) {
   const std::string& m = sig.name;
   const size_t ni = sig.inputs.size(), no = sig.outputs.size();
@@ -97,6 +107,20 @@ std::string runner_source(const PackageSignature& sig) {
 #include "kiln_parallel_pthread.h"
 #endif
 {sizes}
+#ifdef KILN_RUNNER_CORTEX_M
+uint64_t kiln_cortex_m_ticks(void);
+void kiln_cortex_m_stack_paint(void);
+uint32_t kiln_cortex_m_stack_used(void);
+/* Two instructions an iteration: the yardstick that turns ticks into instructions. */
+static __attribute__((noinline)) void count_down(uint32_t n) {{ __asm__ volatile("1: subs %0, %0, #1\n\tbne 1b" : "+r"(n)); }}
+static double now(void) {{ return (double)kiln_cortex_m_ticks(); }}
+#else
+static double now(void) {{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}}
+#endif
 static int cmp(const void* a, const void* b) {{
   double x = *(const double*)a, y = *(const double*)b;
   return x < y ? -1 : x > y;
@@ -129,34 +153,36 @@ int main(int argc, char** argv) {{
   {m}_inputs in;
   {m}_outputs out;
 {fill}#endif
-#ifndef KILN_RUNNER_NO_CLOCK
   double* times = malloc(sizeof(double) * (size_t)(repeat > 0 ? repeat : 1));
+#ifdef KILN_RUNNER_CORTEX_M
+  kiln_cortex_m_stack_paint();
 #endif
   /* One untimed run first: the first touches every page of the weights and the workspace. */
   for (int r = repeat > 0 ? -1 : 0; r < repeat; ++r) {{
-#ifndef KILN_RUNNER_NO_CLOCK
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-#endif
+    double t0 = now();
 #if KILN_RUNNER_THREADS > 1
     int rc = {m}_run(&ctx, &in, &out, args[NI + NO]);
 #else
     int rc = {m}_run_argv(args);
 #endif
+    double t1 = now();
     if (rc != 0) {{ fprintf(stderr, "{m}_run returned %d\n", rc); return 3; }}
-#ifndef KILN_RUNNER_NO_CLOCK
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (r >= 0) times[r] = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6;
-#endif
+    if (r >= 0) times[r] = t1 - t0;
   }}
 #if KILN_RUNNER_THREADS > 1
   kiln_pthread_pool_destroy(pool);
 #endif
-#ifndef KILN_RUNNER_NO_CLOCK
   qsort(times, (size_t)repeat, sizeof(double), cmp);
-  printf("median: %.6f ms\nmin: %.6f ms\n", repeat > 0 ? times[repeat / 2] : 0.0, repeat > 0 ? times[0] : 0.0);
+#ifdef KILN_RUNNER_CORTEX_M
+  unsigned long stack = (unsigned long)kiln_cortex_m_stack_used();
+  double c0 = now();
+  count_down(1u << 20);
+  double yardstick = now() - c0;
+  if (repeat > 0 && yardstick > 0)
+    printf("instructions: %.0f\nmin instructions: %.0f\n", times[repeat / 2] * 2097152.0 / yardstick, times[0] * 2097152.0 / yardstick);
+  printf("stack: %lu bytes\n", stack);
 #else
-  (void)cmp;
+  printf("median: %.6f ms\nmin: %.6f ms\n", repeat > 0 ? times[repeat / 2] : 0.0, repeat > 0 ? times[0] : 0.0);
 #endif
   for (int i = 0; i < NO; ++i) {{
     FILE* f = fopen(argv[2 + NI + i], "wb");
@@ -189,8 +215,9 @@ std::string runner_command(const CompileTarget& target, const std::string& dir, 
       throw Error(dir + ": cannot pass '" + w + "' to a bare-metal runner (a space or ',' in the path; set TMPDIR)");
     args += ",arg=" + w;
   }
-  return target.run_prefix + " -display none -monitor none -serial null -semihosting-config enable=on,target=native" +
-         args + " -kernel " + words[0];
+  // -icount: the virtual clock advances by instructions, so SysTick counts work done, not host time.
+  return target.run_prefix + " -icount shift=0 -display none -monitor none -serial null " +
+         "-semihosting-config enable=on,target=native" + args + " -kernel " + words[0];
 }
 
 // What a failed compile or link said: its errors (a cross linker's warnings can fill the first lines;
@@ -267,7 +294,7 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
     // newlib with semihosting (rdimon): stdio reaches the host's files through the debugger interface
     // QEMU emulates; the package's startup file and linker script place everything on the board.
     link = fmt::format("{} -O2 -std=c11 -Wall -Werror=implicit-function-declaration -DKILN_RUNNER_THREADS=1 "
-                       "-DKILN_RUNNER_NO_CLOCK -I{} {} {} {} --specs=rdimon.specs -nostartfiles -T {} "
+                       "-DKILN_RUNNER_CORTEX_M -I{} {} {} {} --specs=rdimon.specs -nostartfiles -T {} "
                        "-Wl,--no-warn-execstack -lm -o {}",
                        target.cc, pkg.string(), (work / "runner.c").string(), (pkg / package::kBoardStartupSource).string(),
                        (pkg / ("lib" + m + ".a")).string(), (pkg / package::kBoardLinkerScript).string(),
@@ -297,8 +324,16 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
     throw Error(dir + ": the compiled model failed (exit " + std::to_string(rc) + "): " + slurp(work / "run.log").substr(0, 400));
   PackageRun r;
   std::string log = slurp(work / "run.log");
-  if (auto p = log.find("median: "); p != std::string::npos) r.median_ms = std::stod(log.substr(p + 8));
-  if (auto p = log.find("min: "); p != std::string::npos) r.min_ms = std::stod(log.substr(p + 5));
+  auto number = [&](const std::string& key) -> std::optional<double> {
+    const size_t p = log.find("\n" + key + ": ");
+    if (log.rfind(key + ": ", 0) != 0 && p == std::string::npos) return std::nullopt;
+    return std::stod(log.substr((p == std::string::npos ? 0 : p + 1) + key.size() + 2));
+  };
+  r.median_ms = number("median").value_or(0);
+  r.min_ms = number("min").value_or(0);
+  r.instructions = number("instructions");
+  r.min_instructions = number("min instructions");
+  if (auto s = number("stack")) r.stack_bytes = static_cast<int64_t>(*s);
   for (size_t i = 0; i < sig.outputs.size(); ++i) {
     const DType dt = sig.outputs[i].dtype;
     const Shape& shape = sig.outputs[i].shape;

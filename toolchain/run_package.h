@@ -3,6 +3,7 @@
 /// target's run prefix (QEMU), so what runs is exactly what a user links.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ struct PackageRun {
   std::vector<Tensor> outputs;  // in the package's output order
   double median_ms = 0;
   double min_ms = 0;  // the fastest run: the least disturbed by other work on a shared machine
+  /// Bare-metal packages (run under QEMU with -icount, which counts instructions, not time):
+  /// instructions per run (median and fewest) and the stack's high-water mark; no milliseconds.
+  std::optional<double> instructions, min_instructions;
+  std::optional<int64_t> stack_bytes;
 };
 
 /// The inputs and outputs a package declares (from its <name>.json), and the target it was built for.

@@ -2,8 +2,10 @@
 #pragma once
 #include <llvm/IR/Module.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "targets/target.h"
 
@@ -32,8 +34,19 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const MachineSpec& spec
 /// Sets the module's triple and data layout from the machine.
 void configure_module(llvm::Module& m, llvm::TargetMachine& tm);
 
-/// Runs LLVM's O3 pipeline on the module and writes an ELF object file to `path`.
-void emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& path);
+/// The stack a module's external functions need: the deepest chain of frames through the direct calls
+/// of the optimised module, each frame as instruction selection laid it out (LLVM's stack-usage
+/// output). What it cannot see is listed, not guessed: callees outside the module (memcpy, libm, the
+/// runtime kernels) and indirect calls (a context's parallel_for).
+struct StackEstimate {
+  int64_t bytes = 0;
+  std::vector<std::string> not_counted;  // sorted: "memcpy", "an indirect call", ...
+  bool dynamic = false;                  // some frame has a run-time size (its static part is counted)
+};
+
+/// Runs LLVM's O3 pipeline on the module and writes an ELF object file to `path`; with `stack`, also
+/// estimates the stack the module's external functions need.
+void emit_object(llvm::Module& m, llvm::TargetMachine& tm, const std::string& path, StackEstimate* stack = nullptr);
 
 /// Runs the same pipeline and returns the target's assembly: PTX text for NVPTX targets.
 std::string emit_assembly(llvm::Module& m, llvm::TargetMachine& tm);

@@ -37,7 +37,9 @@ void emit_entry_functions(llvm::Module& mod, const std::string& m, const std::ve
   b.CreateRet(b.getInt32(2));
   b.SetInsertPoint(body);
   auto* arr = llvm::ArrayType::get(ptr, slots.size());
-  llvm::Value* bufs = b.CreateAlloca(arr);
+  // In the entry block: an alloca anywhere else has a run-time frame (a dynamic stack adjustment, and
+  // no static stack size for the memory report).
+  llvm::Value* bufs = llvm::IRBuilder<>(entry, entry->begin()).CreateAlloca(arr);
   for (size_t i = 0; i < slots.size(); ++i) {
     const Slot& s = slots[i];
     llvm::Value* p = nullptr;

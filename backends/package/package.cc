@@ -17,7 +17,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
-nlohmann::json metadata(const ModelModule& m, const PackageOptions& o, bool pool_object) {
+nlohmann::json memory_json(const MemoryReport& r) {
+  return {{"flash_bytes", r.flash_bytes()},
+          {"code_bytes", r.code_bytes},
+          {"weights_bytes", r.weights_bytes},
+          {"sram_bytes", r.sram_bytes()},
+          {"arena_bytes", r.arena_bytes},
+          {"arena_lower_bound", r.arena_lower_bound},
+          {"stack_bytes", r.stack.bytes},
+          {"stack_not_counted", r.stack.not_counted},
+          {"stack_dynamic", r.stack.dynamic},
+          {"library_data_bytes", r.static_ram_bytes}};
+}
+
+nlohmann::json metadata(const ModelModule& m, const PackageOptions& o, bool pool_object, const MemoryReport& memory) {
   const std::string& name = m.options.name;
   nlohmann::json j;
   j["name"] = name;
@@ -39,6 +52,7 @@ nlohmann::json metadata(const ModelModule& m, const PackageOptions& o, bool pool
   j["memory_plan"] = {{"workspace_bytes", m.workspace_size}, {"peak_liveness_lower_bound", m.workspace_lower_bound},
                       {"alignment", kWorkspaceAlign}, {"intermediates", m.intermediates}};
   j["weights_bytes"] = m.weights_bytes;
+  j["memory"] = memory_json(memory);
   j["runtime_kernels"] = m.runtime_kernels;
   for (const KernelStage& k : m.kernels)
     j["kernels"].push_back({{"stage", k.stage}, {"tag", k.tag}, {"subgraph", k.subgraph}, {"schedule", o.schedule}});
@@ -56,16 +70,24 @@ nlohmann::json metadata(const ModelModule& m, const PackageOptions& o, bool pool
   return j;
 }
 
-// Writes every file into `tmp`.
-void write_files(ModelModule& m, const PackageOptions& o, const fs::path& tmp) {
+// Writes every file into `tmp`; returns what the package needs of a device's memory.
+MemoryReport write_files(ModelModule& m, const PackageOptions& o, const fs::path& tmp) {
   const std::string& name = m.options.name;
   fs::path obj = tmp / (name + ".o");
-  llvm_backend::emit_object(*m.module, *m.target_machine, obj.string());
+  MemoryReport memory;
+  llvm_backend::emit_object(*m.module, *m.target_machine, obj.string(), &memory.stack);
   // The runtime kernels the model calls, compiled for the target, join the model in the archive.
   const fs::path kernel_dir = tmp / "runtime_kernels";
   std::vector<fs::path> objects = {obj};
   for (const fs::path& k : compile_runtime_kernels(m.runtime_kernels, o.cc, kernel_dir)) objects.push_back(k);
   if (o.bare_metal) objects.push_back(compile_libm_extras(o.cc, kernel_dir));
+  for (const fs::path& object : objects) add_object_sizes(object, ".rodata." + name + ".weights", memory);
+  memory.weights_bytes = m.weights_bytes;
+  memory.arena_bytes = m.workspace_size;
+  memory.arena_lower_bound = m.workspace_lower_bound;
+  if (o.max_sram_bytes && memory.sram_bytes() > *o.max_sram_bytes)
+    throw Error(fmt::format("{}: needs {} bytes of SRAM (arena {}, stack {}), more than --max-sram {}", o.source,
+                            memory.sram_bytes(), memory.arena_bytes, memory.stack.bytes, *o.max_sram_bytes));
   write_archive(tmp / ("lib" + name + ".a"), objects);
   std::error_code ec;
   fs::remove(obj);
@@ -84,13 +106,15 @@ void write_files(ModelModule& m, const PackageOptions& o, const fs::path& tmp) {
   }
   write_file(tmp / (name + "Config.cmake"), cmake_config_text(name));
   write_file(tmp / (name + ".h"), header_text(m));
-  write_file(tmp / (name + ".json"), metadata(m, o, pool_object).dump(2) + "\n");
+  write_file(tmp / (name + ".json"), metadata(m, o, pool_object, memory).dump(2) + "\n");
+  return memory;
 }
 
 }  // namespace
 
 PackageInfo write_package(ModelModule& m, const PackageOptions& o, const std::string& dir) {
-  write_package_dir(dir, [&](const fs::path& tmp) { write_files(m, o, tmp); });
+  MemoryReport memory;
+  write_package_dir(dir, [&](const fs::path& tmp) { memory = write_files(m, o, tmp); });
   PackageInfo info;
   info.dir = dir;
   info.inputs = m.io.inputs;
@@ -99,6 +123,7 @@ PackageInfo write_package(ModelModule& m, const PackageOptions& o, const std::st
   info.workspace_lower_bound = m.workspace_lower_bound;
   info.weights_bytes = m.weights_bytes;
   info.model_hash = m.model_hash;
+  info.memory = memory;
   return info;
 }
 

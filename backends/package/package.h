@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/package/c_names.h"
+#include "backends/package/memory_report.h"
 #include "backends/package/model_module.h"
 
 namespace kiln::package {
@@ -26,6 +27,9 @@ struct PackageOptions {
   /// Set for bare-metal targets: the package ships a linker script for this memory map and the startup
   /// file (board_files.h) instead of the pthread pool, which a board without an OS cannot use.
   std::optional<BareMetalMemory> bare_metal;
+  /// When set, a package whose SRAM need (MemoryReport::sram_bytes) is larger fails with an Error naming
+  /// both numbers, and nothing is written.
+  std::optional<int64_t> max_sram_bytes;
 };
 
 struct PackageInfo {
@@ -35,6 +39,7 @@ struct PackageInfo {
   int64_t workspace_lower_bound = 0;
   int64_t weights_bytes = 0;
   std::string model_hash;
+  std::optional<MemoryReport> memory;  // CPU packages
 };
 
 /// Writes the package of `m` into DIR (created if needed): lib<m>.a (the model's object, optimised and
