@@ -10,6 +10,7 @@ CompileTarget resolve_target(const std::string& name) {
   Target t = load_target(name);
   CompileTarget c;
   c.name = t.name;
+  c.file = t.file;
   c.machine = llvm_backend::machine_of(t);
   c.vector_bits = t.vector_bits;
   c.cc = t.cc;

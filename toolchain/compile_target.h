@@ -11,6 +11,7 @@ namespace kiln {
 /// What code generation, measurement and running need of a target; "host" picks this machine's.
 struct CompileTarget {
   std::string name;
+  std::string file;  // the target file it was read from
   llvm_backend::MachineSpec machine;
   int vector_bits = 128;
   std::string cc = "cc";        // links runners for this target; compiles runtime kernels into packages

@@ -10,6 +10,7 @@
 #include "frontend/passes/bind_input_shapes.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "frontend/reference/interpreter.h"
+#include "targets/target.h"
 #include "toolchain/run_package.h"
 #include "toolchain/npy.h"
 #include "toolchain/pipeline.h"
@@ -79,6 +80,16 @@ std::vector<double> literal_values(const std::string& name, const std::string& s
   }
 }
 
+// The target a package was compiled for: by name from the targets directory, or, for a target given as
+// a file of one's own (not in that directory), from that file where it still is.
+CompileTarget package_target(const PackageSignature& sig) {
+  std::error_code ec;
+  const bool shipped = std::filesystem::exists(std::filesystem::path(targets_dir()) / (sig.target + ".toml"), ec);
+  if (!shipped && !sig.target_file.empty() && std::filesystem::exists(sig.target_file, ec))
+    return resolve_target(sig.target_file);
+  return resolve_target(sig.target);
+}
+
 void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& out) {
   PackageSignature sig = read_package_signature(dir);
   std::vector<std::string> input_names;
@@ -108,7 +119,7 @@ void run_package_dir(const std::string& dir, const RunOptions& o, std::ostream& 
       throw Error(dir + ": input '" + io.name + "' must be " + dtype_name(io.dtype) + " " + shape_str(io.shape));
   }
   save_inputs(o.inputs_dir, input_names, inputs);
-  PackageRun r = run_package(dir, resolve_target(sig.target), inputs, std::max(1, o.repeat), o.threads);
+  PackageRun r = run_package(dir, package_target(sig), inputs, std::max(1, o.repeat), o.threads);
   std::vector<std::string> names;
   std::map<std::string, RunTimeExtent> counts;
   for (const auto& io : sig.outputs) {

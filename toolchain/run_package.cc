@@ -256,6 +256,7 @@ PackageSignature read_package_signature(const std::string& dir) {
     sig.name = meta.at("name").get<std::string>();
     if (!is_c_identifier(sig.name)) throw Error(file.string() + ": 'name' " + sig.name + " is not a C identifier");
     sig.target = meta.at("target").at("name").get<std::string>();
+    sig.target_file = meta.at("target").value("file", std::string());
     for (const auto& j : meta.at("inputs")) sig.inputs.push_back(parse_io(j, file.string() + ": input"));
     for (const auto& j : meta.at("outputs")) sig.outputs.push_back(parse_io(j, file.string() + ": output"));
   } catch (const nlohmann::json::exception& e) {

@@ -27,7 +27,8 @@ struct PackageRun {
 /// The inputs and outputs a package declares (from its <name>.json), and the target it was built for.
 struct PackageSignature {
   std::string name;
-  std::string target;
+  std::string target;       // its name: found in the targets directory, wherever the package is run
+  std::string target_file;  // the file it was read from when compiled ("" in older packages)
   std::vector<package::IoInfo> inputs, outputs;
 };
 PackageSignature read_package_signature(const std::string& dir);

@@ -37,7 +37,7 @@ nlohmann::json metadata(const ModelModule& m, const PackageOptions& o, bool pool
   j["abi_version"] = 1;
   j["model_hash"] = m.model_hash;
   j["source"] = o.source;
-  j["target"] = {{"name", o.target_name}, {"triple", m.options.machine.triple}, {"cpu", m.options.machine.cpu},
+  j["target"] = {{"name", o.target_name}, {"file", o.target_file}, {"triple", m.options.machine.triple}, {"cpu", m.options.machine.cpu},
                  {"features", m.options.machine.features}, {"vector_bits", m.options.vector_bits}};
   auto io_json = [](const IoInfo& io) {
     nlohmann::json j{{"name", io.name}, {"c_name", io.c_name}, {"dtype", dtype_name(io.dtype)}, {"shape", io.shape}, {"bytes", io.bytes}};

@@ -15,6 +15,7 @@ namespace kiln::package {
 
 struct PackageOptions {
   std::string target_name;  // for the metadata
+  std::string target_file;  // the target file, absolute: `kiln run` finds a target given as a path
   // The target's C compiler. It compiles the runtime kernels (runtime/kernels/) of ops that are not
   // loop nests (TopK, Det, BitCast) into lib<name>.a, so a model that has such ops needs it. When set
   // and it works, the optional pthread pool is also shipped compiled (kiln_parallel_pthread.o); the

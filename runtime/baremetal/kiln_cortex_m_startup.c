@@ -74,24 +74,23 @@ __attribute__((section(".kiln_vectors"), used)) void (*const kiln_vectors[16])(v
  * caller's frame and the call itself are not counted; it stops at the heap's end (newlib's sbrk). */
 enum { kStackPattern = 0xC5, kPaintMargin = 64, kMaxPaint = 256 * 1024 };
 extern void* _sbrk(ptrdiff_t increment);
-static uint8_t* paint_low;
-static uint8_t* paint_high;
+static uintptr_t paint_low, paint_high;
 
 __attribute__((noinline)) void kiln_cortex_m_stack_paint(void) {
-  uint8_t here;
-  uint8_t* high = &here - kPaintMargin;
-  uint8_t* heap_end = (uint8_t*)_sbrk(0);
-  uint8_t* low = high - kMaxPaint > heap_end ? high - kMaxPaint : heap_end + 16;
-  for (volatile uint8_t* p = low; p < high; ++p) *p = kStackPattern;
+  uintptr_t sp;
+  __asm__ volatile("mov %0, sp" : "=r"(sp));
+  const uintptr_t high = sp - kPaintMargin, heap_end = (uintptr_t)_sbrk(0) + 16;
+  const uintptr_t low = high > heap_end + kMaxPaint ? high - kMaxPaint : heap_end;
+  for (uintptr_t a = low; a < high; ++a) *(volatile uint8_t*)a = kStackPattern;
   paint_low = low;
   paint_high = high;
 }
 
 uint32_t kiln_cortex_m_stack_used(void) {
-  const uint8_t* p = paint_low;
-  while (p < paint_high && *p == kStackPattern) ++p;
+  uintptr_t a = paint_low;
+  while (a < paint_high && *(volatile const uint8_t*)a == kStackPattern) ++a;
   /* Bytes written below the painter's frame, plus the margin between that frame and the region. */
-  return p == paint_high ? 0u : (uint32_t)(paint_high - p) + kPaintMargin;
+  return a == paint_high ? 0u : (uint32_t)(paint_high - a) + kPaintMargin;
 }
 
 /* One semihosting call: operation in r0, its parameter block in r1, the result back in r0. */

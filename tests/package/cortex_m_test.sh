@@ -3,7 +3,9 @@
 #   a) the library needs no malloc, stdio or threads, and links with hard-float firmware;
 #   b) the firmware prints the reference interpreter's outputs (rtol 1e-4, atol 1e-5) on cortex-m4 and -m7;
 #   c) the weights sit in flash and the arena in SRAM (the linked firmware's symbols);
-#   d) `kiln run PKG` boots the same package under qemu-system-arm and agrees with the reference too.
+#   d) `kiln run PKG` boots the same package under qemu-system-arm and agrees with the reference too;
+#   e) the soft-float-ABI variant (a target file of one's own: triple thumbv7em-none-eabi, -mfloat-abi=softfp)
+#      agrees too, its library says so in its build attributes, and `kiln run` finds that file.
 # usage: cortex_m_test.sh KILN SOURCE_DIR WORK_DIR MODEL.onnx [KILN_ARGS...]
 # Exits 77 (skipped) without arm-none-eabi-gcc or qemu-system-arm: scripts/install-deps.sh installs both.
 set -euo pipefail
@@ -53,7 +55,19 @@ for target in cortex-m4 cortex-m7; do
 
   echo "== $target: kiln run"
   "$KILN" run "$out/pkg" --print 100000 "$@" |
-    awk '/^output / { on = 1; next } /^median/ { on = 0 } on { for (i = 1; i <= NF; ++i) print $i }' >"$out.run"
+    awk '/^output / { on = 1; next } /^(median|instructions)/ { on = 0 } on { for (i = 1; i <= NF; ++i) print $i }' >"$out.run"
   same_values "$out.run"
 done
+
+echo "== cortex-m4 with the softfp float ABI"
+sed -e 's/^triple = "thumbv7em-none-eabihf"/triple = "thumbv7em-none-eabi"/' -e 's/-mfloat-abi=hard/-mfloat-abi=softfp/' \
+  "$SRC/targets/cortex-m4.toml" >"$WORK/m4-softfp.toml"
+"$KILN" compile "$MODEL" -o "$WORK/softfp" --name net --target "$WORK/m4-softfp.toml" "$@" >/dev/null
+mkdir -p "$WORK/softfp_objects" && (cd "$WORK/softfp_objects" && arm-none-eabi-ar x "$WORK/softfp/libnet.a")
+attributes=$(arm-none-eabi-readelf -A "$WORK/softfp_objects/net.o")
+grep -q 'Tag_FP_arch: VFPv4' <<<"$attributes" || die "softfp: the library does not use the FPU"
+if grep -q 'Tag_ABI_VFP_args: VFP registers' <<<"$attributes"; then die "softfp: the library passes floats in VFP registers"; fi
+"$KILN" run "$WORK/softfp" --print 100000 "$@" |
+  awk '/^output / { on = 1; next } /^(median|instructions)/ { on = 0 } on { for (i = 1; i <= NF; ++i) print $i }' >"$WORK/softfp.run"
+same_values "$WORK/softfp.run"
 echo "PASS"
