@@ -85,6 +85,15 @@ MemoryReport write_files(ModelModule& m, const PackageOptions& o, const fs::path
   memory.weights_bytes = m.weights_bytes;
   memory.arena_bytes = m.workspace_size;
   memory.arena_lower_bound = m.workspace_lower_bound;
+  // A board's memory map is a hard limit: a package that cannot fit would only fail later, at the link.
+  if (o.bare_metal && memory.flash_bytes() > o.bare_metal->flash_bytes)
+    throw Error(fmt::format("{}: needs {} bytes of flash (code {}, weights {}), more than the {} bytes of the target {}",
+                            o.source, memory.flash_bytes(), memory.code_bytes, memory.weights_bytes,
+                            o.bare_metal->flash_bytes, o.target_name));
+  if (o.bare_metal && memory.sram_bytes() > o.bare_metal->sram_bytes)
+    throw Error(fmt::format("{}: needs {} bytes of SRAM (arena {}, stack {}), more than the {} bytes of the target {}",
+                            o.source, memory.sram_bytes(), memory.arena_bytes, memory.stack.bytes,
+                            o.bare_metal->sram_bytes, o.target_name));
   if (o.max_sram_bytes && memory.sram_bytes() > *o.max_sram_bytes)
     throw Error(fmt::format("{}: needs {} bytes of SRAM (arena {}, stack {}), more than --max-sram {}", o.source,
                             memory.sram_bytes(), memory.arena_bytes, memory.stack.bytes, *o.max_sram_bytes));

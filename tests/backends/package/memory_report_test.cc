@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -60,6 +61,32 @@ TEST(MemoryReport, MaxSramRefusesAModelThatNeedsMore) {
   // Sizes with units, and nonsense refused as a usage error.
   EXPECT_EQ(testing::run_kiln_output("compile " + kModel + " --target cortex-m4 --max-sram 1M -o " + dir.path("m"), dir).exit_code, 0);
   EXPECT_EQ(testing::run_kiln_output("compile " + kModel + " --target cortex-m4 --max-sram lots -o " + dir.path("x"), dir).exit_code, 2);
+}
+
+// A bare-metal target's memory map is a limit: tiny_cnn (5.5 KiB of weights, a 10 KiB arena) on a board
+// with 4 KiB of flash, or with 8 KiB of SRAM, is refused by name, and nothing is written.
+TEST(MemoryReport, ABoardTooSmallIsRefused) {
+  testing::TempDir dir;
+  const std::string shipped = testing::read_file(std::string(KILN_SOURCE_DIR) + "/targets/cortex-m4.toml");
+  ASSERT_FALSE(shipped.empty());
+  auto board = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string text = shipped;
+    text.replace(text.find(from), from.size(), to);
+    std::ofstream(dir.path(name + ".toml")) << text;
+    return dir.path(name + ".toml");
+  };
+  const std::string small_flash = board("small-flash", "flash_bytes = 0x00400000", "flash_bytes = 0x1000");
+  const std::string small_sram =
+      board("small-sram", "sram_bytes = 0x00400000\nstack_bytes = 0x4000", "sram_bytes = 0x2000\nstack_bytes = 0x400");
+  testing::CliOutput o = testing::run_kiln_output("compile " + kModel + " --target " + small_flash + " -o " + dir.path("a"), dir);
+  EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+  EXPECT_NE(o.err.find("bytes of flash"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("more than the 4096 bytes of the target small-flash"), std::string::npos) << o.err;
+  o = testing::run_kiln_output("compile " + kModel + " --target " + small_sram + " -o " + dir.path("b"), dir);
+  EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+  EXPECT_NE(o.err.find("more than the 8192 bytes of the target small-sram"), std::string::npos) << o.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path("a")));
+  EXPECT_FALSE(std::filesystem::exists(dir.path("b")));
 }
 
 // The stack estimate is the model's deepest call chain; the runner measures the high-water mark on the
