@@ -26,6 +26,7 @@
 #include "frontend/zoo/zoo.h"
 
 int main(int argc, char** argv) {
+  kiln::report_llvm_fatal_errors();
   CLI::App app{"kiln: an ahead-of-time tensor compiler"};
   app.require_subcommand(1);
 
