@@ -28,6 +28,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"bert_base", build_bert_base},
       {"blocked_edges", build_blocked_edges},
       {"lstm_kws", build_lstm_kws},
+      {"ds_cnn_int8", build_ds_cnn_int8},
       {"gru_refine", build_gru_refine},
       {"detector_nms", build_detector_nms},
   };
