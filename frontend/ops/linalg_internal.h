@@ -40,6 +40,13 @@ inline int64_t wrapping_add(int64_t a, int64_t b) {
 /// Rounds half to even (numpy's rint), independent of the current floating-point rounding mode.
 double round_half_to_even(double v);
 
+/// An int32 accumulator requantized as ONNX Runtime does it with float32 scales (MLAS's requantize
+/// output): the accumulator rounded to float32, times the float32 multiplier in float32, rounded half to
+/// even, plus the zero point. ONNX's Python reference multiplies in float64 instead; the two differ only
+/// where the float32 product lands on the other side of a .5 (no node test has such a case), and kiln
+/// follows ONNX Runtime, the runtime its users compare with (issue 22). Not saturated.
+double requantize_float32(int64_t acc, float multiplier, double zero_point);
+
 /// The smallest and largest value of an integer dtype, as doubles (for saturating quantization).
 double integer_min(DType t);
 double integer_max(DType t);

@@ -85,6 +85,11 @@ double round_half_to_even(double v) {
   return r;
 }
 
+double requantize_float32(int64_t acc, float multiplier, double zero_point) {
+  const float product = static_cast<float>(acc) * multiplier;  // float32, as MLAS computes it
+  return round_half_to_even(static_cast<double>(product)) + zero_point;
+}
+
 double integer_min(DType t) {
   switch (t) {
     case DType::Int8: return -128.0;

@@ -338,7 +338,9 @@ OpDef qlinear_matmul_op() {
       double mult = round_to_dtype(a_scale.get_double(per_row ? row : 0) * b_scale.get_double(per_col ? col : 0),
                                    scale_dtype);
       mult = round_to_dtype(mult / y_scale.get_double(0), scale_dtype);
-      double v = round_half_to_even(static_cast<double>(acc[i]) * mult + y_zero);
+      // float32 scales: applied in float32, as ONNX Runtime does (linalg_internal.h).
+      double v = scale_dtype == DType::Float32 ? requantize_float32(acc[i], static_cast<float>(mult), y_zero)
+                                               : round_half_to_even(static_cast<double>(acc[i]) * mult + y_zero);
       y.set_int(i, static_cast<int64_t>(saturate(v, out)));
     }
     c.set_output(0, std::move(y));

@@ -10,6 +10,7 @@
 
 #include "frontend/ops/nn_common.h"
 #include "frontend/ops/axes_and_broadcast.h"
+#include "frontend/ops/linalg_internal.h"
 
 namespace kiln::nn {
 namespace {
@@ -429,10 +430,11 @@ OpDef qlinear_conv_op() {
     Tensor y(out_type, out);
     for (int64_t i = 0; i < y.size(); ++i) {
       int64_t m = (i / plane) % cs.out_channels;
-      // The combined multiplier is formed in float32, as the scales are float32 tensors.
+      // The combined multiplier is formed in float32, as the scales are float32 tensors, and applied
+      // in float32 as ONNX Runtime does (linalg_internal.h).
       float ws = static_cast<float>(w_scale.get_double(w_scale.size() > 1 ? m : 0));
-      double multiplier = static_cast<double>(x_scale * ws / y_scale);
-      double v = std::nearbyint(static_cast<double>(acc[i]) * multiplier) + y_zero;  // ties to even
+      const float multiplier = x_scale * ws / y_scale;
+      double v = linalg::requantize_float32(acc[i], multiplier, y_zero);
       y.set_int(i, static_cast<int64_t>(std::clamp(v, lowest, highest)));
     }
     c.set_output(0, std::move(y));

@@ -177,8 +177,16 @@ void lower_qlinear_matmul(LowerContext& c) {
   });
   c.set_output(0, compute(c.name(), "broadcast", out, s.d.out, [&](const std::vector<Expr>& i) {
                  Expr m = at(mult, {per_row ? s.row(i) : int_imm(0), per_col ? s.col(i) : int_imm(0)});
+                 Expr zero = c.has_input(7) ? at(c.input(7), zero_indices(c.shape(7).size())) : Expr();
+                 if (sd == DType::Float32) {
+                   // float32 scales: requantized in float32 as ONNX Runtime does (linalg_internal.h).
+                   const DType f32 = DType::Float32;  // the bounds of an 8-bit output are exact in it
+                   Expr v = unary(ExprOp::Round, cast(f32, at(acc, i)) * m);
+                   if (zero) v = v + cast(f32, zero);
+                   return cast(out, min(max(v, float_imm(linalg::integer_min(out), f32)), float_imm(linalg::integer_max(out), f32)));
+                 }
                  Expr v = cast(f64, at(acc, i)) * cast(f64, m);
-                 if (c.has_input(7)) v = v + cast(f64, at(c.input(7), zero_indices(c.shape(7).size())));
+                 if (zero) v = v + cast(f64, zero);
                  return saturate_to(out, unary(ExprOp::Round, v));
                }));
 }

@@ -222,10 +222,12 @@ void lower_qlinear_conv(LowerContext& c) {
   DType t = c.out_dtype(0);
   double lowest = t == DType::Int8 ? -128 : 0, highest = t == DType::Int8 ? 127 : 255;
   TensorRef y = compute(c.name(), "elementwise", t, out, [&](const std::vector<Expr>& idx) {
-    // Requantize in double: round half to even, add the zero point, saturate.
-    Expr scaled = cast(DType::Float64, at(acc, idx)) * cast(DType::Float64, at(multiplier, {idx[1]}));
-    Expr v = unary(ExprOp::Round, scaled) + cast(DType::Float64, quant_param(c.input(7), int_imm(0)));
-    v = min(max(v, float_imm(lowest, DType::Float64)), float_imm(highest, DType::Float64));
+    // Requantize in float32 as ONNX Runtime does (frontend/ops/linalg_internal.h): round half to even,
+    // add the zero point, saturate. Every step is exact in float32 but the product.
+    const DType f32 = DType::Float32;
+    Expr scaled = cast(f32, at(acc, idx)) * at(multiplier, {idx[1]});
+    Expr v = unary(ExprOp::Round, scaled) + cast(f32, quant_param(c.input(7), int_imm(0)));
+    v = min(max(v, float_imm(lowest, f32)), float_imm(highest, f32));
     return cast(t, v);
   });
   c.set_output(0, y);

@@ -1,0 +1,73 @@
+// Requantization (frontend/ops/linalg_internal.h): kiln rounds an int32 accumulator to int8/uint8 as
+// ONNX Runtime does, the product of the accumulator and the multiplier taken in float32, not in float64
+// as ONNX's Python reference takes it. A case where the two disagree pins that down in the reference
+// interpreter and in the compiled package.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "frontend/ops/linalg_internal.h"
+#include "frontend/reference/interpreter.h"
+#include "tests/frontend/test_models.h"
+
+namespace kiln {
+namespace {
+
+// 22756 x 0.00736069586 (the float32 0x3bf131fe) is 167.499995 in float64, and exactly 167.5 once
+// rounded to float32: half to even gives 168 in float32 (ONNX Runtime) and 167 in float64.
+constexpr int64_t kAcc = 22756;
+float tie_multiplier() {
+  const uint32_t bits = 0x3bf131fe;
+  float m;
+  std::memcpy(&m, &bits, sizeof m);
+  return m;
+}
+
+TEST(Requantize, TheProductIsTakenInFloat32AsOnnxRuntimeTakesIt) {
+  const float m = tie_multiplier();
+  EXPECT_EQ(linalg::round_half_to_even(static_cast<double>(kAcc) * static_cast<double>(m)), 167.0);  // float64
+  EXPECT_EQ(linalg::requantize_float32(kAcc, m, 0.0), 168.0);
+  EXPECT_EQ(linalg::requantize_float32(kAcc, m, 10.0), 178.0);  // the zero point after rounding
+  EXPECT_EQ(linalg::requantize_float32(-kAcc, m, 0.0), -168.0);
+}
+
+// QLinearMatMul [1, 3] x [3, 1] in uint8 whose accumulator is 127*127 + 127*52 + 23*1 = 22756, with
+// a_scale the tie multiplier and the other scales 1: the output is 168, in the reference interpreter and
+// in the package compiled for this host.
+TEST(Requantize, QLinearMatMulRoundsAsOnnxRuntimeInTheReferenceAndCompiled) {
+  ModelBuilder b("qmatmul_tie", 13);
+  b.input("a", DType::UInt8, Shape{1, 3});
+  b.initializer("b", Tensor::from_ints(DType::UInt8, {3, 1}, std::vector<int64_t>{127, 52, 1}));
+  b.initializer("a_scale", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{tie_multiplier()}));
+  b.initializer("one", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{1.0}));
+  b.initializer("zero", Tensor::from_ints(DType::UInt8, {}, std::vector<int64_t>{0}));
+  b.node("QLinearMatMul", {"a", "a_scale", "zero", "b", "one", "zero", "one", "zero"}, {"y"});
+  b.output("y", DType::UInt8, Shape{1, 1});
+  const Tensor a = Tensor::from_ints(DType::UInt8, {1, 3}, std::vector<int64_t>{127, 127, 23});
+  const Graph g = testing::prepared_graph(b);
+  EXPECT_EQ(run_reference(g, {{"a", a}})[0].get_int(0), 168);
+  testing::TempDir dir;
+  testing::HostPackage pkg(b, dir);
+  EXPECT_EQ(pkg.run({{"a", a}})[0].get_int(0), 168);
+}
+
+// The same accumulator from QLinearConv, a 1x1 convolution over 3 channels (its own lowering).
+TEST(Requantize, QLinearConvRoundsAsOnnxRuntimeInTheReferenceAndCompiled) {
+  ModelBuilder b("qconv_tie", 13);
+  b.input("x", DType::UInt8, Shape{1, 3, 1, 1});
+  b.initializer("w", Tensor::from_ints(DType::UInt8, {1, 3, 1, 1}, std::vector<int64_t>{127, 52, 1}));
+  b.initializer("x_scale", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{tie_multiplier()}));
+  b.initializer("one", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{1.0}));
+  b.initializer("zero", Tensor::from_ints(DType::UInt8, {}, std::vector<int64_t>{0}));
+  b.node("QLinearConv", {"x", "x_scale", "zero", "w", "one", "zero", "one", "zero"}, {"y"});
+  b.output("y", DType::UInt8, Shape{1, 1, 1, 1});
+  const Tensor x = Tensor::from_ints(DType::UInt8, {1, 3, 1, 1}, std::vector<int64_t>{127, 127, 23});
+  const Graph g = testing::prepared_graph(b);
+  EXPECT_EQ(run_reference(g, {{"x", x}})[0].get_int(0), 168);
+  testing::TempDir dir;
+  testing::HostPackage pkg(b, dir);
+  EXPECT_EQ(pkg.run({{"x", x}})[0].get_int(0), 168);
+}
+
+}  // namespace
+}  // namespace kiln
