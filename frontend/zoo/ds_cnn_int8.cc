@@ -9,6 +9,10 @@
 // output's zero point is -128, so saturation clips the negatives. The pool runs in float between a
 // DequantizeLinear and a QuantizeLinear (GlobalAveragePool has no standard quantized form). The weights
 // are seeded int8; the scales are chosen so activations keep their spread (no layer saturates whole).
+//
+// ds_cnn_qdq is the same model, numbers and all, in the form ONNX Runtime's quantizer writes by default
+// (QDQ): each QLinearConv is DequantizeLinear (activation, weight, bias) -> Conv -> QuantizeLinear, the
+// classifier DequantizeLinear -> MatMul -> QuantizeLinear.
 #include <cmath>
 #include <set>
 #include <string>
@@ -27,7 +31,7 @@ Tensor scalar(DType t, double v) { return Tensor::from_doubles(t, {}, std::vecto
 
 class QuantizedLayers {
  public:
-  QuantizedLayers(ModelBuilder& b, WeightInit& w) : b_(b), w_(w) {}
+  QuantizedLayers(ModelBuilder& b, WeightInit& w, bool qdq) : b_(b), w_(w), qdq_(qdq) {}
 
   // A QLinearConv whose int8 weights are uniform in [-127, 127] and whose per-channel scales give the
   // float weights He's spread for `fan_in` inputs; int32 biases of up to a tenth of an output step.
@@ -46,14 +50,48 @@ class QuantizedLayers {
     b_.initializer(name + ".w_scale", Tensor::from_doubles(DType::Float32, {out}, scales));
     b_.initializer(name + ".w_zero_point", Tensor::from_doubles(DType::Int8, {out}, std::vector<double>(scales.size(), 0)));
     b_.initializer(name + ".bias", Tensor::from_doubles(DType::Int32, {out}, bias));
-    b_.node("QLinearConv",
-            {x, scale_of(x_scale), zero_point(x_scale == kInputScale ? 0 : -128), name + ".w", name + ".w_scale",
-             name + ".w_zero_point", scale_of(kActivationScale), zero_point(-128), name + ".bias"},
-            {name}, name)
+    const std::string x_zero = zero_point(x_scale == kInputScale ? 0 : -128);
+    if (!qdq_) {
+      b_.node("QLinearConv",
+              {x, scale_of(x_scale), x_zero, name + ".w", name + ".w_scale", name + ".w_zero_point",
+               scale_of(kActivationScale), zero_point(-128), name + ".bias"},
+              {name}, name)
+          .attr("group", group)
+          .attr("strides", strides)
+          .attr("pads", pads);
+      return name;
+    }
+    // The bias is dequantized with x_scale * w_scale per channel (float32, as quantizers write it).
+    std::vector<double> bias_scales(scales.size());
+    for (size_t c = 0; c < scales.size(); ++c)
+      bias_scales[c] = static_cast<double>(static_cast<float>(x_scale) * static_cast<float>(scales[c]));
+    b_.initializer(name + ".bias_scale", Tensor::from_doubles(DType::Float32, {out}, bias_scales));
+    b_.initializer(name + ".bias_zero_point", Tensor::from_doubles(DType::Int32, {out}, std::vector<double>(scales.size(), 0)));
+    b_.node("DequantizeLinear", {x, scale_of(x_scale), x_zero}, {name + ".x"});
+    b_.node("DequantizeLinear", {name + ".w", name + ".w_scale", name + ".w_zero_point"}, {name + ".wf"}).attr("axis", int64_t{0});
+    b_.node("DequantizeLinear", {name + ".bias", name + ".bias_scale", name + ".bias_zero_point"}, {name + ".bf"})
+        .attr("axis", int64_t{0});
+    b_.node("Conv", {name + ".x", name + ".wf", name + ".bf"}, {name + ".y"}, name + ".conv")
         .attr("group", group)
         .attr("strides", strides)
         .attr("pads", pads);
+    b_.node("QuantizeLinear", {name + ".y", scale_of(kActivationScale), zero_point(-128)}, {name});
     return name;
+  }
+
+  // The classifier: QLinearMatMul, or DequantizeLinear -> MatMul -> QuantizeLinear.
+  void matmul(const std::string& a, double a_scale, const std::string& b, double b_scale, const std::string& y,
+              double y_scale) {
+    if (!qdq_) {
+      b_.node("QLinearMatMul",
+              {a, scale_of(a_scale), zero_point(-128), b, scale_of(b_scale), zero_point(0), scale_of(y_scale), zero_point(0)},
+              {y}, "fc");
+      return;
+    }
+    b_.node("DequantizeLinear", {a, scale_of(a_scale), zero_point(-128)}, {a + ".f"});
+    b_.node("DequantizeLinear", {b, scale_of(b_scale), zero_point(0)}, {b + ".f"});
+    b_.node("MatMul", {a + ".f", b + ".f"}, {y + ".f"}, "fc");
+    b_.node("QuantizeLinear", {y + ".f", scale_of(y_scale), zero_point(0)}, {y});
   }
 
   // A shared scale or zero point initializer (one per value).
@@ -73,16 +111,15 @@ class QuantizedLayers {
  private:
   ModelBuilder& b_;
   WeightInit& w_;
+  bool qdq_;
   std::set<std::string> defined_;
   int count_ = 1;
 };
 
-}  // namespace
-
-ModelBuilder build_ds_cnn_int8(const ZooOptions& o) {
+ModelBuilder build_ds_cnn(const ZooOptions& o, bool qdq) {
   WeightInit w(o.seed);
-  ModelBuilder b("ds_cnn_int8", 13);
-  QuantizedLayers q(b, w);
+  ModelBuilder b(qdq ? "ds_cnn_qdq" : "ds_cnn_int8", 13);
+  QuantizedLayers q(b, w, qdq);
   b.input("mfcc", DType::Float32, Shape{o.batch, 1, kFrames, kFeatures});
   b.node("QuantizeLinear", {"mfcc", q.scale_of(kInputScale), q.zero_point(0)}, {"mfcc.q"});
   // 49x10 -> 25x5: "same" padding for a 10x4 kernel of stride 2.
@@ -102,13 +139,15 @@ ModelBuilder build_ds_cnn_int8(const ZooOptions& o) {
   std::vector<double> fc(static_cast<size_t>(kChannels * kWords));
   for (double& v : fc) v = std::round(w.uniform(-127.0, 127.0));
   b.initializer("fc.w", Tensor::from_doubles(DType::Int8, {kChannels, kWords}, fc));
-  b.node("QLinearMatMul",
-         {"pooled.q", q.scale_of(kActivationScale), q.zero_point(-128), "fc.w", q.scale_of(kFcScale), q.zero_point(0),
-          q.scale_of(kLogitScale), q.zero_point(0)},
-         {"logits.q"}, "fc");
+  q.matmul("pooled.q", kActivationScale, "fc.w", kFcScale, "logits.q", kLogitScale);
   b.node("DequantizeLinear", {"logits.q", q.scale_of(kLogitScale), q.zero_point(0)}, {"logits"});
   b.output("logits", DType::Float32, Shape{o.batch, kWords});
   return b;
 }
+
+}  // namespace
+
+ModelBuilder build_ds_cnn_int8(const ZooOptions& o) { return build_ds_cnn(o, false); }
+ModelBuilder build_ds_cnn_qdq(const ZooOptions& o) { return build_ds_cnn(o, true); }
 
 }  // namespace kiln

@@ -29,6 +29,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"blocked_edges", build_blocked_edges},
       {"lstm_kws", build_lstm_kws},
       {"ds_cnn_int8", build_ds_cnn_int8},
+      {"ds_cnn_qdq", build_ds_cnn_qdq},
       {"gru_refine", build_gru_refine},
       {"detector_nms", build_detector_nms},
   };

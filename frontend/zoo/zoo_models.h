@@ -23,6 +23,7 @@ ModelBuilder build_bert_base(const ZooOptions& o);
 ModelBuilder build_blocked_edges(const ZooOptions& o);
 ModelBuilder build_lstm_kws(const ZooOptions& o);
 ModelBuilder build_ds_cnn_int8(const ZooOptions& o);
+ModelBuilder build_ds_cnn_qdq(const ZooOptions& o);
 ModelBuilder build_gru_refine(const ZooOptions& o);
 ModelBuilder build_detector_nms(const ZooOptions& o);
 
