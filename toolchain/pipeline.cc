@@ -16,6 +16,7 @@
 #include "frontend/passes/conv_transpose_to_conv.h"
 #include "frontend/passes/expand_recurrent.h"
 #include "frontend/passes/fold_into_conv.h"
+#include "frontend/passes/fuse_qdq.h"
 #include "frontend/passes/gemm_weights.h"
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/passes/remove_dead_nodes.h"
@@ -97,6 +98,9 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
 
 Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& o) {
   Graph g = model;  // values share their constants: a cheap copy
+  fuse_qdq(g);  // before anything reads the float form: the quantized weights stay int8
+  remove_dead_nodes(g);
+  after(o, "qdq", [&] { return print_graph(g); });
   expand_recurrent(g, {.roll_steps = o.step_loops});
   if (!o.step_loops) unroll_step_loops(g);  // the long Loops and Scans inference made StepLoops
   // A loop's body gets the same rewrites; a recurrent layer in it is unrolled (loops do not nest).

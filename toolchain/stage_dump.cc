@@ -9,7 +9,7 @@ namespace kiln {
 
 const std::vector<std::string>& pipeline_stages() {
   static const std::vector<std::string> stages = {
-      "import", "bind", "infer", "prune", "expand", "fold", "deconv", "subst", "layout", "partition",
+      "import", "bind", "infer", "prune", "qdq", "expand", "fold", "deconv", "subst", "layout", "partition",
       "tasks", "analysis", "sketch", "schedule", "lower", "memory", "codegen", "package"};
   return stages;
 }

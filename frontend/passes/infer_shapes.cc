@@ -1,5 +1,7 @@
 #include "frontend/passes/infer_shapes.h"
 
+#include "frontend/passes/fuse_qdq.h"
+
 #include <algorithm>
 #include <cstdint>
 
@@ -127,6 +129,8 @@ void infer_all_nodes(Graph& g, const InferOptions& o) {
     }
     if (!g.run_time_extents.empty()) carry_run_time_extents(g, n);
     if (produced_constants || !all_inputs_constant(n, g)) continue;
+    // A quantized weight that compiling fuses into an integer kernel stays int8 (fuse_qdq.h).
+    if (n.op_type == "DequantizeLinear" && is_fused_qdq_weight(g, n)) continue;
     // A loop of known inputs runs at compile time only as long as its unrolling would have been
     // allowed to be: a hostile trip count must not hang the compiler.
     if (is_step_loop(n)) {

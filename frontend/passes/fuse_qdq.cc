@@ -1,0 +1,205 @@
+#include "frontend/passes/fuse_qdq.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+
+namespace kiln {
+namespace {
+
+using Consumers = std::map<std::string, std::vector<size_t>>;  // value -> indices of the nodes reading it
+
+Consumers consumers_of(const Graph& g) {
+  Consumers c;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const std::string& in : g.nodes[i].inputs)
+      if (!in.empty()) c[in].push_back(i);
+  return c;
+}
+
+const Node* producer(const Graph& g, const std::string& value) {
+  for (const Node& n : g.nodes)
+    for (const std::string& out : n.outputs)
+      if (out == value) return &n;
+  return nullptr;
+}
+
+bool is_8bit(DType t) { return t == DType::Int8 || t == DType::UInt8; }
+
+bool plain(const Node& n, const char* op) {
+  return n.op_type == op && n.domain.empty() && n.opset >= 10 && n.guards.empty() && n.attr_int("block_size", 0) == 0;
+}
+
+// A DequantizeLinear's scale and zero point, when they are constants of `count` elements (or one, per
+// tensor), `axis` being the axis a per-element scale runs along.
+struct Quantization {
+  const Tensor* scale = nullptr;
+  const Tensor* zero_point = nullptr;  // null: absent (zero)
+};
+std::optional<Quantization> quantization(const Graph& g, const Node& dq, int64_t count, int64_t axis, int64_t rank) {
+  Quantization q;
+  q.scale = g.constant_input(dq, 1);
+  if (!q.scale || q.scale->dtype() != DType::Float32) return std::nullopt;
+  if (dq.inputs.size() > 2 && !dq.inputs[2].empty()) {
+    q.zero_point = g.constant_input(dq, 2);
+    if (!q.zero_point || q.zero_point->size() != q.scale->size()) return std::nullopt;
+  }
+  if (q.scale->size() == 1) return q;
+  if (q.scale->size() != count || q.scale->shape().size() != 1) return std::nullopt;
+  int64_t a = dq.opset >= 13 ? dq.attr_int("axis", 1) : 1;
+  if (a < 0) a += rank;
+  return a == axis ? std::optional<Quantization>(q) : std::nullopt;
+}
+
+struct Match {
+  size_t op = 0, quantize = 0;  // node indices
+  const Node* dq_x = nullptr;
+  const Node* dq_w = nullptr;
+  const Node* dq_b = nullptr;
+};
+
+// The single QuantizeLinear reading `out` (nothing else reads it, nor is it a graph output).
+std::optional<size_t> sole_quantize(const Graph& g, const Consumers& c, const std::string& out) {
+  auto it = c.find(out);
+  if (it == c.end() || it->second.size() != 1) return std::nullopt;
+  for (const std::string& o : g.outputs)
+    if (o == out) return std::nullopt;
+  const Node& q = g.nodes[it->second[0]];
+  if (!plain(q, "QuantizeLinear") || q.inputs[0] != out || q.inputs.size() < 3 || q.inputs[2].empty()) return std::nullopt;
+  const Tensor *s = g.constant_input(q, 1), *z = g.constant_input(q, 2);
+  if (!s || !z || s->size() != 1 || z->size() != 1 || s->dtype() != DType::Float32 || !is_8bit(z->dtype()))
+    return std::nullopt;
+  if (q.opset >= 21 && q.attr_int("output_dtype", 0) != 0) return std::nullopt;
+  return it->second[0];
+}
+
+// The activation's DequantizeLinear: per tensor, of an 8-bit value.
+const Node* activation_dq(const Graph& g, const std::string& value) {
+  const Node* dq = producer(g, value);
+  if (!dq || !plain(*dq, "DequantizeLinear")) return nullptr;
+  auto q = quantization(g, *dq, 1, 0, 0);
+  if (!q || q->scale->size() != 1) return nullptr;
+  if (q->zero_point && !is_8bit(q->zero_point->dtype())) return nullptr;
+  if (!q->zero_point && g.value(dq->inputs[0]).typed && !is_8bit(g.value(dq->inputs[0]).dtype)) return nullptr;
+  return dq;
+}
+
+// The weight's DequantizeLinear: of an 8-bit constant, per tensor or along `axis` (`count` scales).
+const Node* weight_dq(const Graph& g, const std::string& value, int64_t axis, int64_t count_dim) {
+  const Node* dq = producer(g, value);
+  if (!dq || !plain(*dq, "DequantizeLinear")) return nullptr;
+  const Tensor* w = g.constant_input(*dq, 0);
+  if (!w || !is_8bit(w->dtype()) || static_cast<int64_t>(w->shape().size()) <= axis) return nullptr;
+  const int64_t rank = static_cast<int64_t>(w->shape().size());
+  auto q = quantization(g, *dq, w->shape()[static_cast<size_t>(count_dim)], axis, rank);
+  if (!q || (q->zero_point && q->zero_point->dtype() != w->dtype())) return nullptr;
+  return dq;
+}
+
+float f32(const Tensor& t, int64_t i) { return static_cast<float>(t.get_double(t.size() == 1 ? 0 : i)); }
+
+std::optional<Match> match_conv(const Graph& g, const Consumers& c, size_t i) {
+  const Node& conv = g.nodes[i];
+  if (conv.op_type != "Conv" || !conv.domain.empty() || !conv.guards.empty() || conv.inputs.size() < 2) return std::nullopt;
+  Match m;
+  m.op = i;
+  if (!(m.dq_x = activation_dq(g, conv.inputs[0]))) return std::nullopt;
+  if (!(m.dq_w = weight_dq(g, conv.inputs[1], 0, 0))) return std::nullopt;
+  const Tensor& w = *g.constant_input(*m.dq_w, 0);
+  const int64_t channels = w.shape()[0];
+  if (conv.inputs.size() > 2 && !conv.inputs[2].empty()) {
+    // The bias: int32, zero point zero, its scale x_scale * w_scale in float32 for every channel.
+    m.dq_b = producer(g, conv.inputs[2]);
+    if (!m.dq_b || !plain(*m.dq_b, "DequantizeLinear")) return std::nullopt;
+    const Tensor* b = g.constant_input(*m.dq_b, 0);
+    if (!b || b->dtype() != DType::Int32 || b->size() != channels) return std::nullopt;
+    auto qb = quantization(g, *m.dq_b, channels, 0, 1);
+    if (!qb) return std::nullopt;
+    if (qb->zero_point)
+      for (int64_t k = 0; k < qb->zero_point->size(); ++k)
+        if (qb->zero_point->get_int(k) != 0) return std::nullopt;
+    const Tensor& xs = *g.constant_input(*m.dq_x, 1);
+    const Tensor& ws = *g.constant_input(*m.dq_w, 1);
+    for (int64_t k = 0; k < channels; ++k) {
+      const float want = f32(xs, 0) * f32(ws, k), have = f32(*qb->scale, k);
+      if (std::memcmp(&want, &have, sizeof want) != 0) return std::nullopt;
+    }
+  }
+  auto q = sole_quantize(g, c, conv.outputs[0]);
+  if (!q) return std::nullopt;
+  m.quantize = *q;
+  return m;
+}
+
+std::optional<Match> match_matmul(const Graph& g, const Consumers& c, size_t i) {
+  const Node& mm = g.nodes[i];
+  if (mm.op_type != "MatMul" || !mm.domain.empty() || !mm.guards.empty()) return std::nullopt;
+  Match m;
+  m.op = i;
+  if (!(m.dq_x = activation_dq(g, mm.inputs[0]))) return std::nullopt;
+  const Node* dq = producer(g, mm.inputs[1]);
+  const Tensor* b = dq ? g.constant_input(*dq, 0) : nullptr;
+  if (!b || b->shape().size() != 2) return std::nullopt;
+  if (!(m.dq_w = weight_dq(g, mm.inputs[1], 1, 1))) return std::nullopt;  // per column of [K, N]
+  auto q = sole_quantize(g, c, mm.outputs[0]);
+  if (!q) return std::nullopt;
+  m.quantize = *q;
+  return m;
+}
+
+std::optional<Match> match(const Graph& g, const Consumers& c, size_t i) {
+  if (auto m = match_conv(g, c, i)) return m;
+  return match_matmul(g, c, i);
+}
+
+// Input `i` of `dq` (scale or zero point), or a zero of `dtype` when the zero point is absent.
+std::string zero_point_or_zero(Graph& g, const Node& dq, DType dtype) {
+  if (dq.inputs.size() > 2 && !dq.inputs[2].empty()) return dq.inputs[2];
+  return g.add_constant(dq.outputs[0] + ".zero_point", Tensor(dtype, Shape{}));
+}
+
+}  // namespace
+
+bool is_fused_qdq_weight(const Graph& g, const Node& dq) {
+  if (dq.op_type != "DequantizeLinear" || !g.constant_input(dq, 0)) return false;
+  const Consumers c = consumers_of(g);
+  auto it = c.find(dq.outputs[0]);
+  if (it == c.end() || it->second.size() != 1) return false;
+  auto m = match(g, c, it->second[0]);
+  return m && (m->dq_w == &dq || m->dq_b == &dq);
+}
+
+int fuse_qdq(Graph& g) {
+  int fused = 0;
+  size_t i = 0;
+  while (i < g.nodes.size()) {
+    const Consumers c = consumers_of(g);
+    auto m = match(g, c, i);
+    if (!m) {
+      ++i;
+      continue;
+    }
+    const Node op = g.nodes[m->op];
+    const Node q = g.nodes[m->quantize];
+    const Node dq_x = *m->dq_x, dq_w = *m->dq_w;
+    const DType x_dtype = g.value(dq_x.inputs[0]).dtype, w_dtype = g.constant_input(dq_w, 0)->dtype();
+    Node fused_node;
+    fused_node.name = op.name;
+    fused_node.domain = "";
+    fused_node.opset = op.opset;
+    fused_node.op_type = op.op_type == "Conv" ? "QLinearConv" : "QLinearMatMul";
+    fused_node.attrs = op.attrs;
+    fused_node.inputs = {dq_x.inputs[0], dq_x.inputs[1], zero_point_or_zero(g, dq_x, x_dtype),
+                         dq_w.inputs[0], dq_w.inputs[1], zero_point_or_zero(g, dq_w, w_dtype),
+                         q.inputs[1],    q.inputs[2]};
+    if (m->dq_b) fused_node.inputs.push_back(m->dq_b->inputs[0]);
+    fused_node.outputs = {q.outputs[0]};
+    // The QuantizeLinear comes after everything the pattern reads: the fused node takes its place.
+    g.nodes[m->quantize] = fused_node;
+    g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(m->op));  // the next node moves to index i
+    ++fused;
+  }
+  return fused;
+}
+
+}  // namespace kiln
