@@ -29,23 +29,24 @@ llvm::Type* value_type(llvm::LLVMContext& ctx, DType t) {
   return memory_type(ctx, t);
 }
 
-llvm::Type* value_type_like(llvm::Value* like, DType t) {
-  llvm::Type* s = value_type(like->getContext(), t);
-  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(like->getType())) return llvm::VectorType::get(s, vt->getElementCount());
-  return s;
+namespace {
+
+// `scalar`, as a vector of as many lanes when `like` is a vector.
+llvm::Type* lanes_like(llvm::Value* like, llvm::Type* scalar) {
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(like->getType())) return llvm::VectorType::get(scalar, vt->getElementCount());
+  return scalar;
 }
+
+}  // namespace
+
+llvm::Type* value_type_like(llvm::Value* like, DType t) { return lanes_like(like, value_type(like->getContext(), t)); }
 
 // float -> bfloat16 with round-to-nearest-even on the bits: LLVM lowers fptrunc to bfloat to a
 // libgcc call that older toolchains lack, and packages must not need a runtime library.
 llvm::Value* emit_float_to_bfloat(llvm::IRBuilder<>& b, llvm::Value* v) {
-  llvm::Type* i32 = b.getInt32Ty();
-  llvm::Type* i16 = b.getInt16Ty();
-  llvm::Type* bf = b.getBFloatTy();
-  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType())) {
-    i32 = llvm::VectorType::get(i32, vt->getElementCount());
-    i16 = llvm::VectorType::get(i16, vt->getElementCount());
-    bf = llvm::VectorType::get(bf, vt->getElementCount());
-  }
+  llvm::Type* i32 = lanes_like(v, b.getInt32Ty());
+  llvm::Type* i16 = lanes_like(v, b.getInt16Ty());
+  llvm::Type* bf = lanes_like(v, b.getBFloatTy());
   llvm::Value* bits = b.CreateBitCast(v, i32);
   llvm::Value* lsb = b.CreateAnd(b.CreateLShr(bits, llvm::ConstantInt::get(i32, 16)), llvm::ConstantInt::get(i32, 1));
   llvm::Value* rounded = b.CreateAdd(bits, b.CreateAdd(lsb, llvm::ConstantInt::get(i32, 0x7fff)));
@@ -55,24 +56,14 @@ llvm::Value* emit_float_to_bfloat(llvm::IRBuilder<>& b, llvm::Value* v) {
 }
 
 llvm::Value* emit_bfloat_to_float(llvm::IRBuilder<>& b, llvm::Value* v) {
-  llvm::Type* i16 = b.getInt16Ty();
-  llvm::Type* i32 = b.getInt32Ty();
-  llvm::Type* f32 = b.getFloatTy();
-  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType())) {
-    i16 = llvm::VectorType::get(i16, vt->getElementCount());
-    i32 = llvm::VectorType::get(i32, vt->getElementCount());
-    f32 = llvm::VectorType::get(f32, vt->getElementCount());
-  }
-  llvm::Value* bits = b.CreateZExt(b.CreateBitCast(v, i16), i32);
-  return b.CreateBitCast(b.CreateShl(bits, llvm::ConstantInt::get(i32, 16)), f32);
+  llvm::Type* i32 = lanes_like(v, b.getInt32Ty());
+  llvm::Value* bits = b.CreateZExt(b.CreateBitCast(v, lanes_like(v, b.getInt16Ty())), i32);
+  return b.CreateBitCast(b.CreateShl(bits, llvm::ConstantInt::get(i32, 16)), lanes_like(v, b.getFloatTy()));
 }
 
 llvm::Value* emit_widen(llvm::IRBuilder<>& b, llvm::Value* v) {
-  llvm::Type* e = v->getType()->getScalarType();
-  if (e->isBFloatTy()) return emit_bfloat_to_float(b, v);
-  llvm::Type* f32 = b.getFloatTy();
-  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType())) f32 = llvm::VectorType::get(f32, vt->getElementCount());
-  return b.CreateFPExt(v, f32);
+  if (v->getType()->getScalarType()->isBFloatTy()) return emit_bfloat_to_float(b, v);
+  return b.CreateFPExt(v, lanes_like(v, b.getFloatTy()));
 }
 
 llvm::Value* emit_cast(llvm::IRBuilder<>& b, llvm::Value* v, DType from, DType to) {
