@@ -172,8 +172,8 @@ bool is_fused_qdq_weight(const Graph& g, const Node& dq) {
 int fuse_qdq(Graph& g) {
   int fused = 0;
   size_t i = 0;
+  Consumers c = consumers_of(g);  // again after each rewrite only: a model has thousands of nodes
   while (i < g.nodes.size()) {
-    const Consumers c = consumers_of(g);
     auto m = match(g, c, i);
     if (!m) {
       ++i;
@@ -197,6 +197,7 @@ int fuse_qdq(Graph& g) {
     // The QuantizeLinear comes after everything the pattern reads: the fused node takes its place.
     g.nodes[m->quantize] = fused_node;
     g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(m->op));  // the next node moves to index i
+    c = consumers_of(g);
     ++fused;
   }
   return fused;
