@@ -222,8 +222,8 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
 
   const std::string schedule_source = c.schedule.kind == ScheduleChoice::Kind::Default ? "default" : "custom";
   package::PackageInfo info = package::write_package(
-      module, {c.target.name, std::filesystem::absolute(c.target.file).string(), c.target.cc, g.source, schedule_source,
-               c.target.bare_metal, c.max_sram_bytes}, dir);
+      module, {c.target.name, c.target.file.empty() ? "" : std::filesystem::absolute(c.target.file).string(), c.target.cc,
+               g.source, schedule_source, c.target.bare_metal, c.max_sram_bytes}, dir);
   after(o, "package", [&] { return print_package(dir, c.name); });
   return info;
 }

@@ -85,7 +85,7 @@ std::vector<double> literal_values(const std::string& name, const std::string& s
 CompileTarget package_target(const PackageSignature& sig) {
   std::error_code ec;
   const bool shipped = std::filesystem::exists(std::filesystem::path(targets_dir()) / (sig.target + ".toml"), ec);
-  if (!shipped && !sig.target_file.empty() && std::filesystem::exists(sig.target_file, ec))
+  if (!shipped && !sig.target_file.empty() && std::filesystem::is_regular_file(sig.target_file, ec))
     return resolve_target(sig.target_file);
   return resolve_target(sig.target);
 }

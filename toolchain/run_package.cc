@@ -142,8 +142,8 @@ int main(int argc, char** argv) {{
   size_t ws = {M}_WORKSPACE_SIZE;
   /* Aligned by hand: newlib's aligned_alloc needs a posix_memalign that bare-metal newlib lacks. */
   char* workspace = malloc(ws + {M}_WORKSPACE_ALIGN);
-  args[NI + NO] = workspace + ({M}_WORKSPACE_ALIGN - (uintptr_t)workspace % {M}_WORKSPACE_ALIGN) % {M}_WORKSPACE_ALIGN;
   if (!workspace) {{ fprintf(stderr, "cannot allocate the workspace (%lu bytes)\n", (unsigned long)ws); return 2; }}
+  args[NI + NO] = workspace + ({M}_WORKSPACE_ALIGN - (uintptr_t)workspace % {M}_WORKSPACE_ALIGN) % {M}_WORKSPACE_ALIGN;
 #if KILN_RUNNER_THREADS > 1
   kiln_pthread_pool* pool = kiln_pthread_pool_create(KILN_RUNNER_THREADS);
   if (!pool) {{ fprintf(stderr, "cannot start %d threads\n", KILN_RUNNER_THREADS); return 2; }}
@@ -324,11 +324,11 @@ PackageRun run_package(const std::string& dir, const CompileTarget& target, cons
   if (int rc = run_command(cmd, work / "run.log"); rc != 0)
     throw Error(dir + ": the compiled model failed (exit " + std::to_string(rc) + "): " + slurp(work / "run.log").substr(0, 400));
   PackageRun r;
-  std::string log = slurp(work / "run.log");
+  const std::string log = "\n" + slurp(work / "run.log");  // every "key: value" line starts after a newline
   auto number = [&](const std::string& key) -> std::optional<double> {
     const size_t p = log.find("\n" + key + ": ");
-    if (log.rfind(key + ": ", 0) != 0 && p == std::string::npos) return std::nullopt;
-    return std::stod(log.substr((p == std::string::npos ? 0 : p + 1) + key.size() + 2));
+    if (p == std::string::npos) return std::nullopt;
+    return std::stod(log.substr(p + key.size() + 3));
   };
   r.median_ms = number("median").value_or(0);
   r.min_ms = number("min").value_or(0);

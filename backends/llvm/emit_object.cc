@@ -174,7 +174,7 @@ void optimize_and_emit(llvm::Module& m, llvm::TargetMachine& tm, llvm::raw_pwrit
     tm.Options.StackUsageOutput.clear();
     *stack = deepest_stack(m, calls, read_stack_usage(stack_usage_file));
     std::error_code ec;
-    if (!std::getenv("KILN_KEEP_SU")) std::filesystem::remove(stack_usage_file, ec);
+    std::filesystem::remove(stack_usage_file, ec);
   }
 }
 

@@ -40,7 +40,7 @@ void configure_module(llvm::Module& m, llvm::TargetMachine& tm);
 /// runtime kernels) and indirect calls (a context's parallel_for).
 struct StackEstimate {
   int64_t bytes = 0;
-  std::vector<std::string> not_counted;  // sorted: "memcpy", "an indirect call", ...
+  std::vector<std::string> not_counted;  // sorted: "indirect calls (...)", "memset", ...
   bool dynamic = false;                  // some frame has a run-time size (its static part is counted)
 };
 

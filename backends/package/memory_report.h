@@ -25,8 +25,8 @@ struct MemoryReport {
 };
 
 /// Adds the sizes of `object` (an ELF object file) to `r`: allocated sections that occupy the file go
-/// to code_bytes (except `weights_section` and its .rel/.rela, counted as weights elsewhere), writable
-/// ones to static_ram_bytes as well (initialised data is copied from flash into RAM at reset).
+/// to code_bytes (except `weights_section`, counted as weights elsewhere), writable ones to
+/// static_ram_bytes as well (initialised data is copied from flash into RAM at reset).
 void add_object_sizes(const std::filesystem::path& object, const std::string& weights_section, MemoryReport& r);
 
 /// Lines for `kiln compile`: flash and SRAM with their parts, the arena against its lower bound, and what

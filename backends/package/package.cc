@@ -86,17 +86,20 @@ MemoryReport write_files(ModelModule& m, const PackageOptions& o, const fs::path
   memory.arena_bytes = m.workspace_size;
   memory.arena_lower_bound = m.workspace_lower_bound;
   // A board's memory map is a hard limit: a package that cannot fit would only fail later, at the link.
-  if (o.bare_metal && memory.flash_bytes() > o.bare_metal->flash_bytes)
-    throw Error(fmt::format("{}: needs {} bytes of flash (code {}, weights {}), more than the {} bytes of the target {}",
-                            o.source, memory.flash_bytes(), memory.code_bytes, memory.weights_bytes,
-                            o.bare_metal->flash_bytes, o.target_name));
-  if (o.bare_metal && memory.sram_bytes() > o.bare_metal->sram_bytes)
-    throw Error(fmt::format("{}: needs {} bytes of SRAM (arena {}, stack {}), more than the {} bytes of the target {}",
-                            o.source, memory.sram_bytes(), memory.arena_bytes, memory.stack.bytes,
-                            o.bare_metal->sram_bytes, o.target_name));
-  if (o.max_sram_bytes && memory.sram_bytes() > *o.max_sram_bytes)
-    throw Error(fmt::format("{}: needs {} bytes of SRAM (arena {}, stack {}), more than --max-sram {}", o.source,
-                            memory.sram_bytes(), memory.arena_bytes, memory.stack.bytes, *o.max_sram_bytes));
+  const std::string flash = fmt::format("{} bytes of flash (code {}, weights {})", memory.flash_bytes(),
+                                        memory.code_bytes, memory.weights_bytes);
+  const std::string sram = fmt::format("{} bytes of SRAM (arena {}, stack {})", memory.sram_bytes(), memory.arena_bytes,
+                                       memory.stack.bytes);
+  auto refuse_over = [&](int64_t need, int64_t limit, const std::string& what, const std::string& whose) {
+    if (need > limit) throw Error(fmt::format("{}: needs {}, more than {}", o.source, what, whose));
+  };
+  if (o.bare_metal) {
+    auto of_target = [&](int64_t bytes) { return fmt::format("the {} bytes of the target {}", bytes, o.target_name); };
+    refuse_over(memory.flash_bytes(), o.bare_metal->flash_bytes, flash, of_target(o.bare_metal->flash_bytes));
+    refuse_over(memory.sram_bytes(), o.bare_metal->sram_bytes, sram, of_target(o.bare_metal->sram_bytes));
+  }
+  if (o.max_sram_bytes)
+    refuse_over(memory.sram_bytes(), *o.max_sram_bytes, sram, "--max-sram " + std::to_string(*o.max_sram_bytes));
   write_archive(tmp / ("lib" + name + ".a"), objects);
   std::error_code ec;
   fs::remove(obj);

@@ -1,20 +1,19 @@
 #include "frontend/passes/fuse_qdq.h"
 
+#include <algorithm>
 #include <cstring>
-#include <map>
 #include <optional>
+#include <vector>
 
 namespace kiln {
 namespace {
 
-using Consumers = std::map<std::string, std::vector<size_t>>;  // value -> indices of the nodes reading it
-
-Consumers consumers_of(const Graph& g) {
-  Consumers c;
+// The indices of the nodes that read `value` (one scan: the pass asks about a few values per pattern).
+std::vector<size_t> readers(const Graph& g, const std::string& value) {
+  std::vector<size_t> r;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const std::string& in : g.nodes[i].inputs)
-      if (!in.empty()) c[in].push_back(i);
-  return c;
+    if (std::find(g.nodes[i].inputs.begin(), g.nodes[i].inputs.end(), value) != g.nodes[i].inputs.end()) r.push_back(i);
+  return r;
 }
 
 const Node* producer(const Graph& g, const std::string& value) {
@@ -59,18 +58,16 @@ struct Match {
 };
 
 // The single QuantizeLinear reading `out` (nothing else reads it, nor is it a graph output).
-std::optional<size_t> sole_quantize(const Graph& g, const Consumers& c, const std::string& out) {
-  auto it = c.find(out);
-  if (it == c.end() || it->second.size() != 1) return std::nullopt;
-  for (const std::string& o : g.outputs)
-    if (o == out) return std::nullopt;
-  const Node& q = g.nodes[it->second[0]];
+std::optional<size_t> sole_quantize(const Graph& g, const std::string& out) {
+  const std::vector<size_t> r = readers(g, out);
+  if (r.size() != 1 || std::find(g.outputs.begin(), g.outputs.end(), out) != g.outputs.end()) return std::nullopt;
+  const Node& q = g.nodes[r[0]];
   if (!plain(q, "QuantizeLinear") || q.inputs[0] != out || q.inputs.size() < 3 || q.inputs[2].empty()) return std::nullopt;
   const Tensor *s = g.constant_input(q, 1), *z = g.constant_input(q, 2);
   if (!s || !z || s->size() != 1 || z->size() != 1 || s->dtype() != DType::Float32 || !is_8bit(z->dtype()))
     return std::nullopt;
   if (q.opset >= 21 && q.attr_int("output_dtype", 0) != 0) return std::nullopt;
-  return it->second[0];
+  return r[0];
 }
 
 // The activation's DequantizeLinear: per tensor, of an 8-bit value.
@@ -98,7 +95,7 @@ const Node* weight_dq(const Graph& g, const std::string& value, int64_t axis, in
 
 float f32(const Tensor& t, int64_t i) { return static_cast<float>(t.get_double(t.size() == 1 ? 0 : i)); }
 
-std::optional<Match> match_conv(const Graph& g, const Consumers& c, size_t i) {
+std::optional<Match> match_conv(const Graph& g, size_t i) {
   const Node& conv = g.nodes[i];
   if (conv.op_type != "Conv" || !conv.domain.empty() || !conv.guards.empty() || conv.inputs.size() < 2) return std::nullopt;
   Match m;
@@ -125,34 +122,32 @@ std::optional<Match> match_conv(const Graph& g, const Consumers& c, size_t i) {
       if (std::memcmp(&want, &have, sizeof want) != 0) return std::nullopt;
     }
   }
-  auto q = sole_quantize(g, c, conv.outputs[0]);
+  auto q = sole_quantize(g, conv.outputs[0]);
   if (!q) return std::nullopt;
   m.quantize = *q;
   return m;
 }
 
-std::optional<Match> match_matmul(const Graph& g, const Consumers& c, size_t i) {
+std::optional<Match> match_matmul(const Graph& g, size_t i) {
   const Node& mm = g.nodes[i];
   if (mm.op_type != "MatMul" || !mm.domain.empty() || !mm.guards.empty()) return std::nullopt;
   Match m;
   m.op = i;
   if (!(m.dq_x = activation_dq(g, mm.inputs[0]))) return std::nullopt;
-  const Node* dq = producer(g, mm.inputs[1]);
-  const Tensor* b = dq ? g.constant_input(*dq, 0) : nullptr;
-  if (!b || b->shape().size() != 2) return std::nullopt;
   if (!(m.dq_w = weight_dq(g, mm.inputs[1], 1, 1))) return std::nullopt;  // per column of [K, N]
-  auto q = sole_quantize(g, c, mm.outputs[0]);
+  if (g.constant_input(*m.dq_w, 0)->shape().size() != 2) return std::nullopt;  // a matrix, not a batch
+  auto q = sole_quantize(g, mm.outputs[0]);
   if (!q) return std::nullopt;
   m.quantize = *q;
   return m;
 }
 
-std::optional<Match> match(const Graph& g, const Consumers& c, size_t i) {
-  if (auto m = match_conv(g, c, i)) return m;
-  return match_matmul(g, c, i);
+std::optional<Match> match(const Graph& g, size_t i) {
+  if (auto m = match_conv(g, i)) return m;
+  return match_matmul(g, i);
 }
 
-// Input `i` of `dq` (scale or zero point), or a zero of `dtype` when the zero point is absent.
+// The zero point `dq` reads, or a new zero of `dtype` when it reads none.
 std::string zero_point_or_zero(Graph& g, const Node& dq, DType dtype) {
   if (dq.inputs.size() > 2 && !dq.inputs[2].empty()) return dq.inputs[2];
   return g.add_constant(dq.outputs[0] + ".zero_point", Tensor(dtype, Shape{}));
@@ -162,19 +157,17 @@ std::string zero_point_or_zero(Graph& g, const Node& dq, DType dtype) {
 
 bool is_fused_qdq_weight(const Graph& g, const Node& dq) {
   if (dq.op_type != "DequantizeLinear" || !g.constant_input(dq, 0)) return false;
-  const Consumers c = consumers_of(g);
-  auto it = c.find(dq.outputs[0]);
-  if (it == c.end() || it->second.size() != 1) return false;
-  auto m = match(g, c, it->second[0]);
+  const std::vector<size_t> r = readers(g, dq.outputs[0]);
+  if (r.size() != 1) return false;
+  auto m = match(g, r[0]);
   return m && (m->dq_w == &dq || m->dq_b == &dq);
 }
 
 int fuse_qdq(Graph& g) {
   int fused = 0;
   size_t i = 0;
-  Consumers c = consumers_of(g);  // again after each rewrite only: a model has thousands of nodes
   while (i < g.nodes.size()) {
-    auto m = match(g, c, i);
+    auto m = match(g, i);
     if (!m) {
       ++i;
       continue;
@@ -197,7 +190,6 @@ int fuse_qdq(Graph& g) {
     // The QuantizeLinear comes after everything the pattern reads: the fused node takes its place.
     g.nodes[m->quantize] = fused_node;
     g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(m->op));  // the next node moves to index i
-    c = consumers_of(g);
     ++fused;
   }
   return fused;

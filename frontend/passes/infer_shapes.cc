@@ -1,12 +1,11 @@
 #include "frontend/passes/infer_shapes.h"
 
-#include "frontend/passes/fuse_qdq.h"
-
 #include <algorithm>
 #include <cstdint>
 
 #include "frontend/ops/op_registry.h"
 #include "frontend/passes/bound_run_time_shapes.h"
+#include "frontend/passes/fuse_qdq.h"
 #include "frontend/passes/inline_if.h"
 #include "frontend/passes/resolve_sequences.h"
 #include "frontend/ir/step_loop.h"

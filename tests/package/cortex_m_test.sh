@@ -31,7 +31,7 @@ rtol=1e-4 atol=1e-5
 # same_values FILE: FILE's values equal the reference's within rtol, atol.
 same_values() {
   paste "$1" "$WORK/reference.txt" | awk -v file="$1" -v rtol="$rtol" -v atol="$atol" '
-    NF != 2 { print file ": " NR " values against the reference'\''s " ref; bad = 1; exit }
+    NF != 2 { print file ": value " NR " has no counterpart in the reference"; bad = 1; exit }
     { d = $1 - $2; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2; if (d > atol + rtol * m) { print file ": value " NR ": " $1 ", reference " $2; bad = 1 } }
     END { exit bad }' || die "$1 differs from the reference"
   [ "$(wc -l <"$1")" -eq "$(wc -l <"$WORK/reference.txt")" ] || die "$1: $(wc -l <"$1") values, the reference has $(wc -l <"$WORK/reference.txt")"
