@@ -1,5 +1,7 @@
 #include "toolchain/conformance.h"
 
+#include "frontend/ir/narrow_types.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <set>
 
 #include "frontend/ir/error.h"
+#include "frontend/ir/narrow_types.h"
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "frontend/passes/bind_input_shapes.h"
@@ -81,7 +84,7 @@ std::string compare(const Tensor& got, const Tensor& want, const ConformanceOpti
   double rtol = std::max(o.rtol, half_precision_rtol(want.dtype()));
   for (int64_t i = 0; i < want.size(); ++i) {
     bool ok;
-    if (is_float(want.dtype())) {
+    if (is_float(want.dtype()) || is_narrow_float(want.dtype())) {
       double g = got.get_double(i), w = want.get_double(i);
       if (std::isnan(w) || std::isnan(g)) ok = std::isnan(w) && std::isnan(g);
       else if (std::isinf(w) || std::isinf(g)) ok = g == w;

@@ -1,5 +1,7 @@
 #include "frontend/ir/dtype.h"
 
+#include "frontend/ir/narrow_types.h"
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -24,7 +26,7 @@ bool is_signed(DType t) {
   return t == DType::Int8 || t == DType::Int16 || t == DType::Int32 || t == DType::Int64 || is_float(t);
 }
 
-bool is_supported(DType t) { return is_float(t) || is_integer(t) || t == DType::Bool; }
+bool is_supported(DType t) { return is_float(t) || is_integer(t) || t == DType::Bool || is_narrow(t); }
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -32,6 +34,8 @@ size_t dtype_size(DType t) {
     case DType::UInt16: case DType::Int16: case DType::Float16: case DType::BFloat16: return 2;
     case DType::Int32: case DType::UInt32: case DType::Float32: return 4;
     case DType::Int64: case DType::UInt64: case DType::Float64: return 8;
+    case DType::Float8E4M3FN: case DType::Float8E4M3FNUZ: case DType::Float8E5M2: case DType::Float8E5M2FNUZ:
+    case DType::Float8E8M0: return 1;
     default: return 0;
   }
 }
@@ -55,21 +59,18 @@ std::string dtype_name(DType t) {
     case DType::Complex128: return "complex128";
     case DType::BFloat16: return "bfloat16";
     case DType::Undefined: return "undefined";
+    case DType::Float8E4M3FN: return "float8e4m3fn";
+    case DType::Float8E4M3FNUZ: return "float8e4m3fnuz";
+    case DType::Float8E5M2: return "float8e5m2";
+    case DType::Float8E5M2FNUZ: return "float8e5m2fnuz";
+    case DType::UInt4: return "uint4";
+    case DType::Int4: return "int4";
+    case DType::Float4E2M1: return "float4e2m1";
+    case DType::Float8E8M0: return "float8e8m0";
+    case DType::UInt2: return "uint2";
+    case DType::Int2: return "int2";
   }
-  // Narrow formats ONNX defines but kiln does not compute with; named so messages say what they are.
-  switch (static_cast<int32_t>(t)) {
-    case 17: return "float8e4m3fn";
-    case 18: return "float8e4m3fnuz";
-    case 19: return "float8e5m2";
-    case 20: return "float8e5m2fnuz";
-    case 21: return "uint4";
-    case 22: return "int4";
-    case 23: return "float4e2m1";
-    case 24: return "float8e8m0";
-    case 25: return "uint2";
-    case 26: return "int2";
-    default: return "dtype(" + std::to_string(static_cast<int32_t>(t)) + ")";
-  }
+  return "dtype(" + std::to_string(static_cast<int32_t>(t)) + ")";
 }
 
 DType dtype_from_int(int32_t v) { return static_cast<DType>(v); }

@@ -26,14 +26,26 @@ enum class DType : int32_t {
   Complex64 = 14,
   Complex128 = 15,
   BFloat16 = 16,
+  // The narrow types (narrow_types.h): stored, converted, never computed in.
+  Float8E4M3FN = 17,
+  Float8E4M3FNUZ = 18,
+  Float8E5M2 = 19,
+  Float8E5M2FNUZ = 20,
+  UInt4 = 21,
+  Int4 = 22,
+  Float4E2M1 = 23,
+  Float8E8M0 = 24,
+  UInt2 = 25,
+  Int2 = 26,
 };
 
-/// True for the dtypes kiln computes with (float16/32/64, bfloat16, signed/unsigned 8-64 bit ints, bool).
+/// True for the dtypes kiln stores: those it computes with (float16/32/64, bfloat16, signed/unsigned
+/// 8-64 bit ints, bool) and the narrow ones it converts from and to (narrow_types.h).
 bool is_supported(DType t);
 bool is_float(DType t);    // float16, bfloat16, float32, float64
 bool is_integer(DType t);  // signed or unsigned ints (not bool)
 bool is_signed(DType t);
-size_t dtype_size(DType t);  // bytes per element; 0 for unsupported
+size_t dtype_size(DType t);  // bytes per element; 0 for unsupported and for types narrower than a byte
 std::string dtype_name(DType t);  // "float32", "int64", ...; "dtype(23)" for unknown numbers
 DType dtype_from_int(int32_t v);  // any number; unknown ones keep their value for messages
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "frontend/ir/error.h"
+#include "frontend/ir/narrow_types.h"
 
 namespace kiln {
 
@@ -34,15 +35,15 @@ std::vector<int64_t> strides_of(const Shape& s) {
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (int64_t d : shape_)
     if (d < 0) throw Error("tensor shape " + shape_str(shape_) + " has a negative extent");
-  size_t esize = dtype_size(dtype_);
-  if (esize == 0) throw Unsupported("dtype " + dtype_name(dtype_) + " is not supported");
+  const int bits = dtype_bits(dtype_);
+  if (bits == 0) throw Unsupported("dtype " + dtype_name(dtype_) + " is not supported");
   // A corrupt model can claim any shape: refuse absurd sizes before multiplying them out.
-  long double bytes = static_cast<long double>(esize);
+  long double bytes = static_cast<long double>(bits) / 8;
   for (int64_t d : shape_) bytes *= static_cast<long double>(d);
   if (bytes > static_cast<long double>(kMaxTensorBytes))
     throw Error("tensor of shape " + shape_str(shape_) + " (" + dtype_name(dtype_) + ") is too large");
   size_ = num_elements(shape_);
-  bytes_.assign(static_cast<size_t>(size_) * esize, std::byte{0});
+  bytes_.assign(static_cast<size_t>(storage_bytes(dtype_, size_)), std::byte{0});
 }
 
 Tensor Tensor::from_doubles(DType dtype, Shape shape, std::span<const double> values) {
@@ -90,7 +91,9 @@ double Tensor::get_double(int64_t i) const {
     case DType::Float16: return half_to_float(load<uint16_t>(p, i));
     case DType::BFloat16: return bfloat16_to_float(load<uint16_t>(p, i));
     case DType::UInt64: return static_cast<double>(load<uint64_t>(p, i));
-    default: return static_cast<double>(get_int(i));
+    default:
+      if (is_narrow(dtype_)) return narrow_decode(dtype_, load_code(p, dtype_, i));
+      return static_cast<double>(get_int(i));
   }
 }
 
@@ -106,7 +109,9 @@ int64_t Tensor::get_int(int64_t i) const {
     case DType::Int32: return load<int32_t>(p, i);
     case DType::Int64: return load<int64_t>(p, i);
     case DType::UInt64: return static_cast<int64_t>(load<uint64_t>(p, i));
-    default: return saturate_to_int64(get_double(i));
+    default:
+      if (is_narrow_int(dtype_)) return static_cast<int64_t>(narrow_decode(dtype_, load_code(p, dtype_, i)));
+      return saturate_to_int64(get_double(i));
   }
 }
 
@@ -121,7 +126,10 @@ void Tensor::set_double(int64_t i, double v) {
     case DType::UInt64:
       store<uint64_t>(p, i, v <= 0 || std::isnan(v) ? 0 : v >= 1.8446744073709552e19 ? ~0ull : static_cast<uint64_t>(v));
       return;
-    default: set_int(i, saturate_to_int64(v)); return;
+    default:
+      if (is_narrow_float(dtype_)) return store_code(p, dtype_, i, narrow_float_encode(dtype_, v, /*saturate=*/true));
+      set_int(i, saturate_to_int64(v));
+      return;
   }
 }
 
@@ -137,9 +145,16 @@ void Tensor::set_int(int64_t i, int64_t v) {
     case DType::Int32: store<int32_t>(p, i, static_cast<int32_t>(v)); return;
     case DType::Int64: store<int64_t>(p, i, v); return;
     case DType::UInt64: store<uint64_t>(p, i, static_cast<uint64_t>(v)); return;
-    default: set_double(i, static_cast<double>(v)); return;
+    default:
+      if (is_narrow_int(dtype_)) return store_code(p, dtype_, i, narrow_int_wrap(dtype_, v));
+      set_double(i, static_cast<double>(v));
+      return;
   }
 }
+
+uint32_t Tensor::code(int64_t i) const { return load_code(bytes_.data(), dtype_, i); }
+
+void Tensor::set_code(int64_t i, uint32_t code) { store_code(bytes_.data(), dtype_, i, code); }
 
 std::vector<double> Tensor::to_doubles() const {
   std::vector<double> out(static_cast<size_t>(size_));
@@ -167,14 +182,20 @@ Tensor Tensor::leading(int64_t axis, int64_t count) const {
   const int64_t extent = shape_[a];
   if (count < 0 || count > extent)
     throw Error("a count of " + std::to_string(count) + " for " + std::to_string(extent) + " entries along axis " + std::to_string(axis));
-  int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(dtype_));  // inner in bytes
+  int64_t outer = 1, inner = 1;
   for (size_t i = 0; i < a; ++i) outer *= shape_[i];
   for (size_t i = a + 1; i < shape_.size(); ++i) inner *= shape_[i];
   Shape shape = shape_;
   shape[a] = count;
   Tensor out(dtype_, shape);
+  if (dtype_bits(dtype_) < 8) {  // packed: element by element
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < count * inner; ++j) out.set_code(o * count * inner + j, code(o * extent * inner + j));
+    return out;
+  }
+  const int64_t width = static_cast<int64_t>(dtype_size(dtype_)) * inner;  // bytes
   for (int64_t o = 0; o < outer; ++o)
-    std::copy_n(data() + o * extent * inner, count * inner, out.data() + o * count * inner);
+    std::copy_n(data() + o * extent * width, count * width, out.data() + o * count * width);
   return out;
 }
 

@@ -22,7 +22,8 @@ std::string shape_str(const Shape& s);  // "1x3x224x224", "scalar" for rank 0
 std::vector<int64_t> strides_of(const Shape& s);
 
 /// A dense row-major tensor that owns its bytes in the dtype's native little-endian layout (bool is one
-/// byte, float16/bfloat16 are their 16-bit patterns). One type serves both constant weights in the
+/// byte, float16/bfloat16 are their 16-bit patterns, the narrow types their codes, packed as
+/// narrow_types.h says). One type serves both constant weights in the
 /// graph (kept compact, as the model stores them) and the reference interpreter, which reads and writes
 /// elements as double or int64 through the accessors below so every kernel is written once.
 class Tensor {
@@ -49,6 +50,9 @@ class Tensor {
   /// Stores a value, rounding floats to the dtype (float16 round-to-nearest-even) and wrapping ints.
   void set_double(int64_t i, double v);
   void set_int(int64_t i, int64_t v);
+  /// The narrow types' codes (narrow_types.h): element i's bit pattern, and its replacement.
+  uint32_t code(int64_t i) const;
+  void set_code(int64_t i, uint32_t code);
   /// Writes whichever is natural for the dtype: doubles for float dtypes, ints otherwise.
   bool is_float_dtype() const { return is_float(dtype_); }
 

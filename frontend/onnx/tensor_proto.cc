@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "frontend/ir/error.h"
+#include "frontend/ir/narrow_types.h"
 
 namespace kiln {
 
@@ -31,6 +32,23 @@ std::string count_mismatch(const std::string& context, const Shape& s, size_t go
          std::to_string(num_elements(s));
 }
 
+// The narrow types in int32_data: one code per entry for 8-bit types; the sub-byte types' entries each
+// hold one byte of the packed storage.
+Tensor narrow_from_int32_data(const onnx::TensorProto& p, DType dt, const Shape& shape, const std::string& context) {
+  Tensor t(dt, shape);
+  const bool packed = dtype_bits(dt) < 8;
+  const int64_t want = packed ? storage_bytes(dt, t.size()) : t.size();
+  if (p.int32_data_size() != want)
+    throw Error(context + ": int32_data has " + std::to_string(p.int32_data_size()) + " entries but shape " +
+                shape_str(shape) + " of " + dtype_name(dt) + " needs " + std::to_string(want));
+  for (int64_t i = 0; i < want; ++i) {
+    const auto v = static_cast<uint8_t>(p.int32_data(static_cast<int>(i)));
+    if (packed) t.data()[i] = std::byte{v};
+    else t.set_code(i, v);
+  }
+  return t;
+}
+
 }  // namespace
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& context) {
@@ -44,7 +62,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& context)
   int64_t n = num_elements(shape);
   if (p.has_raw_data()) {
     const std::string& raw = p.raw_data();
-    size_t want = static_cast<size_t>(n) * dtype_size(dt);
+    size_t want = static_cast<size_t>(storage_bytes(dt, n));
     if (raw.size() != want)
       throw Error(context + ": raw_data has " + std::to_string(raw.size()) + " bytes but shape " + shape_str(shape) +
                   " of " + dtype_name(dt) + " needs " + std::to_string(want));
@@ -60,6 +78,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& context)
     case DType::UInt32: case DType::UInt64: field_size = p.uint64_data_size(); break;
     default: field_size = p.int32_data_size(); break;
   }
+  if (is_narrow(dt)) return narrow_from_int32_data(p, dt, shape, context);
   if (field_size != n) throw Error(count_mismatch(context, shape, static_cast<size_t>(field_size)));
   Tensor t(dt, shape);
   switch (dt) {

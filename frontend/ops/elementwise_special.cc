@@ -2,21 +2,48 @@
 #include <cmath>
 #include <limits>
 
+#include "frontend/ir/narrow_types.h"
 #include "frontend/ops/elementwise_common.h"
 
 namespace kiln {
 namespace elementwise {
 namespace {
 
+// How Cast converts to the narrow floats: `saturate` (opset 19+, default 1) and, for float8e8m0,
+// `round_mode` (opset 24+, default "up"). Both are ignored for other targets.
+struct NarrowRule {
+  bool saturate = true;
+  PowerRounding power = PowerRounding::Up;
+};
+
+NarrowRule narrow_rule(const Node& n) {
+  NarrowRule r;
+  r.saturate = n.attr_int("saturate", 1) != 0;
+  const std::string mode = n.attr_string("round_mode", "up");
+  if (!parse_power_rounding(mode.c_str(), &r.power))
+    throw Error(n.label() + ": round_mode must be up, down or nearest, got '" + mode + "'");
+  return r;
+}
+
 // Converts every element. Anything involving a float goes through double: float to integer truncates
 // toward zero (Tensor saturates out-of-range values to int64 before wrapping, and maps NaN to 0),
-// anything to bool tests != 0. Integer to integer goes through int64 and wraps.
-Tensor cast_tensor(const Tensor& x, DType to) {
+// anything to bool tests != 0. Integer to integer goes through int64 and wraps. The narrow types read
+// exactly as doubles; narrow floats are written by the rule, and floats become narrow integers
+// truncated and wrapped (narrow_int_from_float), as integers wrap.
+Tensor cast_tensor(const Tensor& x, DType to, const NarrowRule& rule) {
   Tensor y(to, x.shape());
-  bool via_double = is_float(x.dtype()) || is_float(to);
+  const bool from_float = is_float(x.dtype()) || is_narrow_float(x.dtype());
+  bool via_double = from_float || is_float(to);
   for (int64_t i = 0; i < x.size(); ++i) {
-    if (via_double) y.set_double(i, x.get_double(i));
-    else y.set_int(i, x.get_int(i));
+    if (is_narrow_float(to)) {
+      y.set_code(i, narrow_float_encode(to, x.get_double(i), rule.saturate, rule.power));
+    } else if (is_narrow_int(to) && from_float) {
+      y.set_code(i, narrow_int_from_float(to, x.get_double(i)));
+    } else if (via_double) {
+      y.set_double(i, x.get_double(i));
+    } else {
+      y.set_int(i, x.get_int(i));
+    }
   }
   return y;
 }
@@ -24,9 +51,9 @@ Tensor cast_tensor(const Tensor& x, DType to) {
 void require_castable(const InferContext& c, DType from, DType to) {
   if (!is_supported(from)) c.unsupported("casting from " + dtype_name(from) + " is not supported");
   if (!is_supported(to)) c.unsupported("casting to " + dtype_name(to) + " is not supported");
+  if (is_narrow_float(to)) narrow_rule(c.node());
 }
 
-// `saturate` (opset 19+) only affects float8 targets, which kiln does not support, so it is ignored.
 OpDef cast_op() {
   OpDef d;
   d.op_type = "Cast";
@@ -38,8 +65,9 @@ OpDef cast_op() {
   };
   d.eval = [](EvalContext& c) {
     DType to = dtype_from_int(static_cast<int32_t>(c.node().required_int("to")));
-    c.set_output(0, cast_tensor(c.input(0), to));
+    c.set_output(0, cast_tensor(c.input(0), to, narrow_rule(c.node())));
   };
+  d.takes_narrow_types = true;
   return d;
 }
 
@@ -52,7 +80,8 @@ OpDef cast_like_op() {
     require_castable(c, c.dtype(0), c.dtype(1));
     c.set_output(0, c.dtype(1), c.shape(0));
   };
-  d.eval = [](EvalContext& c) { c.set_output(0, cast_tensor(c.input(0), c.input(1).dtype())); };
+  d.eval = [](EvalContext& c) { c.set_output(0, cast_tensor(c.input(0), c.input(1).dtype(), narrow_rule(c.node()))); };
+  d.takes_narrow_types = true;
   return d;
 }
 

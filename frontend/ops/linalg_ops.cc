@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "frontend/ir/narrow_types.h"
 #include "frontend/ops/linalg_internal.h"
 #include "frontend/ops/axes_and_broadcast.h"
 
@@ -96,6 +97,7 @@ double integer_min(DType t) {
     case DType::Int16: return -32768.0;
     case DType::Int32: return -2147483648.0;
     case DType::Int64: return -9223372036854775808.0;
+    case DType::Int4: case DType::Int2: return static_cast<double>(narrow_int_min(t));
     default: return 0.0;  // unsigned and bool
   }
 }
@@ -110,6 +112,8 @@ double integer_max(DType t) {
     case DType::UInt32: return 4294967295.0;
     case DType::Int32: return 2147483647.0;
     case DType::UInt64: return 18446744073709551615.0;
+    case DType::Int4: case DType::UInt4: case DType::Int2: case DType::UInt2:
+      return static_cast<double>(narrow_int_max(t));
     default: return 9223372036854775807.0;
   }
 }

@@ -5,14 +5,20 @@
 #include <algorithm>
 #include <cmath>
 
+#include "frontend/ir/narrow_types.h"
 #include "frontend/ops/linalg_internal.h"
 
 namespace kiln::linalg {
 namespace {
 
 bool is_quantized_int(DType t) {
-  return t == DType::UInt8 || t == DType::Int8 || t == DType::UInt16 || t == DType::Int16 || t == DType::Int32;
+  return t == DType::UInt8 || t == DType::Int8 || t == DType::UInt16 || t == DType::Int16 || t == DType::Int32 ||
+         is_narrow_int(t);
 }
+
+// The types QuantizeLinear writes and DequantizeLinear reads: the integers above and the narrow
+// floats but float8e8m0 (which the ops do not take).
+bool is_quantized(DType t) { return is_quantized_int(t) || (is_narrow_float(t) && t != DType::Float8E8M0); }
 
 double saturate(double v, DType t) { return std::clamp(v, integer_min(t), integer_max(t)); }
 
@@ -101,7 +107,7 @@ OpDef quantize_linear_op() {
       c.unsupported("input dtype " + dtype_name(c.dtype(0)) + " is not supported");
     if (!is_float(c.dtype(1))) c.fail("y_scale must be a float tensor, got " + dtype_name(c.dtype(1)));
     DType out = quantize_output_dtype(c);
-    if (!is_quantized_int(out)) c.unsupported("quantizing to " + dtype_name(out) + " is not supported");
+    if (!is_quantized(out)) c.unsupported("quantizing to " + dtype_name(out) + " is not supported");
     check_zero_point_shape(c, 1, 2);
     quant_layout(c.node(), c.shape(0), c.shape(1));
     division_dtype(c.node(), c.dtype(0), c.dtype(1));
@@ -117,17 +123,23 @@ OpDef quantize_linear_op() {
       out_dtype = dtype_attr(n, "output_dtype", n.attr_int("output_dtype", 0));
     QuantLayout layout = quant_layout(n, x.shape(), scale.shape());
     DType div = division_dtype(n, x.dtype(), scale.dtype());
+    const bool saturate_float = n.attr_int("saturate", 1) != 0;
     Tensor y(out_dtype, x.shape());
     for (int64_t i = 0; i < x.size(); ++i) {
       int64_t p = layout.param_index(i);
       double q = round_to_dtype(round_to_dtype(x.get_double(i), div) / round_to_dtype(scale.get_double(p), div), div);
       double zero = zp ? zp->get_double(p) : 0.0;
+      if (is_narrow_float(out_dtype)) {  // no rounding to an integer: the cast rounds to the format
+        y.set_code(i, narrow_float_encode(out_dtype, round_to_dtype(q + zero, DType::Float32), saturate_float));
+        continue;
+      }
       double v = std::isnan(q) ? zero : round_half_to_even(q) + zero;
       y.set_int(i, static_cast<int64_t>(saturate(v, out_dtype)));
     }
     c.set_output(0, std::move(y));
   };
   d.flops = [](const NodeShapes& s) { return 3.0 * num_elements(s.out.at(0)); };  // divide, round, add
+  d.takes_narrow_types = true;
   return d;
 }
 
@@ -140,7 +152,7 @@ OpDef dequantize_linear_op() {
     c.require_input(0, "x");
     c.require_input(1, "x_scale");
     DType x = c.dtype(0);
-    if (!is_quantized_int(x)) c.unsupported("dequantizing " + dtype_name(x) + " is not supported");
+    if (!is_quantized(x)) c.unsupported("dequantizing " + dtype_name(x) + " is not supported");
     if (c.has_input(2) && c.dtype(2) != x)
       c.fail("zero point dtype " + dtype_name(c.dtype(2)) + " differs from input dtype " + dtype_name(x));
     if (!is_float(c.dtype(1))) c.fail("x_scale must be a float tensor, got " + dtype_name(c.dtype(1)));
@@ -175,6 +187,7 @@ OpDef dequantize_linear_op() {
     c.set_output(0, std::move(y));
   };
   d.flops = [](const NodeShapes& s) { return 2.0 * num_elements(s.out.at(0)); };  // subtract, multiply
+  d.takes_narrow_types = true;
   return d;
 }
 

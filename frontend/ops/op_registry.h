@@ -97,6 +97,9 @@ struct OpDef {
   std::function<void(InferContext&)> infer;
   std::function<void(EvalContext&)> eval;
   std::function<double(const NodeShapes&)> flops;
+  /// Whether the op reads or writes the narrow types (narrow_types.h). Only conversions and ops that
+  /// move values without computing take them; shape inference refuses them elsewhere.
+  bool takes_narrow_types = false;
 };
 
 /// Looks up an op; nullptr when kiln does not support it. "ai.onnx" and "" are the same domain.

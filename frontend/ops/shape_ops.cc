@@ -83,6 +83,7 @@ OpDef reshape_op() {
     }
     c.set_output(0, c.dtype(0), reshape_target(c.node(), c.shape(0), spec));
   };
+  d.takes_narrow_types = true;
   d.eval = [](EvalContext& c) {
     std::vector<int64_t> spec = c.opset() < 5 ? c.node().required_ints("shape") : tensor_ints(c.input(1));
     c.set_output(0, c.input(0).reshaped(reshape_target(c.node(), c.input(0).shape(), spec)));
@@ -148,6 +149,7 @@ OpDef reshaping_op(std::string name, ShapeFn out_shape) {
     c.set_output(0, c.dtype(0), out_shape(c, c.shape(0)));
   };
   d.eval = [out_shape](EvalContext& c) { c.set_output(0, c.input(0).reshaped(out_shape(c, c.input(0).shape()))); };
+  d.takes_narrow_types = true;
   return d;
 }
 
@@ -180,6 +182,7 @@ OpDef identity_op() {
     c.set_output(0, c.dtype(0), c.shape(0));
   };
   d.eval = [](EvalContext& c) { c.set_output(0, c.input(0)); };
+  d.takes_narrow_types = true;
   return d;
 }
 

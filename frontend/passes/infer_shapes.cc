@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "frontend/ir/narrow_types.h"
 #include "frontend/ops/op_registry.h"
 #include "frontend/passes/bound_run_time_shapes.h"
 #include "frontend/passes/fuse_qdq.h"
@@ -30,6 +31,20 @@ void check_value_size(const std::string& what, DType dtype, const Shape& shape) 
   for (int64_t d : shape)
     if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > kMaxValueBytes)
       throw Error(what + " has shape " + shape_str(shape) + ", which is too large (over 2^48 bytes)");
+}
+
+// The narrow types are storage (narrow_types.h): only ops that convert or move values take them.
+void refuse_narrow_inputs(const Node& n, const Graph& g) {
+  for (const auto& in : n.inputs)
+    if (!in.empty() && g.value(in).typed && is_narrow(g.value(in).dtype))
+      throw Unsupported(n.label() + ": input '" + in + "' has dtype " + dtype_name(g.value(in).dtype) + ", which " +
+                        n.op_type + " does not take (only conversions and reshapes do)");
+}
+
+// A weight stored in a narrow type stays packed, as the model ships it, and is dequantized in the loop
+// that reads it instead of being expanded into floats at compile time.
+bool dequantizes_narrow_weight(const Node& n, const Graph& g) {
+  return n.op_type == "DequantizeLinear" && is_narrow(g.value(n.inputs.at(0)).dtype);
 }
 
 bool all_inputs_constant(const Node& n, const Graph& g) {
@@ -100,6 +115,7 @@ void infer_all_nodes(Graph& g, const InferOptions& o) {
     for (const auto& in : n.inputs)
       if (!in.empty() && !g.value(in).typed)
         throw Error(n.label() + ": input '" + in + "' has no inferred type");
+    if (!op->takes_narrow_types) refuse_narrow_inputs(n, g);
     InferContext ic(n, g);
     try {
       op->infer(ic);
@@ -116,7 +132,7 @@ void infer_all_nodes(Graph& g, const InferOptions& o) {
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i].empty()) continue;
       if (i >= outs.size() || !outs[i].set) throw Error(n.label() + ": shape inference set no output " + std::to_string(i));
-      if (!is_supported(outs[i].dtype))
+      if (!is_supported(outs[i].dtype) || (is_narrow(outs[i].dtype) && !op->takes_narrow_types))
         throw Unsupported(n.label() + ": output dtype " + dtype_name(outs[i].dtype) + " is not supported");
       check_value_size(n.label() + ": output " + std::to_string(i), outs[i].dtype, outs[i].shape);
       Value& v = g.value(n.outputs[i]);
@@ -130,6 +146,7 @@ void infer_all_nodes(Graph& g, const InferOptions& o) {
     if (produced_constants || !all_inputs_constant(n, g)) continue;
     // A quantized weight that compiling fuses into an integer kernel stays int8 (fuse_qdq.h).
     if (n.op_type == "DequantizeLinear" && is_fused_qdq_weight(g, n)) continue;
+    if (dequantizes_narrow_weight(n, g)) continue;
     // A loop of known inputs runs at compile time only as long as its unrolling would have been
     // allowed to be: a hostile trip count must not hang the compiler.
     if (is_step_loop(n)) {
