@@ -19,6 +19,7 @@
 #include "frontend/passes/infer_shapes.h"
 #include "frontend/reference/interpreter.h"
 #include "scheduler/te/lower_graph.h"
+#include "scheduler/te/narrow_codes.h"
 #include "toolchain/pipeline.h"
 #include "toolchain/run_package.h"
 #include "toolchain/temp_dir.h"
@@ -131,8 +132,13 @@ std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, cons
   // "te": the op lowerings' tensor expressions, evaluated directly.
   te::LoweredGraph lg = te::lower_graph(g);
   std::map<const te::TensorNode*, Tensor> bound;
-  for (const auto& [name, t] : lg.inputs) bound[t.get()] = inputs.at(name);
-  return te::evaluate(lg.dag, bound);
+  for (const auto& [name, t] : lg.inputs) bound[t.get()] = te::stored_tensor(inputs.at(name));
+  std::vector<Tensor> outs = te::evaluate(lg.dag, bound);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Value& v = g.value(g.outputs.at(i));
+    outs[i] = te::tensor_from_stored(outs[i], v.dtype, v.shape);
+  }
+  return outs;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "backends/package/c_names.h"
 #include "toolchain/cuda_runner.h"
 #include "frontend/ir/error.h"
+#include "frontend/ir/narrow_types.h"
 #include "toolchain/temp_dir.h"
 
 namespace kiln {
@@ -66,14 +67,15 @@ package::IoInfo parse_io(const nlohmann::json& j, const std::string& where) {
   }
   const std::string dtype = j.at("dtype").get<std::string>();
   info.dtype = DType::Undefined;
-  for (int k = 1; k <= 16; ++k)
+  for (int k = 1; k <= 26; ++k)
     if (dtype_name(static_cast<DType>(k)) == dtype) info.dtype = static_cast<DType>(k);
-  if (info.dtype == DType::Undefined || dtype_size(info.dtype) == 0)
+  if (info.dtype == DType::Undefined || !is_supported(info.dtype))
     throw Error(where + ": 'dtype' " + dtype + " is not a dtype kiln packages use");
-  uint64_t bytes = dtype_size(info.dtype);
+  uint64_t count = 1;
   for (int64_t d : info.shape)
-    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+    if (d < 0 || __builtin_mul_overflow(count, static_cast<uint64_t>(d), &count) || count > (uint64_t{1} << 60))
       throw Error(where + ": 'shape' " + shape_str(info.shape) + " is not a static shape");
+  const uint64_t bytes = static_cast<uint64_t>(storage_bytes(info.dtype, static_cast<int64_t>(count)));
   if (info.bytes < 0 || static_cast<uint64_t>(info.bytes) != bytes)
     throw Error(where + ": 'bytes' " + std::to_string(info.bytes) + " does not match its shape and dtype");
   return info;

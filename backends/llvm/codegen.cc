@@ -481,6 +481,10 @@ class FuncEmitter {
       case ExprOp::Var: return emit_var(e);
       case ExprOp::Load: return emit_load(e, guarded);
       case ExprOp::Cast: return emit_cast(b_, emit_expr(e->args[0], guarded), e->args[0]->dtype, e->dtype);
+      case ExprOp::Reinterpret: {
+        llvm::Value* v = emit_expr(e->args[0], guarded);
+        return b_.CreateBitCast(v, value_type_like(v, e->dtype));
+      }
       case ExprOp::Select: {
         // Both branches are evaluated (LLVM select): loads under them are clamped into their buffer.
         llvm::Value* c = emit_expr(e->args[0], guarded);

@@ -18,6 +18,7 @@
 #include "backends/package/c_names.h"
 #include "backends/package/entry_function.h"
 #include "frontend/ir/error.h"
+#include "frontend/ir/narrow_types.h"
 
 namespace kiln::package {
 
@@ -32,7 +33,7 @@ ModelIo model_io(const Graph& g) {
     const std::vector<std::string> fields = c_field_names(names);
     for (size_t i = 0; i < names.size(); ++i) {
       const Value& v = g.value(names[i]);
-      out.push_back({names[i], fields[i], v.dtype, v.shape, num_elements(v.shape) * static_cast<int64_t>(dtype_size(v.dtype)), "", -1});
+      out.push_back({names[i], fields[i], v.dtype, v.shape, storage_bytes(v.dtype, num_elements(v.shape)), "", -1});
     }
   };
   list(g.inputs, io.inputs);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/package/c_names.h"
+#include "frontend/ir/narrow_types.h"
 
 namespace kiln::package {
 namespace {
@@ -19,7 +20,7 @@ const char* c_type(DType t) {
     case DType::UInt32: return "uint32_t";
     case DType::Int64: return "int64_t";
     case DType::UInt64: return "uint64_t";
-    default: return "void";
+    default: return is_narrow(t) ? "uint8_t" : "void";  // codes, packed below a byte
   }
 }
 

@@ -5,18 +5,6 @@
 #include <cstring>
 
 namespace kiln {
-namespace {
-
-// A small float format: exponent and mantissa widths, bias, and how it spells what it cannot hold.
-// "fnuz" formats have one NaN (the negative-zero code, 0x80) and no negative zero; e4m3fn has NaN at
-// all-ones and no infinity; e5m2 is IEEE-like; e2m1 has neither NaN nor infinity.
-struct Minifloat {
-  int exp_bits, man_bits, bias;
-  bool fnuz, ieee;     // ieee: all-ones exponent is infinity (mantissa 0) or NaN
-  uint32_t max_code;   // the largest finite magnitude's code
-  uint32_t nan_code;   // the NaN a NaN input becomes, without its sign; fnuz: the whole code
-  uint32_t sign_bit;
-};
 
 const Minifloat* minifloat_of(DType t) {
   // e5m2 writes NaN as 0x7e (a quiet NaN with the mantissa's high bit) and e2m1, having none, as -0:
@@ -36,6 +24,8 @@ const Minifloat* minifloat_of(DType t) {
   }
 }
 
+namespace {
+
 double decode_minifloat(const Minifloat& f, uint32_t code) {
   if (f.fnuz && code == f.nan_code) return std::nan("");
   const bool negative = (code & f.sign_bit) != 0;
@@ -43,7 +33,7 @@ double decode_minifloat(const Minifloat& f, uint32_t code) {
   const uint32_t exp = mag >> f.man_bits, man = mag & ((1u << f.man_bits) - 1);
   double v;
   if (f.ieee && exp == (1u << f.exp_bits) - 1) v = man ? std::nan("") : INFINITY;
-  else if (!f.ieee && !f.fnuz && f.exp_bits > 2 && mag == f.nan_code) v = std::nan("");
+  else if (!f.ieee && !f.fnuz && f.has_nan() && mag == f.nan_code) v = std::nan("");
   else if (exp == 0) v = std::ldexp(static_cast<double>(man), 1 - f.bias - f.man_bits);
   else v = std::ldexp(1.0 + std::ldexp(static_cast<double>(man), -f.man_bits), static_cast<int>(exp) - f.bias);
   return negative ? -v : v;
@@ -57,7 +47,7 @@ uint32_t encode_minifloat(const Minifloat& f, float x, bool saturate) {
   const uint32_t bits = std::bit_cast<uint32_t>(x);
   const uint32_t sign = bits >> 31 ? f.sign_bit : 0;
   const uint32_t abs = bits & 0x7fffffffu;
-  const bool has_nan = f.exp_bits > 2;
+  const bool has_nan = f.has_nan();
   if (abs > 0x7f800000u) return f.fnuz || !has_nan ? f.nan_code : f.nan_code | sign;
   auto overflow = [&]() -> uint32_t {
     if (saturate || !has_nan) return f.max_code | sign;

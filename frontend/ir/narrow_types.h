@@ -18,6 +18,21 @@ int dtype_bits(DType t);        // bits per element of any supported dtype (bool
 /// Bytes that `count` elements occupy, packed (a last partial byte counts whole).
 int64_t storage_bytes(DType t, int64_t count);
 
+/// A small float format with a sign bit: exponent and mantissa widths, bias, and how it spells what
+/// it cannot hold. "fnuz" formats have one NaN (0x80, where negative zero would be) and no negative
+/// zero; e4m3fn has NaN at all-ones and no infinity; e5m2 is IEEE-like; e2m1 has neither NaN nor
+/// infinity (e8m0, an exponent alone, is not one of these).
+struct Minifloat {
+  int exp_bits, man_bits, bias;
+  bool fnuz, ieee;    // ieee: the all-ones exponent is infinity (mantissa 0) or NaN
+  uint32_t max_code;  // the largest finite magnitude's code
+  uint32_t nan_code;  // the NaN a NaN input becomes, without its sign; fnuz: the whole code
+  uint32_t sign_bit;
+  bool has_nan() const { return exp_bits > 2; }
+};
+/// The format of a float8 type other than e8m0, or of float4e2m1; nullptr for other dtypes.
+const Minifloat* minifloat_of(DType t);
+
 /// How Cast rounds to float8e8m0, which has no mantissa: to the power of two at or above (the default),
 /// at or below, or nearest (ties to the larger).
 enum class PowerRounding { Up, Down, Nearest };

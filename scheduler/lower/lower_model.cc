@@ -11,6 +11,7 @@
 #include "scheduler/lower/constant_layout.h"
 #include "scheduler/lower/inline_default.h"
 #include "scheduler/lower/padded_planes.h"
+#include "scheduler/te/narrow_codes.h"
 #include "scheduler/te/substitute.h"
 
 namespace kiln::lower {
@@ -47,9 +48,11 @@ class ParamList {
  public:
   explicit ParamList(ModelProgram& p) : p_(p) {}
 
+  // A value of a narrow type is its stored form: uint8, packed below a byte (narrow_codes.h).
   BufferRef add(const std::string& name, DType dtype, const Shape& shape, ModelParam param) {
-    BufferRef b = make_buffer(name, dtype, num_elements(shape));
-    param.bytes = byte_size(dtype, shape);
+    const te::StoredForm f = te::stored_form(dtype, shape);
+    BufferRef b = make_buffer(name, f.dtype, num_elements(f.shape));
+    param.bytes = byte_size(f.dtype, f.shape);
     add(b, std::move(param));
     return b;
   }

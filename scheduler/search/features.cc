@@ -124,6 +124,7 @@ void count_ops(const Expr& e, std::array<double, kNumOpSlots>& c) {
     case ExprOp::Var: return;
     case ExprOp::Load: break;  // the index arithmetic below is counted
     case ExprOp::Cast: c[is_float(e->dtype) ? kFloatOther : kIntOther] += 1; break;
+    case ExprOp::Reinterpret: c[kIntOther] += 1; break;
     case ExprOp::Select: c[kSelectOp] += 1; break;
     case ExprOp::Neg: c[kFloatAddSub + off] += 1; break;
     case ExprOp::Not:

@@ -8,7 +8,7 @@ using te::Expr;
 using te::ExprOp;
 
 bool is_free(ExprOp op) {
-  return op == ExprOp::IntImm || op == ExprOp::FloatImm || op == ExprOp::Var || op == ExprOp::Cast ||
+  return op == ExprOp::IntImm || op == ExprOp::FloatImm || op == ExprOp::Var || op == ExprOp::Cast || op == ExprOp::Reinterpret ||
          op == ExprOp::Select;
 }
 

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "scheduler/te/lower_graph.h"
+#include "scheduler/te/narrow_codes.h"
 
 namespace kiln {
 
@@ -11,13 +12,13 @@ LoweredSubgraph lower_subgraph(const Graph& g, const Subgraph& sg) {
   std::map<std::string, te::TensorRef> env;
   for (const std::string& in : sg.inputs) {
     const Value& v = g.value(in);
-    te::TensorRef p = te::placeholder(in, v.dtype, v.shape, v.constant);
-    env[in] = p;
-    ls.inputs.emplace_back(in, p);
+    const te::StoredInput s = te::stored_input(in, v.dtype, v.shape, v.constant);
+    env[in] = s.codes;
+    ls.inputs.emplace_back(in, s.placeholder);
   }
   auto tensor_of = [&](const std::string& name) { return env.at(name); };
   for (int gi : sg.nodes) te::lower_node(g, g.nodes[gi], tensor_of, env);
-  for (const std::string& o : sg.outputs) ls.outputs.push_back(env.at(o));
+  for (const std::string& o : sg.outputs) ls.outputs.push_back(te::stored_output(o, env.at(o), g.value(o).dtype));
   ls.dag = te::make_dag(ls.outputs);
   return ls;
 }

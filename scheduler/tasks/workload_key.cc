@@ -30,6 +30,8 @@ std::string canonical_expr(const Expr& e, const NameMap& names) {
     s = names.at(e->tensor.get()) + "[";
   } else if (e->op == ExprOp::Cast) {
     s = dtype_name(e->dtype) + "(";
+  } else if (e->op == ExprOp::Reinterpret) {
+    s = "bits_as_" + dtype_name(e->dtype) + "(";
   } else {
     s = std::string(te::expr_op_name(e->op)) + "(";
   }

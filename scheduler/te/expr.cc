@@ -14,6 +14,7 @@ const char* expr_op_name(ExprOp op) {
     case ExprOp::Var: return "var";
     case ExprOp::Load: return "load";
     case ExprOp::Cast: return "cast";
+    case ExprOp::Reinterpret: return "reinterpret";
     case ExprOp::Select: return "select";
     case ExprOp::Neg: return "neg";
     case ExprOp::Not: return "not";
@@ -132,6 +133,15 @@ Expr cast(DType t, const Expr& e) {
   return make(ExprOp::Cast, t, {e});
 }
 
+Expr reinterpret(DType t, const Expr& e) {
+  if (e->dtype == t) return e;
+  auto word = [](DType d) { return d == DType::Float32 || d == DType::Int32 || d == DType::UInt32 || d == DType::Float64 ||
+                                   d == DType::Int64 || d == DType::UInt64; };
+  check(word(t) && word(e->dtype) && dtype_size(t) == dtype_size(e->dtype),
+        "reinterpret needs two 32- or 64-bit dtypes of one width, got " + dtype_name(e->dtype) + " as " + dtype_name(t));
+  return make(ExprOp::Reinterpret, t, {e});
+}
+
 Expr select(const Expr& cond, const Expr& a, const Expr& b) {
   check(cond->dtype == DType::Bool, "select condition must be bool");
   check(a->dtype == b->dtype, "select branches differ: " + dtype_name(a->dtype) + " vs " + dtype_name(b->dtype));
@@ -201,6 +211,7 @@ std::string print_expr(const Expr& e) {
       return s + "]";
     }
     case ExprOp::Cast: return dtype_name(e->dtype) + "(" + print_expr(e->args[0]) + ")";
+    case ExprOp::Reinterpret: return "bits_as_" + dtype_name(e->dtype) + "(" + print_expr(e->args[0]) + ")";
     case ExprOp::Select:
       return "select(" + print_expr(e->args[0]) + ", " + print_expr(e->args[1]) + ", " + print_expr(e->args[2]) + ")";
     default: break;

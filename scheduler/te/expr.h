@@ -14,7 +14,7 @@ struct TensorNode;
 /// Expression node kinds. Arithmetic follows C on the operand dtype: integers wrap, Div truncates,
 /// Mod takes the dividend's sign; FloorDiv/FloorMod round toward negative infinity (index arithmetic).
 enum class ExprOp {
-  IntImm, FloatImm, Var, Load, Cast, Select,
+  IntImm, FloatImm, Var, Load, Cast, Reinterpret, Select,
   // unary
   Neg, Not, Abs, Exp, Log, Sqrt, Tanh, Erf, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh,
   Atanh, Floor, Ceil, Round, IsNaN, IsInf, BitNot,
@@ -48,6 +48,8 @@ Expr const_of(DType t, double v);
 Expr var(const std::string& name, DType t = DType::Int64);  // a loop variable (Int64) or a named value
 Expr load(const std::shared_ptr<const TensorNode>& t, std::vector<Expr> indices);
 Expr cast(DType t, const Expr& e);
+/// The same bits read as another dtype of the same width: float32 <-> (u)int32, float64 <-> (u)int64.
+Expr reinterpret(DType t, const Expr& e);
 Expr select(const Expr& cond, const Expr& a, const Expr& b);
 Expr unary(ExprOp op, const Expr& a);
 /// Both operands must have the same dtype (scalar immediates are not promoted implicitly).

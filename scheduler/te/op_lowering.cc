@@ -1,5 +1,7 @@
 #include "scheduler/te/op_lowering.h"
 
+#include "scheduler/te/narrow_codes.h"
+
 #include <algorithm>
 
 namespace kiln::te {
@@ -15,11 +17,13 @@ const Tensor& LowerContext::require_constant(size_t i, const char* what) const {
   return *t;
 }
 
+DType LowerContext::out_dtype(size_t i) const { return code_dtype(out_dtypes_.at(i)); }
+
 void LowerContext::set_output(size_t i, TensorRef t) {
   if (!has_output(i)) return;
-  if (t->dtype != out_dtypes_.at(i) || t->shape != out_shapes_.at(i))
+  if (t->dtype != out_dtype(i) || t->shape != out_shapes_.at(i))
     fail("lowering produced " + dtype_name(t->dtype) + " " + shape_str(t->shape) + " for output " + std::to_string(i) +
-         ", shape inference says " + dtype_name(out_dtypes_.at(i)) + " " + shape_str(out_shapes_.at(i)));
+         ", shape inference says " + dtype_name(out_dtype(i)) + " " + shape_str(out_shapes_.at(i)));
   outputs_.at(i) = std::move(t);
 }
 

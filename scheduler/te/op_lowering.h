@@ -14,11 +14,13 @@ namespace kiln::te {
 
 /// What an op's lowering sees: the node, its input tensors (placeholders or earlier stages), the
 /// compile-time values of constant inputs, and the output types shape inference already computed.
+/// Values of the narrow types are their uint8 codes (narrow_codes.h): dtype() and out_dtype() say
+/// uint8 for them, graph_dtype() and out_graph_dtype() which type the codes are of.
 class LowerContext {
  public:
   LowerContext(const Node& node, std::vector<TensorRef> inputs, std::vector<const Tensor*> constants,
-               std::vector<DType> out_dtypes, std::vector<Shape> out_shapes)
-      : node_(node), inputs_(std::move(inputs)), constants_(std::move(constants)),
+               std::vector<DType> in_dtypes, std::vector<DType> out_dtypes, std::vector<Shape> out_shapes)
+      : node_(node), inputs_(std::move(inputs)), constants_(std::move(constants)), in_dtypes_(std::move(in_dtypes)),
         out_dtypes_(std::move(out_dtypes)), out_shapes_(std::move(out_shapes)), outputs_(node.outputs.size()) {}
 
   const Node& node() const { return node_; }
@@ -27,6 +29,7 @@ class LowerContext {
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
   const TensorRef& input(size_t i) const;
   DType dtype(size_t i) const { return input(i)->dtype; }
+  DType graph_dtype(size_t i) const { return in_dtypes_.at(i); }
   const Shape& shape(size_t i) const { return input(i)->shape; }
   int64_t rank(size_t i) const { return static_cast<int64_t>(shape(i).size()); }
   /// The value of input i when it is known at compile time, else nullptr.
@@ -35,7 +38,8 @@ class LowerContext {
 
   size_t num_outputs() const { return out_shapes_.size(); }
   bool has_output(size_t i) const { return i < node_.outputs.size() && !node_.outputs[i].empty(); }
-  DType out_dtype(size_t i) const { return out_dtypes_.at(i); }
+  DType out_dtype(size_t i) const;
+  DType out_graph_dtype(size_t i) const { return out_dtypes_.at(i); }
   const Shape& out_shape(size_t i) const { return out_shapes_.at(i); }
   /// Sets output i; its dtype and shape must be what shape inference said.
   void set_output(size_t i, TensorRef t);
@@ -51,6 +55,7 @@ class LowerContext {
   const Node& node_;
   std::vector<TensorRef> inputs_;
   std::vector<const Tensor*> constants_;
+  std::vector<DType> in_dtypes_;
   std::vector<DType> out_dtypes_;
   std::vector<Shape> out_shapes_;
   std::vector<TensorRef> outputs_;

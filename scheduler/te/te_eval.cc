@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -68,6 +69,7 @@ class Evaluator {
       }
       case ExprOp::Load: return load(e);
       case ExprOp::Cast: return cast(eval(e->args[0].get()), e->args[0]->dtype, e->dtype);
+      case ExprOp::Reinterpret: return reinterpret(eval(e->args[0].get()), e->args[0]->dtype, e->dtype);
       case ExprOp::Select: return eval(e->args[0].get()).i ? eval(e->args[1].get()) : eval(e->args[2].get());
       default: break;
     }
@@ -99,6 +101,16 @@ class Evaluator {
     if (is_float(to)) return make_val(to, round_to_dtype(as_double(v, from), to), 0);
     if (is_float(from)) return make_val(to, 0, float_to_int(v.f));
     return make_val(to, 0, v.i);
+  }
+
+  static Val reinterpret(const Val& v, DType from, DType to) {
+    uint64_t bits;
+    if (from == DType::Float32) bits = std::bit_cast<uint32_t>(static_cast<float>(v.f));
+    else if (from == DType::Float64) bits = std::bit_cast<uint64_t>(v.f);
+    else bits = static_cast<uint64_t>(v.i);
+    if (to == DType::Float32) return make_val(to, std::bit_cast<float>(static_cast<uint32_t>(bits)), 0);
+    if (to == DType::Float64) return make_val(to, std::bit_cast<double>(bits), 0);
+    return make_val(to, 0, static_cast<int64_t>(bits));
   }
 
   static Val unary(ExprOp op, const Val& a, DType in, DType out) {

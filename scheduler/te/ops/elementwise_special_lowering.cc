@@ -2,6 +2,7 @@
 // Clip, Where, PRelu. The formulas mirror frontend/ops/elementwise_special.cc.
 #include <limits>
 
+#include "scheduler/te/narrow_codes.h"
 #include "scheduler/te/ops/elementwise_lowering_common.h"
 
 namespace kiln::te::elementwise {
@@ -11,7 +12,25 @@ namespace {
 // wrapping) are exactly the expression language's cast. CastLike reads only input 1's dtype, which is
 // already the output dtype, so input 1 is never loaded.
 void lower_cast(LowerContext& c) {
-  set_mapped_output(c, "elementwise", {0}, [&](const std::vector<Expr>& v) { return cast(c.out_dtype(0), v[0]); });
+  const DType from = c.graph_dtype(0), to = c.out_graph_dtype(0);
+  if (!is_narrow(from) && !is_narrow(to)) {
+    set_mapped_output(c, "elementwise", {0}, [&](const std::vector<Expr>& v) { return cast(c.out_dtype(0), v[0]); });
+    return;
+  }
+  // The narrow types: the source as a number (codes decoded), then the target's conversion, with
+  // frontend/ops/elementwise_special.cc's rules (narrow_codes.h builds them).
+  const bool saturate = c.node().attr_int("saturate", 1) != 0;
+  PowerRounding power = PowerRounding::Up;
+  const std::string mode = c.node().attr_string("round_mode", "up");
+  if (!parse_power_rounding(mode.c_str(), &power)) c.fail("round_mode must be up, down or nearest, got '" + mode + "'");
+  set_mapped_output(c, "elementwise", {0}, [&](const std::vector<Expr>& v) {
+    Expr x = v[0];
+    if (is_narrow_float(from)) x = narrow_to_float(x, from);
+    else if (is_narrow_int(from)) x = narrow_to_int(x, from);
+    if (is_narrow_float(to)) return float_to_narrow(cast(DType::Float32, x), to, saturate, power);
+    if (is_narrow_int(to)) return to_narrow_int(x, to);
+    return cast(c.out_dtype(0), x);
+  });
 }
 
 // Clamps like the reference: `v < lo ? lo : v`, then `v > hi ? hi : v` (std::max / std::min and

@@ -2,6 +2,7 @@
 // MatMulInteger and QLinearMatMul. The frontend reference rounds intermediate results to the dtypes
 // ONNX's reference computes in; since a stage's result is rounded to its dtype, each such rounding
 // point is its own stage here (a quantized output can flip when a .5 boundary moves).
+#include "scheduler/te/narrow_codes.h"
 #include "scheduler/te/ops/linalg_common.h"
 
 namespace kiln::te {
@@ -33,6 +34,15 @@ Expr quant_param(const LowerContext& c, size_t input, const std::vector<Expr>& i
   return at(c.input(input), quant_param_index(c, c.shape(input), idx));
 }
 
+// An element of x or a zero point as a number of `t`: narrow types' codes decoded (narrow_codes.h),
+// others converted.
+Expr quant_value(const LowerContext& c, size_t input, const Expr& e, DType t) {
+  const DType g = c.graph_dtype(input);
+  if (is_narrow_float(g)) return cast(t, narrow_to_float(e, g));
+  if (is_narrow_int(g)) return cast(t, narrow_to_int(e, g));
+  return cast(t, e);
+}
+
 // The dtype the reference divides x by the scale in: `precision` (opset 23) or numpy's promotion.
 DType division_dtype(const LowerContext& c) {
   const Node& n = c.node();
@@ -53,11 +63,17 @@ void lower_quantize_linear(LowerContext& c) {
     Expr s = cast(dc, cast(div, quant_param(c, 1, i)));
     return cast(div, x / s);
   });
+  const DType og = c.out_graph_dtype(0);
+  const bool saturate = c.node().attr_int("saturate", 1) != 0;
   c.set_output(0, compute(c.name(), "broadcast", out, shape, [&](const std::vector<Expr>& i) {
                  Expr qv = cast(DType::Float64, at(q, i));
-                 Expr zero = has_zp ? cast(DType::Float64, quant_param(c, 2, i)) : float_imm(0, DType::Float64);
+                 Expr zero = has_zp ? quant_value(c, 2, quant_param(c, 2, i), DType::Float64) : float_imm(0, DType::Float64);
+                 // A narrow float is not rounded to an integer: the conversion rounds to the format.
+                 if (is_narrow_float(og)) return float_to_narrow(cast(DType::Float32, qv + zero), og, saturate, PowerRounding::Up);
                  Expr v = select(unary(ExprOp::IsNaN, qv), zero, unary(ExprOp::Round, qv) + zero);
-                 return saturate_to(out, v);
+                 if (!is_narrow_int(og)) return saturate_to(out, v);
+                 Expr lo = float_imm(linalg::integer_min(og), DType::Float64), hi = float_imm(linalg::integer_max(og), DType::Float64);
+                 return in_range_to_narrow_int(cast(DType::Int32, min(max(v, lo), hi)), og);
                }));
 }
 
@@ -72,8 +88,8 @@ void lower_dequantize_linear(LowerContext& c) {
   const DType diff = x_dtype == DType::Int32 && has_zp ? DType::Float64 : DType::Float32;
   const DType mul = linalg::promoted_float_dtype(diff, c.dtype(1));
   auto product = [&](const std::vector<Expr>& i) {
-    Expr dx = cast(DType::Float32, at(c.input(0), i));  // rounds int32 to float32 like the reference
-    if (has_zp) dx = cast(diff, dx) - cast(diff, quant_param(c, 2, i));
+    Expr dx = quant_value(c, 0, at(c.input(0), i), DType::Float32);  // rounds int32 to float32 like the reference
+    if (has_zp) dx = cast(diff, dx) - quant_value(c, 2, quant_param(c, 2, i), diff);
     return cast(mul, dx) * cast(mul, quant_param(c, 1, i));
   };
   // Rounding to `mul` before `out` matters only when `mul` is narrower than double.
