@@ -152,6 +152,13 @@ TensorRef stored_output(const std::string& name, const TensorRef& codes, DType t
   });
 }
 
+bool is_storage_stage(const Stage& s) {
+  auto ends_with = [&](const std::string& suffix) {
+    return s.name.size() > suffix.size() && s.name.compare(s.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return s.tag == "injective" && s.dtype == DType::UInt8 && (ends_with(".codes") || ends_with(".packed"));
+}
+
 Expr narrow_to_float(const Expr& code, DType t) {
   const Expr c = cast(DType::Int32, code);
   if (const Minifloat* f = minifloat_of(t)) return minifloat_to_float(c, *f);

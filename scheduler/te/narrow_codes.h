@@ -36,6 +36,8 @@ struct StoredInput {
 StoredInput stored_input(const std::string& name, DType t, const Shape& s, std::shared_ptr<const Tensor> constant);
 /// `codes` (of graph dtype `t`) in stored form: packed by a stage of its own for 4- and 2-bit types.
 TensorRef stored_output(const std::string& name, const TensorRef& codes, DType t);
+/// Whether `s` is one of the stages above, which move stored bytes and compute no op.
+bool is_storage_stage(const Stage& s);
 
 /// A code's value as float32 (any narrow type), or as int32 (narrow integers).
 Expr narrow_to_float(const Expr& code, DType t);
