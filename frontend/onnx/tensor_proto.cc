@@ -35,12 +35,13 @@ std::string count_mismatch(const std::string& context, const Shape& s, size_t go
 // The narrow types in int32_data: one code per entry for 8-bit types; the sub-byte types' entries each
 // hold one byte of the packed storage.
 Tensor narrow_from_int32_data(const onnx::TensorProto& p, DType dt, const Shape& shape, const std::string& context) {
-  Tensor t(dt, shape);
+  // The count is checked before anything is allocated: a corrupt shape then costs nothing.
   const bool packed = dtype_bits(dt) < 8;
-  const int64_t want = packed ? storage_bytes(dt, t.size()) : t.size();
+  const int64_t n = num_elements(shape), want = packed ? storage_bytes(dt, n) : n;
   if (p.int32_data_size() != want)
     throw Error(context + ": int32_data has " + std::to_string(p.int32_data_size()) + " entries but shape " +
                 shape_str(shape) + " of " + dtype_name(dt) + " needs " + std::to_string(want));
+  Tensor t(dt, shape);
   for (int64_t i = 0; i < want; ++i) {
     const auto v = static_cast<uint8_t>(p.int32_data(static_cast<int>(i)));
     if (packed) t.data()[i] = std::byte{v};

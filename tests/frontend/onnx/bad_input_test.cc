@@ -99,6 +99,22 @@ TEST(BadInput, InitializerSizeDoesNotMatchShape) {
   EXPECT_NE(msg.find("short_weight"), std::string::npos) << msg;
 }
 
+// A narrow type's values in int32_data are counted before anything is allocated: a huge shape with
+// no data is one line, not gigabytes (the fuzzer found 2^33 uint2 elements taking 2 GiB first).
+TEST(BadInput, NarrowInitializerWithAHugeShapeAndNoData) {
+  testing::TempDir dir;
+  ModelBuilder b = testing::relu_model();
+  auto* t = b.proto().mutable_graph()->add_initializer();
+  t->set_name("huge_uint2");
+  t->set_data_type(25);  // UINT2
+  t->add_dims(int64_t{1} << 34);
+  t->add_int32_data(0);
+  b.save(dir.path("huge_uint2.onnx"));
+  std::string msg = expect_one_line_error(dir.path("huge_uint2.onnx"), dir);
+  EXPECT_NE(msg.find("huge_uint2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("int32_data has 1 entries"), std::string::npos) << msg;
+}
+
 TEST(BadInput, NodeInputThatNothingProduces) {
   testing::TempDir dir;
   ModelBuilder b("dangling", 13);
