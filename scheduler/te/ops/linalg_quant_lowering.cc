@@ -197,11 +197,14 @@ void lower_qlinear_matmul(LowerContext& c) {
                  if (sd == DType::Float32) {
                    // float32 scales: requantized in float32 as ONNX Runtime does (linalg_internal.h).
                    const DType f32 = DType::Float32;  // the bounds of an 8-bit output are exact in it
-                   Expr v = unary(ExprOp::Round, cast(f32, at(acc, i)) * m);
+                   // The multiplier first: its stages then come before the accumulator's reduction
+                   // in the DAG, which lets the default schedule finish the reduction in its own
+                   // loop nest (see lower_qlinear_conv).
+                   Expr v = unary(ExprOp::Round, m * cast(f32, at(acc, i)));
                    if (zero) v = v + cast(f32, zero);
                    return cast(out, min(max(v, float_imm(linalg::integer_min(out), f32)), float_imm(linalg::integer_max(out), f32)));
                  }
-                 Expr v = cast(f64, at(acc, i)) * cast(f64, m);
+                 Expr v = cast(f64, m) * cast(f64, at(acc, i));
                  if (zero) v = v + cast(f64, zero);
                  return saturate_to(out, unary(ExprOp::Round, v));
                }));
