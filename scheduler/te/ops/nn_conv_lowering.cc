@@ -8,6 +8,7 @@
 // convolutions pad with their zero point instead, so their padding taps stay behind a select whose
 // other branch is zero; bounds checks are emitted only on axes whose geometry can leave the input.
 #include <functional>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -62,12 +63,12 @@ namespace {
 // out[n, m, o...] = sum over the input channels c of m's group and the kernel taps k of
 // term(x[n, c, o * stride + k * dilation - pad], w[m, c, k], m); padding taps add nothing.
 // X is N x C x D..., W is M x C/group x K....
-// With `pad_with_zeros`, a window that leaves X reads zero_padded's copy instead.
+// With `pad_fill`, a window that leaves X reads a copy padded with that value (padded_with) instead.
 TensorRef forward_conv(const LowerContext& c, const std::string& name, TensorRef x, const TensorRef& w, DType acc,
-                       const TermFn& term, bool pad_with_zeros = false) {
+                       const TermFn& term, const Expr& pad_fill = nullptr) {
   int64_t group = c.node().attr_int("group", 1);
   nn::Window win = nn::forward_window(c.node(), spatial_of(x->shape), spatial_of(w->shape), false);
-  if (pad_with_zeros && window_leaves(win, spatial_of(x->shape))) std::tie(x, win) = zero_padded(c, x, win);
+  if (pad_fill && window_leaves(win, spatial_of(x->shape))) std::tie(x, win) = padded_with(c, x, win, pad_fill);
   int64_t per_group_in = w->shape[1], per_group_out = w->shape[0] / group;
   std::vector<int64_t> extents{per_group_in};
   extents.insert(extents.end(), w->shape.begin() + 2, w->shape.end());
@@ -105,7 +106,7 @@ void lower_conv(LowerContext& c) {
   const TensorRef& x = c.input(0);
   DType acc = compute_dtype(c.out_dtype(0));
   TermFn term = [acc](const Expr& xv, const Expr& wv, const Expr&) { return cast(acc, xv) * cast(acc, wv); };
-  TensorRef y = forward_conv(c, acc_is_output(c, acc, 2) ? c.name() : c.name("acc"), x, c.input(1), acc, term, true);
+  TensorRef y = forward_conv(c, acc_is_output(c, acc, 2) ? c.name() : c.name("acc"), x, c.input(1), acc, term, const_of(x->dtype, 0));
   c.set_output(0, finish_conv(c, y, 2));
 }
 
@@ -193,20 +194,62 @@ Expr dequantized(const LowerContext& c, const Expr& q, size_t zp, const Expr& m)
   return v - cast(DType::Int32, quant_param(c.input(zp), m));
 }
 
-// The int32 accumulator of an integer convolution of inputs x_in / w_in with their zero points.
-TensorRef integer_conv(LowerContext& c, const std::string& name, size_t x_in, size_t x_zp, size_t w_in, size_t w_zp) {
-  TermFn term = [&](const Expr& xv, const Expr& wv, const Expr& m) {
-    return dequantized(c, xv, x_zp, int_imm(0)) * dequantized(c, wv, w_zp, m);
-  };
-  return forward_conv(c, name, c.input(x_in), c.input(w_in), DType::Int32, term);
+// Per output channel, the sum of a constant weight's elements, when its zero points are absent or all
+// zero; otherwise nullptr.
+std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_t w_in, size_t w_zp) {
+  const Tensor* w = c.constant(w_in);
+  if (!w || (c.has_input(w_zp) && (!c.constant(w_zp) || c.constant(w_zp)->to_ints() != std::vector<int64_t>(
+                                                                                         c.constant(w_zp)->size(), 0))))
+    return nullptr;
+  const int64_t channels = w->shape().at(0), per = w->size() / std::max<int64_t>(channels, 1);
+  std::vector<int64_t> sums(static_cast<size_t>(channels), 0);
+  for (int64_t i = 0; i < w->size(); ++i) sums[static_cast<size_t>(i / per)] += w->get_int(i);
+  return std::make_shared<const Tensor>(Tensor::from_ints(DType::Int32, {channels}, sums));
 }
 
-void lower_conv_integer(LowerContext& c) { c.set_output(0, integer_conv(c, c.name(), 0, 2, 1, 3)); }
+// The int32 accumulator of an integer convolution of inputs x_in / w_in with their zero points, plus
+// the int32 bias of input `bias` when given (`bias_added` says whether it was). When the weights are
+// constant and symmetric (the usual int8 quantization) and x's zero point is known, sum (x - zx) * w
+// is computed as sum x * w - zx * sum w: the zero point leaves the inner loop, where it cost a
+// subtraction a multiply-add, and zx * sum w less the bias is one constant per output channel, as
+// large as the bias it replaces. The padding taps then read x's zero point (a padded copy, as float
+// convolutions pad with zeros), which the constant cancels exactly; int32 arithmetic wraps, so the
+// result is the same integer.
+TensorRef integer_conv(LowerContext& c, const std::string& name, size_t x_in, size_t x_zp, size_t w_in, size_t w_zp,
+                       std::optional<size_t> bias, bool* bias_added) {
+  *bias_added = false;
+  const std::shared_ptr<const Tensor> sums = symmetric_weight_sums(c, w_in, w_zp);
+  const Tensor* zx = c.has_input(x_zp) ? c.constant(x_zp) : nullptr;
+  const Tensor* b = bias && c.has_input(*bias) ? c.constant(*bias) : nullptr;
+  if (!sums || !zx || zx->size() != 1 || (bias && c.has_input(*bias) && !b)) {
+    TermFn term = [&](const Expr& xv, const Expr& wv, const Expr& m) {
+      return dequantized(c, xv, x_zp, int_imm(0)) * dequantized(c, wv, w_zp, m);
+    };
+    return forward_conv(c, name, c.input(x_in), c.input(w_in), DType::Int32, term);
+  }
+  const DType i32 = DType::Int32;
+  std::vector<int64_t> offset(static_cast<size_t>(sums->size()));
+  for (int64_t m = 0; m < sums->size(); ++m)  // wrapped to int32 as the accumulator wraps
+    offset[static_cast<size_t>(m)] = wrap_to_dtype(zx->get_int(0) * sums->get_int(m) - (b ? b->get_int(m) : 0), i32);
+  *bias_added = b != nullptr;
+  TermFn term = [&](const Expr& xv, const Expr& wv, const Expr&) { return cast(i32, xv) * cast(i32, wv); };
+  TensorRef sum = forward_conv(c, name + ".sum", c.input(x_in), c.input(w_in), i32, term, const_of(c.dtype(x_in), static_cast<double>(zx->get_int(0))));
+  TensorRef off = placeholder(c.name("zero_point_offset"), i32, sums->shape(),
+                              std::make_shared<const Tensor>(Tensor::from_ints(i32, sums->shape(), offset)));
+  return compute(name, "elementwise", i32, sum->shape,
+                 [&](const std::vector<Expr>& idx) { return at(sum, idx) - at(off, {idx[1]}); });
+}
+
+void lower_conv_integer(LowerContext& c) {
+  bool unused;
+  c.set_output(0, integer_conv(c, c.name(), 0, 2, 1, 3, std::nullopt, &unused));
+}
 
 // Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
 void lower_qlinear_conv(LowerContext& c) {
-  TensorRef acc = integer_conv(c, c.name("acc"), 0, 2, 3, 5);
-  if (c.has_input(8))
+  bool bias_added = false;
+  TensorRef acc = integer_conv(c, c.name("acc"), 0, 2, 3, 5, 8, &bias_added);
+  if (c.has_input(8) && !bias_added)
     acc = compute(c.name("bias"), "broadcast", DType::Int32, acc->shape, [&](const std::vector<Expr>& idx) {
       return at(acc, idx) + at(c.input(8), {idx[1]});
     });
