@@ -151,9 +151,68 @@ Expr operand_zero_point(const TensorRef& zp, const Shape& operand, const std::ve
   return at(zp, broadcast_indices(idx, operand, zs));
 }
 
+// Whether input `zp` is absent or one value (per tensor), or, with `per_column`, a 1-D [n].
+bool is_simple_zero_point(const LowerContext& c, size_t zp, bool per_column, int64_t n) {
+  if (!c.has_input(zp)) return true;
+  const Shape& s = c.shape(zp);
+  return num_elements(s) == 1 || (per_column && s.size() == 1 && s[0] == n);
+}
+
+// sum_k (a - za) * (b - zb) with B a constant matrix [k, n]: expanded as
+// sum_k a * b - zb[n] * sum_k a[m, k] - za * sum_k b[k, n] + k * za * zb[n], so no zero point is
+// subtracted in the inner loop. B's column sums are constants; A's row sums are a reduction of their
+// own, needed only when zb is not all zero (uint8 weights). int32 arithmetic wraps, so the integer is
+// the same. nullptr when the operands do not have that form.
+TensorRef hoisted_integer_matmul(const LowerContext& c, const std::string& name, size_t a_in, size_t a_zp, size_t b_in,
+                                 size_t b_zp, const MatMulShape& s) {
+  const Tensor* b = c.constant(b_in);
+  const linalg::MatMulDims& d = s.d;
+  if (!b || b->rank() != 2 || s.b_vector || (c.has_input(b_zp) && !c.constant(b_zp)) ||
+      !is_simple_zero_point(c, a_zp, false, 0) || !is_simple_zero_point(c, b_zp, true, d.n))
+    return nullptr;
+  const DType i32 = DType::Int32;
+  std::vector<int64_t> col_sums(static_cast<size_t>(d.n), 0);
+  for (int64_t i = 0; i < b->size(); ++i) col_sums[static_cast<size_t>(i % d.n)] += b->get_int(i);
+  const TensorRef cols = placeholder(c.name("b_column_sums"), i32, {d.n},
+                                     std::make_shared<const Tensor>(Tensor::from_ints(i32, {d.n}, col_sums)));
+  bool zb_zero = true;
+  if (c.has_input(b_zp))
+    for (int64_t v : c.constant(b_zp)->to_ints()) zb_zero &= v == 0;
+  auto value = [&](size_t in) { return [&c, in, i32](const std::vector<Expr>& i) { return cast(i32, at(c.input(in), i)); }; };
+  const TensorRef sum = matmul_accumulate(name + ".sum", i32, s, value(a_in), value(b_in));
+  // A's row sums over k, indexed by the output's leading axes (all but n).
+  TensorRef rows;
+  const Shape row_shape(d.out.begin(), d.out.end() - 1);
+  if (!zb_zero)
+    rows = reduce(name + ".row_sums", "reduction", i32, row_shape, Reducer::Sum, {d.k},
+                  [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
+                    std::vector<Expr> batch(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(d.batch.size()));
+                    std::vector<Expr> ai = broadcast_indices(batch, d.batch, d.a_batch);
+                    if (!s.a_vector) ai.push_back(idx.back());
+                    ai.push_back(r[0]);
+                    return cast(i32, at(c.input(a_in), ai));
+                  });
+  return compute(name, "broadcast", i32, d.out, [&](const std::vector<Expr>& idx) {
+    const Expr col = s.col(idx);
+    const Expr za = c.has_input(a_zp) ? cast(i32, at(c.input(a_zp), zero_indices(c.shape(a_zp).size()))) : int_imm(0, i32);
+    Expr zb = int_imm(0, i32);
+    if (c.has_input(b_zp))
+      zb = cast(i32, at(c.input(b_zp), num_elements(c.shape(b_zp)) == 1 ? zero_indices(c.shape(b_zp).size()) : std::vector<Expr>{col}));
+    // The row sums are read before the sum: the DAG then orders their reduction first, and the
+    // default schedule can finish the sum's reduction with this stage inside its loop nest.
+    Expr v = at(sum, idx);
+    if (!zb_zero) {
+      const std::vector<Expr> ri(idx.begin(), idx.end() - 1);
+      v = (za * zb * int_imm(d.k, i32) - zb * at(rows, ri)) + v;
+    }
+    return v - za * at(cols, {col});
+  });
+}
+
 // sum_k (a - a_zero_point) * (b - b_zero_point) in int32, the accumulator ONNX specifies.
 TensorRef integer_matmul(const LowerContext& c, const std::string& name, size_t a_in, size_t a_zp, size_t b_in,
                          size_t b_zp, const MatMulShape& s) {
+  if (TensorRef t = hoisted_integer_matmul(c, name, a_in, a_zp, b_in, b_zp, s)) return t;
   const DType acc = DType::Int32;
   auto shifted = [&](size_t in, size_t zp, bool is_a) {
     return [&c, in, zp, is_a, acc](const std::vector<Expr>& i) {
