@@ -10,41 +10,72 @@
 
 namespace kiln::package {
 
-MemoryPlan plan_memory(const std::vector<LiveRange>& ranges, int64_t align) {
-  MemoryPlan plan;
-  plan.offsets.assign(ranges.size(), 0);
-  auto round_up = [&](int64_t v) { return (v + align - 1) / align * align; };
-  std::vector<size_t> order(ranges.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges[a].bytes > ranges[b].bytes; });
+namespace {
+
+int64_t round_up(int64_t v, int64_t align) { return (v + align - 1) / align * align; }
+int64_t slot_bytes(const LiveRange& r, int64_t align) { return round_up(std::max<int64_t>(r.bytes, 1), align); }
+
+// Places the ranges in `order`, each at the smallest gap among the already placed ranges it overlaps
+// in time that holds it (else above them all); returns the offsets and sets `size`.
+std::vector<int64_t> best_fit(const std::vector<LiveRange>& ranges, const std::vector<size_t>& order, int64_t align,
+                              int64_t* size) {
+  std::vector<int64_t> offsets(ranges.size(), 0);
   std::vector<size_t> placed;
+  *size = 0;
   for (size_t i : order) {
     const LiveRange& r = ranges[i];
-    int64_t size = round_up(std::max<int64_t>(r.bytes, 1));
+    const int64_t bytes = slot_bytes(r, align);
     // Occupied intervals of tensors whose lifetimes overlap this one, by offset.
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (size_t j : placed)
       if (!(ranges[j].last < r.first || r.last < ranges[j].first))
-        busy.emplace_back(plan.offsets[j], plan.offsets[j] + round_up(std::max<int64_t>(ranges[j].bytes, 1)));
+        busy.emplace_back(offsets[j], offsets[j] + slot_bytes(ranges[j], align));
     std::sort(busy.begin(), busy.end());
-    // Best fit: the smallest gap that holds the tensor, else after the last busy interval.
     int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
     for (const auto& [lo, hi] : busy) {
-      if (lo - cursor >= size && lo - cursor < best_gap) {
+      if (lo - cursor >= bytes && lo - cursor < best_gap) {
         best = cursor;
         best_gap = lo - cursor;
       }
       cursor = std::max(cursor, hi);
     }
     if (best < 0) best = cursor;
-    plan.offsets[i] = best;
-    plan.size = std::max(plan.size, best + size);
+    offsets[i] = best;
+    *size = std::max(*size, best + bytes);
     placed.push_back(i);
+  }
+  return offsets;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const std::vector<LiveRange>& ranges, int64_t align) {
+  MemoryPlan plan;
+  std::vector<size_t> base(ranges.size());
+  std::iota(base.begin(), base.end(), 0);
+  auto sorted_by = [&](auto key) {
+    std::vector<size_t> order = base;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(ranges[a]) > key(ranges[b]); });
+    return order;
+  };
+  const std::vector<std::vector<size_t>> orders = {
+      sorted_by([](const LiveRange& r) { return r.bytes; }),                            // largest first
+      sorted_by([](const LiveRange& r) { return -r.first; }),                           // first use first
+      sorted_by([](const LiveRange& r) { return r.bytes * (r.last - r.first + 1); }),  // most byte-steps first
+  };
+  plan.size = INT64_MAX;
+  for (const std::vector<size_t>& order : orders) {
+    int64_t size = 0;
+    std::vector<int64_t> offsets = best_fit(ranges, order, align, &size);
+    if (size < plan.size) {
+      plan.size = size;
+      plan.offsets = std::move(offsets);
+    }
   }
   std::map<int64_t, int64_t> delta;
   for (const LiveRange& r : ranges) {
-    delta[r.first] += round_up(std::max<int64_t>(r.bytes, 1));
-    delta[r.last + 1] -= round_up(std::max<int64_t>(r.bytes, 1));
+    delta[r.first] += slot_bytes(r, align);
+    delta[r.last + 1] -= slot_bytes(r, align);
   }
   int64_t live = 0;
   for (const auto& [t, d] : delta) {

@@ -25,9 +25,12 @@ struct MemoryPlan {
   int64_t lower_bound = 0;       // peak of the summed sizes of simultaneously live tensors
 };
 
-/// Greedy best-fit packing, largest tensors first: two tensors share bytes only when their live
-/// ranges do not overlap. `lower_bound` is what no packing can beat, so size/lower_bound is the plan's
-/// efficiency (reported in the package's metadata).
+/// Greedy best-fit packing (two tensors share bytes only when their live ranges do not overlap), in
+/// three orders: largest first (TFLM's greedy planner), first use first, and most bytes x statements
+/// first; the smallest plan is kept (ties: the earlier order). No order wins everywhere: largest first
+/// leaves holes that a chronological order fills on some lifetimes, and the reverse. `lower_bound` is
+/// what no packing can beat, so size/lower_bound is the plan's efficiency (reported in the package's
+/// metadata).
 MemoryPlan plan_memory(const std::vector<LiveRange>& ranges, int64_t align);
 
 /// The memory stage of the pipeline: where each workspace parameter of a lowered model lives.
