@@ -22,8 +22,6 @@ const DType kMinifloats[] = {DType::Float8E4M3FN, DType::Float8E4M3FNUZ, DType::
 
 uint32_t code_count(DType t) { return 1u << dtype_bits(t); }
 
-bool same_number(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
-
 TEST(NarrowTypes, BitsAndStorage) {
   EXPECT_EQ(dtype_bits(DType::Int4), 4);
   EXPECT_EQ(dtype_bits(DType::UInt2), 2);
@@ -109,7 +107,9 @@ TEST(NarrowTypes, RoundsToTheNearestValueTiesToEven) {
       const uint32_t got = narrow_float_encode(t, x, true);
       const double gv = narrow_decode(t, got), wv = narrow_decode(t, nearest_code(t, x));
       EXPECT_EQ(gv, wv) << dtype_name(t) << " " << x;
-      if (gv == 0 && !f.fnuz) EXPECT_EQ(std::signbit(gv), std::signbit(x)) << dtype_name(t) << " " << x;
+      if (gv == 0 && !f.fnuz) {
+        EXPECT_EQ(std::signbit(gv), std::signbit(x)) << dtype_name(t) << " " << x;
+      }
     }
   }
 }
