@@ -3,7 +3,8 @@
 /// never computes in them. A value is held as its code (the bit pattern, zero-extended), converted to a
 /// wide type to be computed with and back to a code to be stored. Types narrower than a byte are
 /// packed as ONNX packs them: element i in bits [w * (i % (8 / w)), ...) of byte i * w / 8, the first
-/// element in the low bits; the unused high bits of a last, partial byte are zero.
+/// element in the low bits. kiln writes the unused high bits of a last, partial byte as zero and
+/// ignores them when reading.
 #pragma once
 #include <cstdint>
 
@@ -36,7 +37,7 @@ const Minifloat* minifloat_of(DType t);
 /// How Cast rounds to float8e8m0, which has no mantissa: to the power of two at or above (the default),
 /// at or below, or nearest (ties to the larger).
 enum class PowerRounding { Up, Down, Nearest };
-/// Reads Cast's round_mode attribute ("up", "down", "nearest"); nullopt-like false for anything else.
+/// Reads Cast's round_mode attribute ("up", "down", "nearest"); false for anything else.
 bool parse_power_rounding(const char* s, PowerRounding* out);
 
 /// The value a code stands for: exact (every narrow value is a float32), NaN for the NaN codes, signed
