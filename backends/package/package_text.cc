@@ -59,7 +59,11 @@ std::string header_text(const ModelModule& mm) {
     std::string P = fmt::format("{}_{}_{}", M, kind, c_macro_prefix(io.c_name));
     std::string shape;
     for (size_t i = 0; i < io.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(io.shape[i]);
-    h += fmt::format("/* {} '{}': {} [{}] */\n", kind, io.name, dtype_name(io.dtype), shape_str(io.shape));
+    // A narrow type's buffer holds codes as the ONNX file stores them (docs/narrow-types.md).
+    const std::string stored = !is_narrow(io.dtype)       ? ""
+                               : dtype_bits(io.dtype) == 8 ? ", one code a byte"
+                                                           : fmt::format(", {} codes a byte, the first in the low bits", 8 / dtype_bits(io.dtype));
+    h += fmt::format("/* {} '{}': {} [{}]{} */\n", kind, io.name, dtype_name(io.dtype), shape_str(io.shape), stored);
     h += fmt::format("#define {}_SIZE {}\n#define {}_DTYPE \"{}\"\n#define {}_RANK {}\n#define {}_SHAPE {{{}}}\n\n", P,
                      io.bytes, P, dtype_name(io.dtype), P, io.shape.size(), P, shape.empty() ? "1" : shape);
   };
