@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "frontend/ir/error.h"
+
 namespace kiln {
 
 const Minifloat* minifloat_of(DType t) {
@@ -115,12 +117,15 @@ int dtype_bits(DType t) {
 
 int64_t storage_bytes(DType t, int64_t count) { return (count * dtype_bits(t) + 7) / 8; }
 
-bool parse_power_rounding(const char* s, PowerRounding* out) {
-  if (std::strcmp(s, "up") == 0) *out = PowerRounding::Up;
-  else if (std::strcmp(s, "down") == 0) *out = PowerRounding::Down;
-  else if (std::strcmp(s, "nearest") == 0) *out = PowerRounding::Nearest;
-  else return false;
-  return true;
+NarrowCastRule narrow_cast_rule(const Node& n) {
+  NarrowCastRule r;
+  r.saturate = n.attr_int("saturate", 1) != 0;
+  const std::string mode = n.attr_string("round_mode", "up");
+  if (mode == "up") r.power = PowerRounding::Up;
+  else if (mode == "down") r.power = PowerRounding::Down;
+  else if (mode == "nearest") r.power = PowerRounding::Nearest;
+  else throw Error(n.label() + ": round_mode must be up, down or nearest, got '" + mode + "'");
+  return r;
 }
 
 double narrow_decode(DType t, uint32_t code) {

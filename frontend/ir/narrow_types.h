@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "frontend/ir/dtype.h"
+#include "frontend/ir/graph.h"
 
 namespace kiln {
 
@@ -37,8 +38,14 @@ const Minifloat* minifloat_of(DType t);
 /// How Cast rounds to float8e8m0, which has no mantissa: to the power of two at or above (the default),
 /// at or below, or nearest (ties to the larger).
 enum class PowerRounding { Up, Down, Nearest };
-/// Reads Cast's round_mode attribute ("up", "down", "nearest"); false for anything else.
-bool parse_power_rounding(const char* s, PowerRounding* out);
+/// How a Cast (or CastLike) node converts to the narrow floats: its `saturate` (opset 19+, default 1)
+/// and `round_mode` (opset 24+, "up" (default), "down" or "nearest"; only float8e8m0 uses it). Throws
+/// Error naming the node for another round_mode.
+struct NarrowCastRule {
+  bool saturate = true;
+  PowerRounding power = PowerRounding::Up;
+};
+NarrowCastRule narrow_cast_rule(const Node& n);
 
 /// The value a code stands for: exact (every narrow value is a float32), NaN for the NaN codes, signed
 /// integers sign-extended.

@@ -9,28 +9,12 @@ namespace kiln {
 namespace elementwise {
 namespace {
 
-// How Cast converts to the narrow floats: `saturate` (opset 19+, default 1) and, for float8e8m0,
-// `round_mode` (opset 24+, default "up"). Both are ignored for other targets.
-struct NarrowRule {
-  bool saturate = true;
-  PowerRounding power = PowerRounding::Up;
-};
-
-NarrowRule narrow_rule(const Node& n) {
-  NarrowRule r;
-  r.saturate = n.attr_int("saturate", 1) != 0;
-  const std::string mode = n.attr_string("round_mode", "up");
-  if (!parse_power_rounding(mode.c_str(), &r.power))
-    throw Error(n.label() + ": round_mode must be up, down or nearest, got '" + mode + "'");
-  return r;
-}
-
 // Converts every element. Anything involving a float goes through double: float to integer truncates
 // toward zero (Tensor saturates out-of-range values to int64 before wrapping, and maps NaN to 0),
 // anything to bool tests != 0. Integer to integer goes through int64 and wraps. The narrow types read
 // exactly as doubles; narrow floats are written by the rule, and floats become narrow integers
 // truncated and wrapped (narrow_int_from_float), as integers wrap.
-Tensor cast_tensor(const Tensor& x, DType to, const NarrowRule& rule) {
+Tensor cast_tensor(const Tensor& x, DType to, const NarrowCastRule& rule) {
   Tensor y(to, x.shape());
   const bool from_float = is_float(x.dtype()) || is_narrow_float(x.dtype());
   bool via_double = from_float || is_float(to);
@@ -51,7 +35,7 @@ Tensor cast_tensor(const Tensor& x, DType to, const NarrowRule& rule) {
 void require_castable(const InferContext& c, DType from, DType to) {
   if (!is_supported(from)) c.unsupported("casting from " + dtype_name(from) + " is not supported");
   if (!is_supported(to)) c.unsupported("casting to " + dtype_name(to) + " is not supported");
-  if (is_narrow_float(to)) narrow_rule(c.node());
+  if (is_narrow_float(to)) narrow_cast_rule(c.node());
 }
 
 OpDef cast_op() {
@@ -65,7 +49,7 @@ OpDef cast_op() {
   };
   d.eval = [](EvalContext& c) {
     DType to = dtype_from_int(static_cast<int32_t>(c.node().required_int("to")));
-    c.set_output(0, cast_tensor(c.input(0), to, narrow_rule(c.node())));
+    c.set_output(0, cast_tensor(c.input(0), to, narrow_cast_rule(c.node())));
   };
   d.takes_narrow_types = true;
   return d;
@@ -80,7 +64,7 @@ OpDef cast_like_op() {
     require_castable(c, c.dtype(0), c.dtype(1));
     c.set_output(0, c.dtype(1), c.shape(0));
   };
-  d.eval = [](EvalContext& c) { c.set_output(0, cast_tensor(c.input(0), c.input(1).dtype(), narrow_rule(c.node()))); };
+  d.eval = [](EvalContext& c) { c.set_output(0, cast_tensor(c.input(0), c.input(1).dtype(), narrow_cast_rule(c.node()))); };
   d.takes_narrow_types = true;
   return d;
 }

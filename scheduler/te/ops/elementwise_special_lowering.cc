@@ -19,15 +19,12 @@ void lower_cast(LowerContext& c) {
   }
   // The narrow types: the source as a number (codes decoded), then the target's conversion, with
   // frontend/ops/elementwise_special.cc's rules (narrow_codes.h builds them).
-  const bool saturate = c.node().attr_int("saturate", 1) != 0;
-  PowerRounding power = PowerRounding::Up;
-  const std::string mode = c.node().attr_string("round_mode", "up");
-  if (!parse_power_rounding(mode.c_str(), &power)) c.fail("round_mode must be up, down or nearest, got '" + mode + "'");
+  const NarrowCastRule rule = narrow_cast_rule(c.node());
   set_mapped_output(c, "elementwise", {0}, [&](const std::vector<Expr>& v) {
     Expr x = v[0];
     if (is_narrow_float(from)) x = narrow_to_float(x, from);
     else if (is_narrow_int(from)) x = narrow_to_int(x, from);
-    if (is_narrow_float(to)) return float_to_narrow(cast(DType::Float32, x), to, saturate, power);
+    if (is_narrow_float(to)) return float_to_narrow(cast(DType::Float32, x), to, rule.saturate, rule.power);
     if (is_narrow_int(to)) return to_narrow_int(x, to);
     return cast(c.out_dtype(0), x);
   });

@@ -9,10 +9,11 @@ namespace kiln::te {
 namespace {
 
 // round half to even, then clamp to the integer dtype's range, then convert; computed in float64 so
-// every bound (int32's included) is exact.
+// every bound (int32's included) is exact. A narrow integer becomes its code (narrow_codes.h).
 Expr saturate_to(DType t, const Expr& v64) {
   Expr lo = float_imm(linalg::integer_min(t), DType::Float64), hi = float_imm(linalg::integer_max(t), DType::Float64);
-  return cast(t, min(max(v64, lo), hi));
+  const Expr clamped = min(max(v64, lo), hi);
+  return is_narrow_int(t) ? in_range_to_narrow_int(cast(DType::Int32, clamped), t) : cast(t, clamped);
 }
 
 // ---- Where a scale / zero point element of QuantizeLinear / DequantizeLinear sits: per tensor, per
@@ -71,9 +72,7 @@ void lower_quantize_linear(LowerContext& c) {
                  // A narrow float is not rounded to an integer: the conversion rounds to the format.
                  if (is_narrow_float(og)) return float_to_narrow(cast(DType::Float32, qv + zero), og, saturate, PowerRounding::Up);
                  Expr v = select(unary(ExprOp::IsNaN, qv), zero, unary(ExprOp::Round, qv) + zero);
-                 if (!is_narrow_int(og)) return saturate_to(out, v);
-                 Expr lo = float_imm(linalg::integer_min(og), DType::Float64), hi = float_imm(linalg::integer_max(og), DType::Float64);
-                 return in_range_to_narrow_int(cast(DType::Int32, min(max(v, lo), hi)), og);
+                 return saturate_to(og, v);
                }));
 }
 

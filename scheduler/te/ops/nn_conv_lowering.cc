@@ -198,9 +198,11 @@ Expr dequantized(const LowerContext& c, const Expr& q, size_t zp, const Expr& m)
 // zero; otherwise nullptr.
 std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_t w_in, size_t w_zp) {
   const Tensor* w = c.constant(w_in);
-  if (!w || (c.has_input(w_zp) && (!c.constant(w_zp) || c.constant(w_zp)->to_ints() != std::vector<int64_t>(
-                                                                                         c.constant(w_zp)->size(), 0))))
-    return nullptr;
+  const Tensor* zp = c.has_input(w_zp) ? c.constant(w_zp) : nullptr;
+  if (!w || (c.has_input(w_zp) && !zp)) return nullptr;
+  if (zp)
+    for (int64_t v : zp->to_ints())
+      if (v != 0) return nullptr;
   const int64_t channels = w->shape().at(0), per = w->size() / std::max<int64_t>(channels, 1);
   std::vector<int64_t> sums(static_cast<size_t>(channels), 0);
   for (int64_t i = 0; i < w->size(); ++i) sums[static_cast<size_t>(i / per)] += w->get_int(i);

@@ -146,10 +146,13 @@ TEST(NarrowTypes, E8m0RoundsToAPowerOfTwoByMode) {
   EXPECT_EQ(narrow_float_encode(DType::Float8E8M0, top, true, P::Up), 254u);
   EXPECT_EQ(narrow_float_encode(DType::Float8E8M0, top, false, P::Up), 255u);
   EXPECT_EQ(narrow_float_encode(DType::Float8E8M0, INFINITY, true, P::Up), 255u);
-  PowerRounding p;
-  EXPECT_TRUE(parse_power_rounding("nearest", &p));
-  EXPECT_EQ(p, P::Nearest);
-  EXPECT_FALSE(parse_power_rounding("even", &p));
+  Node cast;
+  cast.name = "c";
+  cast.op_type = "Cast";
+  cast.attrs["round_mode"] = std::string("nearest");
+  EXPECT_EQ(narrow_cast_rule(cast).power, P::Nearest);
+  cast.attrs["round_mode"] = std::string("even");
+  EXPECT_THROW(narrow_cast_rule(cast), Error);
 }
 
 TEST(NarrowTypes, IntegerCastsTruncateAndWrap) {
