@@ -18,15 +18,18 @@ cc --version | head -1
 "$kiln" targets | grep cuda
 
 # Compiled conformance of DIR in $shards shards, 16 at once (cases by position, so the shards are even).
+# With $RUN_SHARDS < $shards (node: $NODE_SHARDS) only the first RUN_SHARDS shards run: an even sample of the cases, for a
+# device call too short for all of them.
 conformance() {  # NAME DIR ARGS...
   local name=$1 dir=$2 shards=${SHARDS:-16}
+  local run=${RUN_SHARDS:-$shards}
   shift 2
   # $KILN_PHASE_LIMIT seconds at most (a device call has a time limit): shards cut off report nothing,
   # so the node tests run in small shards (16 shards of about 113 cases finished none in 250 s).
-  seq 0 $((shards - 1)) | timeout "${KILN_PHASE_LIMIT:-100000}" xargs -P 16 -I{} sh -c \
+  seq 0 $((run - 1)) | timeout "${KILN_PHASE_LIMIT:-100000}" xargs -P 16 -I{} sh -c \
     "'$kiln' conformance '$dir' --engine compiled --target $target --shard {}/$shards $* > /tmp/$name-{}.log 2>&1"
   cat /tmp/$name-*.log > "$out/$name.log"
-  grep -h "passed," /tmp/$name-*.log | awk '{p+=$1; f+=$3; u+=$5; n+=1} END {printf "'"$name"' %s: %d passed, %d failed, %d unsupported (%d of '"$shards"' shards finished)\n", "'"$target"'", p, f, u, n}' |
+  grep -h "passed," /tmp/$name-*.log | awk '{p+=$1; f+=$3; u+=$5; n+=1} END {printf "'"$name"' %s: %d passed, %d failed, %d unsupported (%d of '"$run"' shards finished, of '"$shards"')\n", "'"$target"'", p, f, u, n}' |
     tee -a "$out/summary.txt"
 }
 
@@ -35,14 +38,16 @@ for phase in "$@"; do
   case $phase in
     node)
       tar xJf .gpu/onnx-node.tar.xz -C /tmp
-      SHARDS=128 conformance node /tmp/onnx-node --known-failures tests/conformance/known_failures.txt ;;
+      SHARDS=128 RUN_SHARDS=${NODE_SHARDS:-128} conformance node /tmp/onnx-node --known-failures tests/conformance/known_failures.txt ;;
     models)
       mkdir -p /tmp/models && tar xJf .gpu/models.tar.xz -C /tmp/models
       # Tolerances as tests/conformance/CMakeLists.txt gives them (fp16 references were computed in fp16).
       conformance models /tmp/models/models --rtol 1e-3 --atol 1e-4 --filter "'^(?!.*fp16)'"
       conformance models-fp16 /tmp/models/models --rtol 5e-2 --atol 2e-3 --filter fp16 ;;
     bench)
-      python3 bench/gpu/bench_gpu.py --kiln "$kiln" --target "$target" --out "$out/bench.txt" ;;
+      # $BENCH_ONLY: bench_gpu.py's --only (matmul,resnet50,bert_base,layers); $KILN_BENCH_LIMIT seconds.
+      timeout "${KILN_BENCH_LIMIT:-100000}" python3 bench/gpu/bench_gpu.py --kiln "$kiln" --target "$target" \
+        --out "$out/bench.txt" ${BENCH_ONLY:+--only "$BENCH_ONLY"} ;;
     profile)
       # Per-kernel GPU times of ResNet-50 (batch 16) and BERT-base (batch 1) with Nsight Compute (one
       # pass per kernel, gpu__time_duration), the slowest first: where the next GPU schedule should go.
