@@ -1,6 +1,8 @@
 #include "toolchain/pipeline.h"
 
 #include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -22,6 +24,7 @@
 #include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/passes/step_loop_bodies.h"
 #include "frontend/subst/optimizer.h"
+#include "scheduler/lower/gpu_task.h"
 #include "scheduler/lower/lower_gpu.h"
 #include "scheduler/lower/lower_model.h"
 #include "scheduler/tasks/task.h"
@@ -50,17 +53,30 @@ std::string print_package(const std::string& dir, const std::string& name) {
 
 // The whole model under the default GPU schedule: one kernel per stage.
 lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const CompileOptions& c,
-                                  const std::vector<lower::InPlaceConcat>& in_place) {
+                                  const std::vector<lower::InPlaceConcat>& in_place, const ModelSchedule& schedule) {
   lower::GpuScheduleParams gp;
+  if (c.target.gpu) gp = cuda::gpu_schedule_for(c.target.cores, *c.target.gpu);  // a CUDA target's cores: its SMs
   gp.shared_tiles = c.gpu_shared_tiles;
   gp.cross_thread_reductions = c.gpu_cross_thread_reductions;
   if (c.schedule.kind == ScheduleChoice::Kind::Random || c.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom)
     gp.random_tiles = c.schedule.seed;
-  if (c.target.gpu) {
-    gp.threads_per_block = std::min(gp.threads_per_block, c.target.gpu->max_threads_per_block);
-    gp.min_threads = int64_t{c.target.cores} * 1024;  // a CUDA target's cores are its multiprocessors
-    gp.multiprocessors = c.target.cores;
+  // Tuned tiles (--records): each task's recorded gpu_tile steps, checked against this target's space;
+  // a record that names a tile outside it leaves its task on the default rule, with a note.
+  auto tiles_of_task = std::make_shared<std::map<std::string, lower::GpuStageTiles>>();
+  for (const auto& [key, program] : schedule.program_of_task) {
+    if (!program) continue;
+    try {
+      (*tiles_of_task)[key] = lower::gpu_stage_tiles(*program, gp);
+    } catch (const state::ScheduleError& e) {
+      std::cerr << fmt::format("kiln: note: record for task {} does not replay ({}): default schedule\n", key, e.what());
+    }
   }
+  if (!tiles_of_task->empty())
+    gp.tuned = [tiles_of_task, task_of = schedule.task_of_subgraph](int id) -> const lower::GpuStageTiles* {
+      if (id < 0 || static_cast<size_t>(id) >= task_of.size()) return nullptr;
+      auto it = tiles_of_task->find(task_of[static_cast<size_t>(id)]);
+      return it == tiles_of_task->end() ? nullptr : &it->second;
+    };
   lower::ModelProgram program = lower::lower_model(g, sdag, c.name + "_kernel", lower::gpu_subgraph_scheduler(gp), in_place);
   program.func.body = lower::gpu_kernels_only(program.func.body, gp);
   return program;
@@ -161,16 +177,20 @@ std::vector<Task> target_tasks(const Graph& model, int vector_bits, bool substit
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
                                                   const PipelineOptions& o) {
   package::check_package_name(c.name);
-  if (c.target.is_cuda() && c.schedule.kind != ScheduleChoice::Kind::Default && c.schedule.kind != ScheduleChoice::Kind::Random)
-    throw Unsupported("target " + c.target.name + ": CUDA targets compile with the default or a random GPU schedule only "
-                      "so far (tuned GPU schedules are issue 21's next step)");
+  if (c.target.is_cuda() && c.schedule.kind != ScheduleChoice::Kind::Default && c.schedule.kind != ScheduleChoice::Kind::Random &&
+      c.schedule.kind != ScheduleChoice::Kind::Records)
+    throw Unsupported("target " + c.target.name + ": CUDA targets compile with the default, a random or a tuned "
+                      "(--records) GPU schedule");
 
   // GPU programs keep NCHW: blocked layouts exist for CPU vectors. Their random tiles are drawn in the
   // lower stage (lower_for_gpu), so the CPU schedule stage sees the default.
   const bool gpu_program = c.target.is_cuda() || c.schedule.kind == ScheduleChoice::Kind::GpuSerial ||
                            c.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom;
+  // A CUDA target's records name GPU tiles (gpu_tile steps), which the schedule stage reads as it
+  // reads CPU programs.
   ScheduleChoice cpu_choice = c.schedule;
-  if (gpu_program) cpu_choice.kind = ScheduleChoice::Kind::Default;
+  if (gpu_program && !(c.target.is_cuda() && c.schedule.kind == ScheduleChoice::Kind::Records))
+    cpu_choice.kind = ScheduleChoice::Kind::Default;
   PipelineOptions graph_options = o;
   graph_options.step_loops = o.step_loops && !gpu_program;
   const Graph g = optimize_graph(model, gpu_program ? 0 : c.target.vector_bits, graph_options);
@@ -207,7 +227,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
   // A CUDA target's program, or with GpuSerial the same program on this CPU, each kernel's threads one
   // after another.
   const lower::ModelProgram program = gpu_program
-                                          ? lower_for_gpu(g, sdag, c, in_place)
+                                          ? lower_for_gpu(g, sdag, c, in_place, *schedule)
                                           : lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule), in_place);
   if (!after(o, "lower", [&] { return lower::print_func(program.func, true) + "\n" + lower::print_model_params(program); }))
     return std::nullopt;

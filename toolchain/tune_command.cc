@@ -19,6 +19,7 @@
 #include "frontend/partition/partition.h"
 #include "scheduler/search/tuner.h"
 #include "scheduler/tasks/task.h"
+#include "toolchain/gpu_tune.h"
 #include "toolchain/pipeline.h"
 #include "toolchain/subst_costs.h"
 #include "toolchain/subst_tasks.h"
@@ -171,6 +172,20 @@ int TuneCommand::run() {
   bo.timeout_s = build_timeout_s_;
   measure::ProgramBuilder builder(target, bo);
   std::unique_ptr<measure::ProgramRunner> runner = runner_.make(target, builder, threads);
+  if (target.gpu) {
+    // GPU programs keep NCHW (no blocked layouts): the tasks of the graph kiln compile lowers for GPUs.
+    if (substitutions_) throw Error("tune: --subst is not supported for CUDA targets yet");
+    std::vector<search::TuneTask> tasks = model_tasks(models_, bindings_.parse(), 0, false, {});
+    GpuTuneOptions go;
+    go.trials = trials_per_task_ > 0 ? trials_per_task_ * static_cast<int>(tasks.size()) : trials_;
+    go.per_round = per_round_;
+    go.seed = seed_;
+    std::cout << fmt::format("kiln tune: {} task(s) on {}, runner {}; {} trials, {} per round\n", tasks.size(),
+                             target.name, runner_.runner, go.trials, go.per_round);
+    tune_gpu(tasks, target, go, builder, *runner, records_, std::cout);
+    std::cout << fmt::format("kiln tune: records {}\n", records_);
+    return 0;
+  }
   search::XGBoostOptions xo;
   xo.seed = seed_;
   search::XGBoostModel model(xo);

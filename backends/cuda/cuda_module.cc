@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_module.h"
 
+#include <algorithm>
+
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/LLVMContext.h>
@@ -20,6 +22,15 @@
 #include "frontend/ir/error.h"
 
 namespace kiln::cuda {
+
+lower::GpuScheduleParams gpu_schedule_for(int multiprocessors, const GpuLimits& limits) {
+  lower::GpuScheduleParams gp;
+  gp.threads_per_block = std::min(gp.threads_per_block, limits.max_threads_per_block);
+  gp.min_threads = int64_t{multiprocessors} * 1024;
+  gp.multiprocessors = multiprocessors;
+  gp.tuned_shared_bytes = limits.shared_memory_bytes;
+  return gp;
+}
 namespace fs = std::filesystem;
 
 namespace {

@@ -10,6 +10,8 @@
 #include "backends/llvm/codegen.h"
 #include "backends/llvm/emit_object.h"
 #include "scheduler/lower/loop_ir.h"
+#include "scheduler/lower/lower_gpu.h"
+#include "targets/target.h"
 
 namespace kiln::cuda {
 
@@ -25,6 +27,10 @@ struct CudaProgram {
 /// inline code (exp, log, ...) are taken from the toolkit's libdevice. Throws Error when LLVM or
 /// ptxas rejects the program, with ptxas's first lines.
 CudaProgram generate_cuda_program(const lower::LoweredFunc& f, const llvm_backend::MachineSpec& spec);
+
+/// The GPU schedule's parameters for a GPU of `multiprocessors` multiprocessors and `limits` (a CUDA
+/// target's `cores` and [gpu] table): what kiln compile and the tuner's builder both lower with.
+lower::GpuScheduleParams gpu_schedule_for(int multiprocessors, const GpuLimits& limits);
 
 /// The cubin of `ptx` for `arch` (ptxas -arch=ARCH -O3). Throws Error with ptxas's message.
 std::string assemble_ptx(const std::string& ptx, const std::string& arch);

@@ -121,7 +121,10 @@ void DeviceRunner::ensure_references(const std::vector<MeasureInput>& inputs, co
     const BuildResult& b = built[job_of[j]];
     const rpc::RunResult& r = ran[j].run;
     // A failed reference run is not cached: the device may have gone away, a later batch retries.
-    if (r.error != rpc::RunError::kNone) continue;
+    if (r.error != rpc::RunError::kNone) {
+      reference_failure_ = std::string(rpc::run_error_name(r.error)) + ": " + r.message;
+      continue;
+    }
     Reference ref;
     for (size_t k = 0; k < b.buffers.size(); ++k)
       if (b.buffers[k].role == BufferRole::Output) ref.outputs.push_back(k < r.outputs.size() ? r.outputs[k] : std::vector<uint8_t>{});
@@ -151,7 +154,8 @@ std::vector<MeasureResult> DeviceRunner::run(const std::vector<MeasureInput>& in
         // No reference run came back (the device went away): ask again later. One that did not build
         // never will.
         m.error = ref == references_.end() ? MeasureError::DeviceLost : MeasureError::RuntimeDevice;
-        m.error_msg = ref == references_.end() ? "no reference: the default schedule did not run on the device"
+        m.error_msg = ref == references_.end() ? "no reference: the default schedule did not run on the device" +
+                                                     (reference_failure_.empty() ? "" : " (" + reference_failure_ + ")")
                                                : "no reference: " + ref->second.error;
         continue;
       }

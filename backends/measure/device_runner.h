@@ -54,6 +54,7 @@ class DeviceRunner : public ProgramRunner {
   Builder& builder_;
   RunnerOptions options_;
   std::map<std::string, Reference> references_;
+  std::string reference_failure_;  // why the last reference run that failed did (it is asked again later)
 };
 
 /// The device run of a build with the runner's timing knobs.

@@ -23,11 +23,14 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/cuda/cuda_module.h"
 #include "backends/llvm/codegen.h"
 #include "backends/llvm/emit_object.h"
+#include "backends/measure/cuda_candidate.h"
 #include "frontend/ir/error.h"
 #include "scheduler/lower/lower_dag.h"
 #include "scheduler/lower/bounds_check.h"
+#include "scheduler/lower/gpu_task.h"
 #include "scheduler/lower/lower_state.h"
 
 extern char** environ;
@@ -69,18 +72,18 @@ std::string read_text(const fs::path& p, size_t limit) {
   return s;
 }
 
-// Runs `cc -shared -o so obj -lm` (cc may be several words, e.g. "ccache gcc"); "" on success, else why
-// not. float64 transcendentals call libm, so the module names it as a dependency: a runner that dlopens
-// it (the RPC server links only libc, libdl and pthreads) then loads libm with it.
-std::string link_shared_object(const std::string& cc, const fs::path& obj, const fs::path& so) {
+// Runs `cc -shared -o so ARGS...` (cc may be several words, e.g. "ccache gcc"); "" on success, else why
+// not. For a CPU candidate ARGS are its object and -lm: float64 transcendentals call libm, so the module
+// names it as a dependency, and a runner that dlopens it (the RPC server links only libc, libdl and
+// pthreads) then loads libm with it. A CUDA candidate's are its C source and the driver API's flags.
+std::string link_shared_object(const std::string& cc, const std::vector<std::string>& args, const fs::path& so) {
   std::vector<std::string> words;
   std::istringstream split(cc);
   for (std::string w; split >> w;) words.push_back(w);
   if (words.empty()) return "link: the target names no C compiler (cc)";
   for (const char* a : {"-shared", "-o"}) words.emplace_back(a);
   words.push_back(so.string());
-  words.push_back(obj.string());
-  words.emplace_back("-lm");
+  words.insert(words.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
@@ -178,6 +181,48 @@ BuildResult collect(Worker& w, bool timed_out, double timeout_s) {
   return r;
 }
 
+// A CUDA candidate: the task's GPU program (scheduler/lower/gpu_task.h; the default schedule is the
+// state without gpu_tile steps), PTX assembled by ptxas, and a shared object that times it on a GPU
+// (cuda_candidate.h). The builder needs the CUDA toolkit, not a GPU.
+BuildResult build_cuda_candidate(const MeasureInput& input, const Target& target, const std::string& stem,
+                                 const std::string& func_name, Clock::time_point start) {
+  BuildResult r;
+  r.func_name = func_name;
+  auto fail = [&](MeasureError e, std::string msg) {
+    r.error = e;
+    r.error_msg = std::move(msg);
+    r.time_s = seconds_since(start);
+    return r;
+  };
+  lower::LoweredFunc func;
+  try {
+    if (!input.state.valid()) return fail(MeasureError::Instantiation, "lower: empty state");
+    func = lower::lower_gpu_task(input.state, func_name, cuda::gpu_schedule_for(target.cores, *target.gpu));
+    r.buffers = buffer_specs(func, input.state.dag());
+  } catch (const std::exception& e) {
+    return fail(MeasureError::Instantiation, std::string("lower: ") + e.what());
+  }
+  cuda::CudaProgram program;
+  try {
+    program = cuda::generate_cuda_program(func, llvm_backend::machine_of(target));
+  } catch (const std::exception& e) {
+    return fail(MeasureError::CompileDevice, std::string("codegen: ") + e.what());
+  }
+  const fs::path src = stem + ".c", so = stem + ".so";
+  {
+    std::ofstream out(src, std::ios::binary);
+    out << cuda_candidate_source(program, func_name);
+    if (!out) return fail(MeasureError::CompileHost, "cannot write " + src.string());
+  }
+  const std::string link_error = link_shared_object(target.cc, cuda_candidate_flags(src.string()), so);
+  std::error_code ec;
+  fs::remove(src, ec);
+  if (!link_error.empty()) return fail(MeasureError::CompileHost, link_error);
+  r.so_path = fs::absolute(so).string();
+  r.time_s = seconds_since(start);
+  return r;
+}
+
 }  // namespace
 
 BuildResult build_candidate(const MeasureInput& input, const Target& target, const std::string& stem,
@@ -191,6 +236,7 @@ BuildResult build_candidate(const MeasureInput& input, const Target& target, con
     r.time_s = seconds_since(start);
     return r;
   };
+  if (target.gpu) return build_cuda_candidate(input, target, stem, func_name, start);
   // Lowering: the state's own faults.
   lower::LoweredFunc func;
   try {
@@ -227,7 +273,7 @@ BuildResult build_candidate(const MeasureInput& input, const Target& target, con
     return fail(MeasureError::CompileHost, std::string("codegen: ") + e.what());
   }
   // Linking with the target's compiler driver.
-  const std::string link_error = link_shared_object(target.cc, obj, so);
+  const std::string link_error = link_shared_object(target.cc, {obj.string(), "-lm"}, so);
   std::error_code ec;
   fs::remove(obj, ec);
   if (!link_error.empty()) return fail(MeasureError::CompileHost, link_error);

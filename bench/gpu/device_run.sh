@@ -4,8 +4,8 @@
 # .gpu/kiln.tar.xz (bench/gpu/pack.sh: a kiln linked with KILN_LLVM_STATIC plus its shared libraries),
 # so every package is compiled, linked and run on the GPU host exactly as a user's would be.
 # Phases: node (compiled conformance of ONNX's node tests, .gpu/onnx-node.tar.xz), models (compiled
-# conformance of .gpu/models.tar.xz), bench (bench/gpu/bench_gpu.py), profile (per-kernel times with
-# Nsight Compute). Logs go to $OUT (or /tmp/gpu-out).
+# conformance of .gpu/models.tar.xz), bench (bench/gpu/bench_gpu.py), tune (kiln tune over RPC on
+# loopback, then tuned vs untuned), profile (per-kernel times with Nsight Compute). Logs go to $OUT (or /tmp/gpu-out).
 set -uo pipefail
 out=${OUT:-/tmp/gpu-out}
 mkdir -p "$out" /tmp/k
@@ -18,15 +18,16 @@ cc --version | head -1
 "$kiln" targets | grep cuda
 
 # Compiled conformance of DIR in $shards shards, 16 at once (cases by position, so the shards are even).
-# With $RUN_SHARDS < $shards (node: $NODE_SHARDS) only the first RUN_SHARDS shards run: an even sample of the cases, for a
-# device call too short for all of them.
+# With $RUN_SHARDS < $shards (node: $NODE_SHARDS) only RUN_SHARDS shards run, from $FIRST_SHARD (node:
+# $NODE_FIRST; default 0): an even sample of the cases, or the rest of them, for a device call too short
+# for all of them.
 conformance() {  # NAME DIR ARGS...
   local name=$1 dir=$2 shards=${SHARDS:-16}
-  local run=${RUN_SHARDS:-$shards}
+  local run=${RUN_SHARDS:-$shards} first=${FIRST_SHARD:-0}
   shift 2
   # $KILN_PHASE_LIMIT seconds at most (a device call has a time limit): shards cut off report nothing,
   # so the node tests run in small shards (16 shards of about 113 cases finished none in 250 s).
-  seq 0 $((run - 1)) | timeout "${KILN_PHASE_LIMIT:-100000}" xargs -P 16 -I{} sh -c \
+  seq "$first" $((first + run - 1)) | timeout "${KILN_PHASE_LIMIT:-100000}" xargs -P 16 -I{} sh -c \
     "'$kiln' conformance '$dir' --engine compiled --target $target --shard {}/$shards $* > /tmp/$name-{}.log 2>&1"
   cat /tmp/$name-*.log > "$out/$name.log"
   grep -h "passed," /tmp/$name-*.log | awk '{p+=$1; f+=$3; u+=$5; n+=1} END {printf "'"$name"' %s: %d passed, %d failed, %d unsupported (%d of '"$run"' shards finished, of '"$shards"')\n", "'"$target"'", p, f, u, n}' |
@@ -38,7 +39,7 @@ for phase in "$@"; do
   case $phase in
     node)
       tar xJf .gpu/onnx-node.tar.xz -C /tmp
-      SHARDS=128 RUN_SHARDS=${NODE_SHARDS:-128} conformance node /tmp/onnx-node --known-failures tests/conformance/known_failures.txt ;;
+      SHARDS=128 RUN_SHARDS=${NODE_SHARDS:-128} FIRST_SHARD=${NODE_FIRST:-0} conformance node /tmp/onnx-node --known-failures tests/conformance/known_failures.txt ;;
     models)
       mkdir -p /tmp/models && tar xJf .gpu/models.tar.xz -C /tmp/models
       # Tolerances as tests/conformance/CMakeLists.txt gives them (fp16 references were computed in fp16).
@@ -48,6 +49,23 @@ for phase in "$@"; do
       # $BENCH_ONLY: bench_gpu.py's --only (matmul,resnet50,bert_base,layers); $KILN_BENCH_LIMIT seconds.
       timeout "${KILN_BENCH_LIMIT:-100000}" python3 bench/gpu/bench_gpu.py --kiln "$kiln" --target "$target" \
         --out "$out/bench.txt" ${BENCH_ONLY:+--only "$BENCH_ONLY"} ;;
+    tune)
+      # Issue 21: a tune over RPC on the GPU host (tracker, device server and tuner over loopback), each
+      # model at most $KILN_TUNE_LIMIT seconds, then tuned vs untuned kiln vs cuBLAS / PyTorch.
+      "$kiln" tracker --port 9190 > /tmp/tracker.log 2>&1 &
+      sleep 1
+      "$kiln" rpc-server --port 0 --tracker 127.0.0.1:9190 --key gpu > /tmp/server.log 2>&1 &
+      sleep 2
+      cat /tmp/tracker.log /tmp/server.log
+      for spec in ${TUNE_MODELS:-matmul:48 resnet50:160}; do
+        name=${spec%%:*} trials=${spec##*:}
+        if [ "$name" = matmul ]; then "$kiln" zoo matmul --m 4096 --n 4096 --k 4096 -o /tmp/$name.onnx >/dev/null
+        else "$kiln" zoo "$name" --batch 1 -o /tmp/$name.onnx >/dev/null; fi
+        timeout "${KILN_TUNE_LIMIT:-150}" "$kiln" tune /tmp/$name.onnx --target "$target" --runner rpc://127.0.0.1:9190/gpu \
+          --records "$out/$name.records.json" --trials "$trials" --measures-per-round 16 2>&1 | tee "$out/tune-$name.txt" | tail -n 30
+      done
+      timeout "${KILN_BENCH_LIMIT:-100000}" python3 bench/gpu/bench_gpu.py --kiln "$kiln" --target "$target" \
+        --out "$out/tuned.txt" --only tuned --records-dir "$out" ;;
     profile)
       # Per-kernel GPU times of ResNet-50 (batch 16) and BERT-base (batch 1) with Nsight Compute (one
       # pass per kernel, gpu__time_duration), the slowest first: where the next GPU schedule should go.

@@ -13,8 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <vector>
 
 #include "runtime/kiln_parallel_pthread.h"
 #include "runtime/rpc/net.h"
@@ -24,6 +26,10 @@ namespace kiln::rpc {
 namespace {
 
 using KernelFn = void (*)(void**, void*);
+// A CUDA candidate's timing entry (runtime/cuda/kiln_cuda_measure.c): host buffers, their bytes and
+// roles (0 input, 1 output, 2 temporary), number, repeat, min_repeat_ms, slow_call_s; costs out.
+using GpuMeasureFn = int (*)(void**, const unsigned long long*, const unsigned char*, int, unsigned, unsigned, unsigned,
+                             double, double*, int*, char*, int);
 
 constexpr size_t kCacheLine = 64;
 
@@ -53,6 +59,8 @@ struct FreeDeleter {
   void operator()(void* p) const { free(p); }
 };
 
+void run_on_cpu(KernelFn fn, const RunSpec& spec, std::vector<void*>& args, RunOutcome& out);
+
 // Runs inside the child; returns the outcome to send to the parent.
 RunOutcome run_here(const std::string& so_path, const RunSpec& spec) {
   RunOutcome out;
@@ -63,8 +71,10 @@ RunOutcome run_here(const std::string& so_path, const RunSpec& spec) {
     out.message = std::string("dlopen: ") + (e ? e : "unknown error");
     return out;
   }
+  // A CUDA candidate exports <func>_gpu_measure instead of the kernel itself.
+  auto gpu = reinterpret_cast<GpuMeasureFn>(dlsym(handle, (spec.func + "_gpu_measure").c_str()));
   auto fn = reinterpret_cast<KernelFn>(dlsym(handle, spec.func.c_str()));
-  if (!fn) {
+  if (!fn && !gpu) {
     out.message = "dlsym: no function '" + spec.func + "' in the module";
     return out;
   }
@@ -84,6 +94,37 @@ RunOutcome run_here(const std::string& so_path, const RunSpec& spec) {
     args.push_back(mem);
   }
 
+  if (gpu) {
+    std::vector<unsigned long long> bytes;
+    std::vector<unsigned char> roles;
+    for (const BufferSpec& b : spec.buffers) {
+      bytes.push_back(b.bytes);
+      roles.push_back(b.input ? 0 : b.output ? 1 : 2);
+    }
+    std::vector<double> costs(spec.repeat + 1);
+    int ncosts = 0;
+    char err[512] = {0};
+    const int rc = gpu(args.data(), bytes.data(), roles.data(), static_cast<int>(args.size()), spec.number, spec.repeat,
+                       spec.min_repeat_ms, spec.slow_call_ms / 1000.0, costs.data(), &ncosts, err, sizeof err);
+    if (rc != 0) {
+      out.message = std::string("GPU: ") + err;
+      return out;
+    }
+    out.costs.assign(costs.begin(), costs.begin() + std::clamp(ncosts, 0, static_cast<int>(costs.size())));
+  } else {
+    run_on_cpu(fn, spec, args, out);
+  }
+  for (size_t i = 0; i < spec.buffers.size(); ++i) {
+    if (!spec.buffers[i].output) continue;
+    auto* p = static_cast<const uint8_t*>(args[i]);
+    out.outputs.emplace_back(static_cast<uint16_t>(i), std::vector<uint8_t>(p, p + spec.buffers[i].bytes));
+  }
+  out.status = out.message.empty() ? RunStatus::kNone : RunStatus::kRuntimeDevice;
+  return out;
+}
+
+// Times `fn` on the CPU: one untimed call, then the repeats (run_in_child's comment).
+void run_on_cpu(KernelFn fn, const RunSpec& spec, std::vector<void*>& args, RunOutcome& out) {
   // The { parallel_for, user } pair generated kernels take (backends/llvm/codegen.h). The pool lives as
   // long as this child, which exits after the run.
   struct ParallelHook {
@@ -95,7 +136,7 @@ RunOutcome run_here(const std::string& so_path, const RunSpec& spec) {
     hook.user = kiln_pthread_pool_create(spec.threads);
     if (!hook.user) {
       out.message = "cannot start " + std::to_string(spec.threads) + " threads";
-      return out;
+      return;
     }
     parallel = &hook;
   }
@@ -125,13 +166,6 @@ RunOutcome run_here(const std::string& so_path, const RunSpec& spec) {
       number = std::min<uint64_t>(next, kMaxNumber);
     }
   }
-  for (size_t i = 0; i < spec.buffers.size(); ++i) {
-    if (!spec.buffers[i].output) continue;
-    auto* p = static_cast<const uint8_t*>(args[i]);
-    out.outputs.emplace_back(static_cast<uint16_t>(i), std::vector<uint8_t>(p, p + spec.buffers[i].bytes));
-  }
-  out.status = RunStatus::kNone;
-  return out;
 }
 
 [[noreturn]] void child_main(int wfd, const std::string& so_path, const RunSpec& spec) {

@@ -263,6 +263,18 @@ std::optional<GpuSharedTile> random_shared_tile(const te::Stage& s, const GpuSch
   return t;
 }
 
+std::vector<GpuSharedTile> shared_tile_space(const te::Stage& s, const GpuScheduleParams& p) {
+  GpuScheduleParams wide = p;
+  wide.shared_bytes = p.tuned_shared_bytes;
+  std::vector<GpuSharedTile> space;
+  for (const Choice& ch : shared_tile_choices(s, wide))
+    for (int64_t k : divisors_up_to(s.reduce_axes[0].extent, ch.tile.k_chunk)) {
+      space.push_back(ch.tile);
+      space.back().k_chunk = k;
+    }
+  return space;
+}
+
 Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
                             const std::map<const te::TensorNode*, BufferRef>& buffers, const Epilogue* epilogue) {
   const te::Stage& s = *t->stage;

@@ -37,15 +37,6 @@
 
 namespace kiln::lower {
 
-/// A block's share of a reduction stage: per output axis, the block's extent and each thread's
-/// register tile along it (block[a] / thread_tile[a] threads along a); the reduction's first axis is
-/// staged `k_chunk` steps at a time (the others whole).
-struct GpuSharedTile {
-  std::vector<int64_t> block, thread_tile;
-  int64_t k_chunk = 1;
-  int64_t threads() const;
-};
-
 /// The tile for stage `s` under `p`, or none where this schedule does not apply (not a matmul or conv,
 /// a reduction shorter than 32, an operand read through an index that is not affine, nothing that
 /// fits p's threads and shared memory, or no tile that shares enough). Among the tiles that keep at
@@ -58,6 +49,11 @@ std::optional<GpuSharedTile> choose_shared_tile(const te::Stage& s, const GpuSch
 /// and shared memory, with a random chunk, or none (the thread-per-output schedule, one choice among
 /// them): the random GPU programs that check this lowering over its whole space.
 std::optional<GpuSharedTile> random_shared_tile(const te::Stage& s, const GpuScheduleParams& p, uint64_t seed);
+
+/// Every tile the stage can take within p's threads and p.tuned_shared_bytes, with every chunk that
+/// fits: the space a tuner searches (scheduler/search/gpu_tile_search.h). Empty where the shared-memory
+/// schedule does not apply.
+std::vector<GpuSharedTile> shared_tile_space(const te::Stage& s, const GpuScheduleParams& p);
 
 /// The stage of `t` as one kernel under `tile` (from choose_shared_tile, or any tile whose block and
 /// thread tiles divide the axes and whose chunk divides the reduction's first axis), with `epilogue`.

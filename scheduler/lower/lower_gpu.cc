@@ -62,15 +62,22 @@ GpuTile choose_tile(const te::Stage& s, const GpuScheduleParams& p) {
 }  // namespace
 
 Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode*, BufferRef>& buffers,
-                     const GpuScheduleParams& p, const Epilogue* epilogue) {
+                     const GpuScheduleParams& p, const Epilogue* epilogue, const std::optional<GpuSharedTile>* tuned) {
   const te::Stage& s = *t->stage;
   if (s.is_extern()) throw Unsupported("stage '" + s.name + "': op " + s.tag + " has no GPU kernel yet");
   const int64_t total = num_elements(s.shape);
   if (total == 0) return block({});
-  const std::optional<GpuSharedTile> shared = p.random_tiles ? random_shared_tile(s, p, *p.random_tiles)
-                                              : p.shared_tiles  ? choose_shared_tile(s, p)
-                                                                : std::nullopt;
+  const std::optional<GpuSharedTile> shared = tuned            ? *tuned
+                                              : p.random_tiles ? random_shared_tile(s, p, *p.random_tiles)
+                                              : p.shared_tiles ? choose_shared_tile(s, p)
+                                                               : std::nullopt;
   if (shared) return lower_stage_gpu_shared(t, *shared, buffers, epilogue);
+  if (tuned) {  // a tuned "none": the schedule without shared memory
+    GpuScheduleParams unstaged = p;
+    unstaged.shared_tiles = false;
+    unstaged.random_tiles.reset();
+    return lower_stage_gpu(t, buffers, unstaged, epilogue);
+  }
   if (p.cross_thread_reductions)
     if (const int64_t lanes = cross_thread_lanes(s, p)) return lower_stage_gpu_cross_thread(t, lanes, buffers, p, epilogue);
   const BufferRef& out = buffers.at(epilogue ? epilogue->out.get() : t.get());
@@ -117,16 +124,20 @@ Stmt lower_stage_gpu(const te::TensorRef& t, const std::map<const te::TensorNode
 }
 
 SubgraphScheduler gpu_subgraph_scheduler(const GpuScheduleParams& p) {
-  return [p](const LoweredSubgraph& sg, int, const std::map<const te::TensorNode*, BufferRef>& buffers,
+  return [p](const LoweredSubgraph& sg, int id, const std::map<const te::TensorNode*, BufferRef>& buffers,
              std::vector<BufferRef>& temporaries) {
     const EpiloguePlan epilogues = plan_epilogues(sg.dag);
     const std::map<const te::TensorNode*, BufferRef> all = with_stage_buffers(sg, epilogues, buffers, temporaries);
+    const GpuStageTiles* tuned = p.tuned ? p.tuned(id) : nullptr;
     std::vector<Stmt> stages;
     for (size_t i = 0; i < sg.dag.tensors.size(); ++i) {
       const te::TensorRef& t = sg.dag.tensors[i];
+      const std::optional<GpuSharedTile>* tile = nullptr;
+      if (tuned)
+        if (auto it = tuned->find(i); it != tuned->end()) tile = &it->second;
       auto e = epilogues.by_stage.find(i);
-      if (e != epilogues.by_stage.end()) stages.push_back(lower_stage_gpu(t, all, p, &e->second));
-      else if (!epilogues.chain_members.count(t.get())) stages.push_back(lower_stage_gpu(t, all, p));
+      if (e != epilogues.by_stage.end()) stages.push_back(lower_stage_gpu(t, all, p, &e->second, tile));
+      else if (!epilogues.chain_members.count(t.get())) stages.push_back(lower_stage_gpu(t, all, p, nullptr, tile));
     }
     return block(std::move(stages));
   };

@@ -8,6 +8,7 @@
 /// thread count does not divide them. Reductions keep Ansor's epilogue fusion (plan_epilogues): the
 /// elementwise chain after a reduction is applied to its accumulator before the one store.
 #pragma once
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -17,6 +18,21 @@
 #include "scheduler/lower/loop_ir.h"
 
 namespace kiln::lower {
+
+/// A block's share of a reduction stage: per output axis, the block's extent and each thread's
+/// register tile along it (block[a] / thread_tile[a] threads along a); the reduction's first axis is
+/// staged `k_chunk` steps at a time (the others whole). gpu_shared_tiles.h lowers it.
+struct GpuSharedTile {
+  std::vector<int64_t> block, thread_tile;
+  int64_t k_chunk = 1;
+  int64_t threads() const;
+  bool operator==(const GpuSharedTile&) const = default;
+};
+
+/// Tuned choices for a subgraph's stages, by index in its DAG's tensors: a shared-memory tile, or
+/// nullopt for the kernel without shared memory (one thread per output or register tile, or a
+/// cross-thread reduction where that applies). Stages not listed follow the default rule.
+using GpuStageTiles = std::map<size_t, std::optional<GpuSharedTile>>;
 
 struct GpuScheduleParams {
   int threads_per_block = 256;  // a multiple of the warp; at most the target's threads_per_block
@@ -33,6 +49,11 @@ struct GpuScheduleParams {
   std::optional<uint64_t> random_tiles;
   /// Reductions with few outputs use several threads per output (gpu_cross_thread.h).
   bool cross_thread_reductions = true;
+  /// The shared memory a tuned tile may take: a block's limit without opting in to more (the target's
+  /// [gpu] shared_memory). The default rule keeps to shared_bytes, which leaves room for several blocks.
+  int64_t tuned_shared_bytes = 49152;
+  /// Tuned tiles of subgraph `id` (records, or a candidate being measured), or null: the rule above.
+  std::function<const GpuStageTiles*(int subgraph_id)> tuned;
 };
 
 /// A local buffer of a kernel's block: GpuShared (one copy for its threads) or GpuPerThread (one copy
@@ -48,8 +69,10 @@ Stmt over_gpu_threads(const Expr& var, int64_t n, const Stmt& body, const GpuSch
 /// One stage as a kernel: one thread per element, or for a reduction (matmul, conv) one thread per
 /// register tile of up to 4 x 4 outputs along its operand-block (or second-
 /// innermost) axis and its innermost axis (with `epilogue`, as lower_stage_default).
+/// `tuned`, when given, replaces the default rule's choice for a matmul or convolution.
 Stmt lower_stage_gpu(const te::TensorRef& stage_output, const std::map<const te::TensorNode*, BufferRef>& buffers,
-                     const GpuScheduleParams& p, const Epilogue* epilogue = nullptr);
+                     const GpuScheduleParams& p, const Epilogue* epilogue = nullptr,
+                     const std::optional<GpuSharedTile>* tuned = nullptr);
 
 /// A subgraph under the default GPU schedule (the GPU counterpart of lower_subgraph_default). Extern
 /// stages (runtime kernels: TopK, Det, ...) have no GPU kernel yet and raise Unsupported, naming the op.

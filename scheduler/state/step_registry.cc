@@ -10,6 +10,7 @@
 #include "scheduler/state/steps/compute_location_steps.h"
 #include "scheduler/state/steps/follow_split_step.h"
 #include "scheduler/state/steps/fuse_step.h"
+#include "scheduler/state/steps/gpu_tile_step.h"
 #include "scheduler/state/steps/layout_rewrite_step.h"
 #include "scheduler/state/steps/pragma_step.h"
 #include "scheduler/state/steps/reorder_step.h"
@@ -29,7 +30,7 @@ StepRef step_from_json(const nlohmann::json& j) {
       {"CA", {4, ComputeAtStep::from_json}},      {"CI", {2, ComputeInlineStep::from_json}},
       {"CR", {2, ComputeRootStep::from_json}},    {"CHR", {4, CacheReadStep::from_json}},
       {"CHW", {3, CacheWriteStep::from_json}},    {"RF", {4, RfactorStep::from_json}},
-      {"LR", {2, LayoutRewriteStep::from_json}},
+      {"LR", {2, LayoutRewriteStep::from_json}},  {"GT", {5, GpuTileStep::from_json}},
   };
   if (!j.is_array() || j.empty() || !j[0].is_string()) throw ScheduleError("a step must be an array starting with its prefix: " + j.dump());
   auto it = readers.find(j[0].get<std::string>());

@@ -96,6 +96,38 @@ TEST(ScheduleCli, CheckSchedulesReplaysEveryRecordOfAFile) {
   EXPECT_NE(out.find("does not replay"), std::string::npos) << out;
 }
 
+// A CUDA target's records name gpu_tile steps: compile --records lowers the task with the recorded
+// tile when it beats the default, and with the default rule (one note) when the tile does not fit the GPU.
+TEST(ScheduleCli, GpuRecordsChooseTheTileOfEachTask) {
+  testing::TempDir dir;
+  const std::string model = dir.path("mm.onnx"), records = dir.path("r.json");
+  std::string out;
+  ASSERT_EQ(run_with_stdout("zoo matmul --m 256 --n 256 --k 256 -o " + model, dir, out), 0) << out;
+  ASSERT_EQ(run_with_stdout("compile " + model + " --target cuda-sm90 -o " + dir.path("p") + " --dump-after tasks", dir, out), 0);
+  std::smatch key;
+  ASSERT_TRUE(std::regex_search(out, key, std::regex(R"(\n\s+0\s+([0-9a-f]{16})\s)"))) << out;
+  const std::string head = R"({"i":[[")" + key[1].str() + R"(","cuda-sm90",[132,16,64,49152,0,1024,0,32]],[[],)";
+  auto write = [&](const std::string& tile) {
+    std::ofstream f(records);
+    f << head << R"([]]],"kiln_default":true,"r":[[0.002],0,0.1,1795815147.0],"v":"v0.6"})" << "\n"
+      << head << "[" << tile << R"(]]],"r":[[0.001],0,0.1,1795815147.0],"v":"v0.6"})" << "\n";
+  };
+  const std::string lower = "compile " + model + " --target cuda-sm90 -o " + dir.path("p") + " --dump-after lower";
+  // 2 x 64 outputs per block, 1 x 4 per thread: 512 blocks of 32 threads.
+  write(R"(["GT",2,[2,64],[1,4],2])");
+  ASSERT_EQ(run_with_stdout(lower + " --records " + records, dir, out), 0) << out;
+  EXPECT_NE(out.find("blockIdx.x for matmul.b in 0..512:"), std::string::npos) << out;
+  EXPECT_NE(out.find("threadIdx.x for matmul.init in 0..32:"), std::string::npos) << out;
+  // 65536 threads per block: not a tile this GPU's schedule takes.
+  write(R"(["GT",2,[256,256],[1,1],8])");
+  ASSERT_EQ(run_with_stdout(lower + " --records " + records, dir, out), 0) << out;
+  EXPECT_NE(out.find("does not replay"), std::string::npos) << out;
+  EXPECT_EQ(out.find("threadIdx.x for matmul.init in 0..65536"), std::string::npos) << out;
+  std::string untuned;
+  ASSERT_EQ(run_with_stdout(lower, dir, untuned), 0);
+  EXPECT_EQ(untuned.find("threadIdx.x for matmul.init in 0..32:"), std::string::npos) << "the default took the recorded tile";
+}
+
 TEST(ScheduleCliErrors, UnknownScheduleKind) {
   testing::TempDir dir;
   matmul_relu_model().save(dir.path("m.onnx"));

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "scheduler/state/state.h"
+#include "scheduler/state/steps/gpu_tile_step.h"
 #include "scheduler/state/steps/layout_rewrite_step.h"
 #include "tests/scheduler/state/state_test_util.h"
 
@@ -16,7 +17,7 @@ using namespace testing;  // NOLINT: the DAG builders and step shorthands
 
 StepRef round_trip(const StepRef& step) { return step_from_json(nlohmann::json::parse(step->to_json().dump())); }
 
-// One of each of the 15 steps (Ansor's 14 and kiln's layout rewrite), with the record text docs/records.md describes for it.
+// One of each of the 16 steps (Ansor's 14, kiln's layout rewrite and GPU tile), with the record text docs/records.md describes for it.
 std::vector<std::pair<StepRef, std::string>> one_of_each() {
   return {
       {annotate(2, 1, IteratorAnnotation::Vectorize), R"(["AN",2,1,2])"},
@@ -37,6 +38,9 @@ std::vector<std::pair<StepRef, std::string>> one_of_each() {
       {cache_write(2, "local"), R"(["CHW",2,"local"])"},
       {rfactor(1, 2, 1), R"(["RF",1,2,1])"},
       {std::make_shared<LayoutRewriteStep>(1), R"(["LR",1])"},
+      {std::make_shared<GpuTileStep>(2, std::vector<int64_t>{64, 128}, std::vector<int64_t>{4, 8}, 16),
+       R"(["GT",2,[64,128],[4,8],16])"},
+      {std::make_shared<GpuTileStep>(2, std::vector<int64_t>{}, std::vector<int64_t>{}, 0), R"(["GT",2,[],[],0])"},
   };
 }
 
@@ -50,7 +54,7 @@ TEST(StepJson, EveryStepRoundTripsThroughText) {
     EXPECT_EQ(back->stage_id, step->stage_id);
     prefixes.insert(step->prefix());
   }
-  EXPECT_EQ(prefixes.size(), 15u);
+  EXPECT_EQ(prefixes.size(), 16u);
 }
 
 // A schedule that uses all 14 steps on relu(matmul) and a row sum, written as one JSON array the way a

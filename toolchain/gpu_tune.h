@@ -1,0 +1,35 @@
+/// \file `kiln tune` for a CUDA target: each task's matmuls and convolutions take the shared-memory
+/// tile that measures fastest on the GPU (scheduler/search/gpu_tile_search.h), with the builder,
+/// runners (local or a device server over RPC) and records of CPU tuning.
+///
+/// Rounds: the task whose weight x best time is largest gets the next batch (untimed tasks first,
+/// largest FLOPs first); a task's first batch holds its default program (the fixed tile rule, recorded
+/// as the default schedule so compile --records uses a tuned tile only when it beats it) and random
+/// programs, later batches half mutations of its best and half random. Every result is appended to
+/// the records before the next round (a kill loses at most the batch in flight); the records of an
+/// earlier run are restored and never measured again.
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "scheduler/measure/program_runner.h"
+#include "scheduler/search/tuner.h"
+#include "targets/target.h"
+
+namespace kiln {
+
+struct GpuTuneOptions {
+  int trials = 64;       ///< programs measured in all, restored ones included
+  int per_round = 16;
+  uint64_t seed = 0;
+};
+
+/// Tunes `tasks` (those without a matmul or convolution are left out, saying how many) and prints one
+/// line per round and a table of every task's default and best times to `out`. Returns the programs
+/// measured in this run.
+int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, const GpuTuneOptions& options,
+             measure::Builder& builder, measure::ProgramRunner& runner, const std::string& records_path, std::ostream& out);
+
+}  // namespace kiln
