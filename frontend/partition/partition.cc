@@ -40,6 +40,8 @@ struct ForwardGraph {
   std::vector<std::vector<ConsumerEdge>> consumers;
   std::vector<bool> leaves_graph;  // an output is a graph output, or nothing reads the node
   std::vector<std::vector<Guard>> guards;  // per run-time node: a group holds nodes of one guard only
+  /// Its output's elements are wider than its first input's (DequantizeLinear, a Cast to float).
+  std::vector<bool> widens;
 };
 
 // The edge from a producer to `consumer` through `value`: the consumer's pattern, except that a
@@ -100,7 +102,12 @@ ForwardGraph build_forward_graph(const Graph& g) {
   for (size_t ri = 0; ri < n; ++ri) {
     runtime_index[fg.graph_index[ri]] = static_cast<int>(ri);
     fg.pattern.push_back(node_op_pattern(g.nodes[fg.graph_index[ri]]));
-    fg.guards.push_back(g.nodes[fg.graph_index[ri]].guards);
+    const Node& node = g.nodes[fg.graph_index[ri]];
+    fg.guards.push_back(node.guards);
+    const bool typed = !node.inputs.empty() && !node.inputs[0].empty() && !node.outputs.empty() && !node.outputs[0].empty() &&
+                       g.has_value(node.inputs[0]) && g.has_value(node.outputs[0]) && g.value(node.inputs[0]).typed &&
+                       g.value(node.outputs[0]).typed;
+    fg.widens.push_back(typed && dtype_size(g.value(node.outputs[0]).dtype) > dtype_size(g.value(node.inputs[0]).dtype));
   }
   fg.consumers.resize(n);
   fg.leaves_graph.assign(n, false);
@@ -234,8 +241,11 @@ class Fuser {
     if (groups_.size(i) + groups_.size(sink) > kMaxFusedNodes) return;
     const OpPattern edge = dom_[i].pattern;
     if (own == OpPattern::OutEWiseFusable) {
-      // Anchor: absorb a post-dominating elementwise chain, all of whose nodes are at most broadcast.
-      if (phase == 0 && edge == OpPattern::ElemWise)
+      // Anchor: absorb a post-dominating elementwise chain, all of whose nodes are at most broadcast;
+      // but not a widening op (a DequantizeLinear) that a reduction reads next: it goes into that
+      // reduction instead, so the narrow value crosses between the subgraphs rather than the wide
+      // one (DS-CNN's int8 features before its average pool, a quarter of the float32 bytes).
+      if (phase == 0 && edge == OpPattern::ElemWise && !widens_into_reduction(sink))
         try_fuse(i, sink, [](OpPattern k, bool) { return k <= OpPattern::Broadcast; });
     } else if (own <= OpPattern::Broadcast) {
       // Elementwise: flow into the consumer group, which may be a reduction or an anchored group.
@@ -251,6 +261,14 @@ class Fuser {
         });
     }
     // CommReduce: a reduction never fuses into what follows it.
+  }
+
+  // Node n widens its input and only a reduction (through elementwise edges) reads it.
+  bool widens_into_reduction(int n) const {
+    if (!fg_.widens[n] || fg_.leaves_graph[n] || fg_.consumers[n].empty()) return false;
+    for (const ConsumerEdge& e : fg_.consumers[n])
+      if (e.pattern != OpPattern::CommReduce) return false;
+    return true;
   }
 
   bool path_allows(int node, int sink, PathCondition cond, std::set<int>& visited) {

@@ -8,7 +8,9 @@
 ///     broadcast consumer whose input already has the output shape is an elementwise edge);
 ///  3. nodes fuse into their post-dominator when every node on the paths between allows it:
 ///     - phase 0: an OutEWiseFusable anchor (conv, matmul, pooling) absorbs a post-dominating chain of
-///       elementwise/broadcast ops (conv + bias + BN + ReLU + residual add + ReLU);
+///       elementwise/broadcast ops (conv + bias + BN + ReLU + residual add + ReLU), except a widening
+///       op (DequantizeLinear) that only a reduction reads: unlike TVM, that op fuses forward into the
+///       reduction, so the narrow value is what crosses between the subgraphs;
 ///       an elementwise/broadcast node fuses forward into an injective, elementwise, reduction or
 ///       already-anchored consumer group (the reduction reads it as an input: x*x -> ReduceSum);
 ///     - phase 1: injective nodes fuse into an injective (or elementwise) chain after them, and, unlike

@@ -41,12 +41,42 @@ bool in_order(const te::Expr& load, const std::vector<te::Expr>& axes) {
   return step && (*step == 1 || (*step == 0 && load->tensor->shape.back() == 1));
 }
 
+// Whether the largest tensor `s` reads (DequantizeLinear's data, not its scale) has narrower
+// elements than it writes.
+bool widens(const te::Stage& s) {
+  te::TensorRef largest;
+  for (const te::TensorRef& in : s.inputs())
+    if (!largest || num_elements(in->shape) > num_elements(largest->shape)) largest = in;
+  return largest && dtype_size(largest->dtype) < dtype_size(s.dtype);
+}
+
 bool reads_in_order(const te::Stage& s, const te::TensorNode* only = nullptr) {
   bool ok = true;
   auto check = [&](const te::Expr& load) {
     if (!only || load->tensor.get() == only) ok = ok && in_order(load, s.axes);
   };
   if (s.body) te::visit_loads(s.body, check);
+  return ok;
+}
+
+// Whether reduction `r` reads each element of `t` once: its one load of t indexes every dimension by
+// a distinct axis or reduction variable of its own (GlobalAveragePool's x[n, c, rh, rw]), and its
+// outputs times its reduction steps are as many as t's elements. Inlined there, t is computed once
+// per element, as its own loop nest would.
+bool reduction_reads_each_once(const te::Stage& r, const te::TensorRef& t) {
+  std::set<const te::ExprNode*> vars, used;
+  for (const te::Expr& a : r.axes) vars.insert(a.get());
+  int64_t steps = num_elements(r.shape);
+  for (const te::IterVar& v : r.reduce_axes) {
+    vars.insert(v.var.get());
+    steps *= v.extent;
+  }
+  bool ok = steps == num_elements(t->shape);
+  te::visit_loads(r.body, [&](const te::Expr& load) {
+    if (load->tensor.get() != t.get()) return;
+    for (const te::Expr& index : load->args)
+      ok = ok && vars.count(index.get()) && used.insert(index.get()).second;
+  });
   return ok;
 }
 
@@ -66,9 +96,12 @@ LoweredSubgraph inline_into_readers(const LoweredSubgraph& sg, std::map<const te
     const te::Stage& s = *t->stage;
     if (outputs.count(t.get()) || s.is_extern() || s.is_reduction() || s.tag == "pad" || selects(s.body)) return false;
     const auto& r = readers[t.get()];
-    if (r.size() != 1 || r[0]->is_extern() || r[0]->is_reduction()) return false;
-    return loads_of(*r[0], t.get()) == 1 && num_elements(r[0]->shape) == num_elements(t->shape) && reads_in_order(s) &&
-           reads_in_order(*r[0], t.get());
+    if (r.size() != 1 || r[0]->is_extern() || loads_of(*r[0], t.get()) != 1 || !reads_in_order(s)) return false;
+    // Into a reduction only a widening stage (a DequantizeLinear), which its own buffer would store
+    // wider than what it reads (frontend/partition: such a stage goes with the reduction after it).
+    if (r[0]->is_reduction())
+      return widens(s) && reduction_reads_each_once(*r[0], t);
+    return num_elements(r[0]->shape) == num_elements(t->shape) && reads_in_order(*r[0], t.get());
   };
 
   std::map<const te::TensorNode*, const te::Stage*> inlined;  // old tensor -> its stage, bodies rewritten

@@ -11,7 +11,9 @@
 /// - both the stage and its reader must read in order (the last dimension along the last axis,
 ///   stride 1): a Transpose keeps its tiled copy through a local buffer, a Reshape its reading at its
 ///   own flat position, which inlined would become a gather per vector;
-/// - nothing inlines into a reduction or a runtime kernel, whose inputs the default schedule reads as
+/// - nothing inlines into a runtime kernel, and into a reduction only a widening stage (a
+///   DequantizeLinear, whose buffer would be wider than what it reads) that the reduction reads each
+///   element of once (a global average pool): the default schedule reads other reductions' inputs as
 ///   buffers (a conv's padded input keeps its padded-plane plan, a matmul's operand its packed
 ///   layout), and a stage that selects (a Concat, a Pad, Where) keeps its loop nest, which the
 ///   default schedule splits at the select's bounds.
