@@ -140,7 +140,10 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
       }
     }
     TaskState& t = *pick;
-    const int batch = std::min(options.per_round, options.trials - trials);
+    // TVM's rule, as the CPU tuner's: a budget shared by many tasks measures fewer programs a round,
+    // so that every task is measured before any gets a second round.
+    const int share = std::clamp(options.trials / static_cast<int>(states.size()), 2, std::max(options.per_round, 2));
+    const int batch = std::min(share, options.trials - trials);
     std::vector<measure::MeasureInput> inputs;
     std::vector<search::GpuChoice> choices;
     std::vector<bool> is_default;

@@ -3,7 +3,8 @@
 /// runners (local or a device server over RPC) and records of CPU tuning.
 ///
 /// Rounds: the task whose weight x best time is largest gets the next batch (untimed tasks first,
-/// largest FLOPs first); a task's first batch holds its default program (the fixed tile rule, recorded
+/// largest FLOPs first), of per_round programs or, when the budget is shared by many tasks, of
+/// trials / tasks (at least 2), so that every task is measured; a task's first batch holds its default program (the fixed tile rule, recorded
 /// as the default schedule so compile --records uses a tuned tile only when it beats it) and random
 /// programs, later batches half mutations of its best and half random. Every result is appended to
 /// the records before the next round (a kill loses at most the batch in flight); the records of an

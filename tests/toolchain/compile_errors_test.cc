@@ -151,11 +151,12 @@ TEST(CompileErrors, CudaTargetWithoutTheToolkitNamesPtxas) {
   EXPECT_EQ(entries(dir.path("")), std::vector<std::string>{});
 }
 
-TEST(CompileErrors, CudaTargetWithRecordsIsRefused) {
+// A CUDA target compiles with records (their gpu_tile steps); a records file that is not there is
+// named, and nothing is written.
+TEST(CompileErrors, CudaTargetWithMissingRecordsNamesTheFile) {
   testing::TempDir dir;
-  std::string msg = expect_compile_error(kModel + " --target cuda-sm90 --records " + dir.path("tune.jsonl") + " -o " + dir.path("pkg"),
-                                         dir, "cuda-sm90");
-  EXPECT_NE(msg.find("tuned GPU schedules"), std::string::npos) << msg;
+  expect_compile_error(kModel + " --target cuda-sm90 --records " + dir.path("tune.jsonl") + " -o " + dir.path("pkg"), dir,
+                       "tune.jsonl");
   EXPECT_EQ(entries(dir.path("")), std::vector<std::string>{});
 }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "backends/cuda/cuda_toolkit.h"
@@ -111,6 +112,22 @@ TEST(GpuTune, FindsAFasterTileRecordsEveryProgramOnceAndResumes) {
   for (const std::string& s : again.seen)
     EXPECT_EQ(std::count(runner.seen.begin(), runner.seen.end(), s), 0) << "measured again after a resume: " << s;
   EXPECT_EQ(lines_of(records), 144u);
+}
+
+// Three tasks and 12 trials: rounds of 4, so each task is measured, where rounds of 16 would have
+// spent the budget on the first.
+TEST(GpuTune, ABudgetSharedByTasksMeasuresEveryTask) {
+  testing::TempDir dir;
+  const std::string records = dir.path("r.json");
+  FakeBuilder builder;
+  FakeRunner runner;
+  std::ostringstream log;
+  const std::vector<search::TuneTask> tasks{matmul_task(128, 128, 64), matmul_task(256, 128, 64), matmul_task(128, 256, 128)};
+  EXPECT_EQ(tune_gpu(tasks, load_target("cuda-sm90"), {.trials = 12, .per_round = 16}, builder, runner, records, log), 12);
+  std::map<std::string, int> per_task;
+  for (const measure::Record& r : measure::load_records(records)) ++per_task[r.task_key];
+  EXPECT_EQ(per_task.size(), 3u) << log.str();
+  for (const auto& [key, n] : per_task) EXPECT_EQ(n, 4) << key;
 }
 
 TEST(GpuTune, ARoundWhoseDeviceIsLostIsNeitherRecordedNorCounted) {
