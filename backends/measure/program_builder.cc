@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -184,16 +185,11 @@ BuildResult collect(Worker& w, bool timed_out, double timeout_s) {
 // A CUDA candidate: the task's GPU program (scheduler/lower/gpu_task.h; the default schedule is the
 // state without gpu_tile steps), PTX assembled by ptxas, and a shared object that times it on a GPU
 // (cuda_candidate.h). The builder needs the CUDA toolkit, not a GPU.
+// `r` names the function; `fail` sets its error and returns it.
 BuildResult build_cuda_candidate(const MeasureInput& input, const Target& target, const std::string& stem,
-                                 const std::string& func_name, Clock::time_point start) {
-  BuildResult r;
-  r.func_name = func_name;
-  auto fail = [&](MeasureError e, std::string msg) {
-    r.error = e;
-    r.error_msg = std::move(msg);
-    r.time_s = seconds_since(start);
-    return r;
-  };
+                                 BuildResult& r, const std::function<BuildResult(MeasureError, std::string)>& fail,
+                                 Clock::time_point start) {
+  const std::string& func_name = r.func_name;
   lower::LoweredFunc func;
   try {
     if (!input.state.valid()) return fail(MeasureError::Instantiation, "lower: empty state");
@@ -236,7 +232,7 @@ BuildResult build_candidate(const MeasureInput& input, const Target& target, con
     r.time_s = seconds_since(start);
     return r;
   };
-  if (target.gpu) return build_cuda_candidate(input, target, stem, func_name, start);
+  if (target.gpu) return build_cuda_candidate(input, target, stem, r, fail, start);
   // Lowering: the state's own faults.
   lower::LoweredFunc func;
   try {

@@ -5,6 +5,7 @@
 
 #include "scheduler/lower/gpu_shared_tiles.h"
 #include "scheduler/lower/lower_model.h"
+#include "scheduler/lower/lower_state.h"
 #include "scheduler/state/steps/gpu_tile_step.h"
 
 namespace kiln::lower {
@@ -42,15 +43,7 @@ LoweredFunc lower_gpu_task(const state::State& s, const std::string& name, GpuSc
   LoweredSubgraph sg{dag, {}, dag.outputs};
   LoweredFunc f;
   f.name = name;
-  std::map<const te::TensorNode*, BufferRef> buffers;
-  auto add = [&](const te::TensorRef& t) {
-    if (buffers.count(t.get())) return;
-    BufferRef b = make_buffer(t->name, t->dtype, num_elements(t->shape));
-    buffers[t.get()] = b;
-    f.params.push_back(b);
-  };
-  for (const te::TensorRef& t : dag.placeholders) add(t);
-  for (const te::TensorRef& t : dag.outputs) add(t);
+  const std::map<const te::TensorNode*, BufferRef> buffers = add_io_params(dag, f);
   std::vector<BufferRef> temporaries;
   const Stmt body = gpu_subgraph_scheduler(p)(sg, 0, buffers, temporaries);
   for (const BufferRef& b : temporaries) f.params.push_back(b);

@@ -327,9 +327,7 @@ Stmt lower_state(const state::State& s, const std::map<const te::TensorNode*, Bu
   return StateLowering(s, buffers, temporaries).run();
 }
 
-LoweredFunc lower_state_func(const state::State& s, const std::string& name, bool fill_rewritten_constants) {
-  LoweredFunc f;
-  f.name = name;
+std::map<const te::TensorNode*, BufferRef> add_io_params(const te::ComputeDAG& dag, LoweredFunc& f) {
   std::map<const te::TensorNode*, BufferRef> buffers;
   auto add = [&](const te::TensorRef& t) {
     if (buffers.count(t.get())) return;
@@ -337,8 +335,15 @@ LoweredFunc lower_state_func(const state::State& s, const std::string& name, boo
     buffers[t.get()] = b;
     f.params.push_back(b);
   };
-  for (const te::TensorRef& t : s.dag().placeholders) add(t);
-  for (const te::TensorRef& t : s.dag().outputs) add(t);
+  for (const te::TensorRef& t : dag.placeholders) add(t);
+  for (const te::TensorRef& t : dag.outputs) add(t);
+  return buffers;
+}
+
+LoweredFunc lower_state_func(const state::State& s, const std::string& name, bool fill_rewritten_constants) {
+  LoweredFunc f;
+  f.name = name;
+  const std::map<const te::TensorNode*, BufferRef> buffers = add_io_params(s.dag(), f);
   std::vector<BufferRef> temps;
   f.body = lower_state(s, buffers, temps);
   for (const BufferRef& b : temps) f.params.push_back(b);

@@ -26,4 +26,8 @@ Stmt lower_state(const state::State& s, const std::map<const te::TensorNode*, Bu
 /// call) records, so a runner's untimed first call pays for it. Feature extraction leaves that out.
 LoweredFunc lower_state_func(const state::State& s, const std::string& name, bool fill_rewritten_constants = true);
 
+/// Appends to f's parameters a buffer for each placeholder of `dag`, then for each distinct output:
+/// the order measured candidates' runners expect (measure::buffer_specs). Returns the buffers by tensor.
+std::map<const te::TensorNode*, BufferRef> add_io_params(const te::ComputeDAG& dag, LoweredFunc& f);
+
 }  // namespace kiln::lower
