@@ -184,27 +184,35 @@ def main():
             log(f"layer {name}: kiln {mn:.4f} ms ({fl / mn / 1e9:.1f} TFLOP/s), without shared tiles {nmn:.4f} ms, "
                 f"cuDNN {cmn:.4f} ms; kiln/cuDNN {mn / cmn:.2f}x; shared/without {mn / nmn:.2f}x; err {err:.1e}")
     if only and "tuned" in only:
-        # Tuned against untuned kiln (kiln tune's records), side by side with cuBLAS / PyTorch eager.
-        for name in ("matmul", "resnet50"):
-            rec = os.path.join(a.records_dir, f"{name}.records.json")
-            if not os.path.exists(rec): continue
-            model = os.path.join(work, f"tuned_{name}.onnx")
+        # Tuned against untuned kiln (kiln tune's records, <name>[@batch].records.json as device_run.sh's
+        # tune phase writes them), side by side with cuBLAS / PyTorch eager.
+        for rec in sorted(f for f in os.listdir(a.records_dir) if f.endswith(".records.json")):
+            spec = rec[: -len(".records.json")]
+            name, _, batch = spec.partition("@")
+            b = int(batch or 1)
+            model = os.path.join(work, f"tuned_{spec}.onnx")
             if name == "matmul":
                 sh([a.kiln, "zoo", "matmul", "--m", "4096", "--n", "4096", "--k", "4096", "-o", model])
             else:
-                sh([a.kiln, "zoo", name, "--batch", "1", "-o", model])
-            _, dmn, _, din, dout = kiln_time(a.kiln, a.target, model, os.path.join(work, f"{name}-d"), 20)
-            _, tmn, _, tin, tout = kiln_time(a.kiln, a.target, model, os.path.join(work, f"{name}-t"), 20, extra=["--records", rec])
+                sh([a.kiln, "zoo", name, "--batch", str(b), "-o", model])
+            rec = os.path.join(a.records_dir, rec)
+            _, dmn, _, din, dout = kiln_time(a.kiln, a.target, model, os.path.join(work, f"{spec}-d"), 20)
+            _, tmn, _, tin, tout = kiln_time(a.kiln, a.target, model, os.path.join(work, f"{spec}-t"), 20, extra=["--records", rec])
             derr, terr = check_vs_ort(model, din, dout), check_vs_ort(model, tin, tout)
             if name == "matmul":
                 x = torch.randn(4096, 4096, device="cuda"); y = torch.randn(4096, 4096, device="cuda")
                 _, rmn = cuda_time(lambda: torch.mm(x, y)); ref = "cuBLAS"
             else:
-                import torchvision
-                m = torchvision.models.resnet50().cuda().eval(); inp = torch.randn(1, 3, 224, 224, device="cuda")
+                if name == "resnet50":
+                    import torchvision
+                    m = torchvision.models.resnet50().cuda().eval(); inp = torch.randn(b, 3, 224, 224, device="cuda")
+                else:
+                    import transformers
+                    m = transformers.BertModel(transformers.BertConfig()).cuda().eval()
+                    inp = torch.randint(0, 30000, (b, 128), device="cuda")
                 with torch.no_grad(): _, rmn = cuda_time(lambda: m(inp))
                 ref = "PyTorch eager"
-            log(f"tuned {name}: kiln default min {dmn:.3f} ms (err {derr:.1e}), tuned min {tmn:.3f} ms (err {terr:.1e}), "
+            log(f"tuned {spec}: kiln default min {dmn:.3f} ms (err {derr:.1e}), tuned min {tmn:.3f} ms (err {terr:.1e}), "
                 f"tuned/default {tmn / dmn:.2f}x; {ref} min {rmn:.3f} ms; tuned kiln/{ref} {tmn / rmn:.2f}x")
         return
     import onnxruntime as ort

@@ -57,10 +57,13 @@ for phase in "$@"; do
       "$kiln" rpc-server --port 0 --tracker 127.0.0.1:9190 --key gpu > /tmp/server.log 2>&1 &
       sleep 2
       cat /tmp/tracker.log /tmp/server.log
+      # TUNE_MODELS: NAME[@BATCH]:TRIALS ... (matmul is 4096^3; other names are kiln zoo networks).
       for spec in ${TUNE_MODELS:-matmul:48 resnet50:160}; do
         name=${spec%%:*} trials=${spec##*:}
-        if [ "$name" = matmul ]; then "$kiln" zoo matmul --m 4096 --n 4096 --k 4096 -o /tmp/$name.onnx >/dev/null
-        else "$kiln" zoo "$name" --batch 1 -o /tmp/$name.onnx >/dev/null; fi
+        net=${name%%@*} batch=1
+        [ "$net" != "$name" ] && batch=${name##*@}
+        if [ "$net" = matmul ]; then "$kiln" zoo matmul --m 4096 --n 4096 --k 4096 -o /tmp/$name.onnx >/dev/null
+        else "$kiln" zoo "$net" --batch "$batch" -o /tmp/$name.onnx >/dev/null; fi
         timeout "${KILN_TUNE_LIMIT:-150}" "$kiln" tune /tmp/$name.onnx --target "$target" --runner rpc://127.0.0.1:9190/gpu \
           --records "$out/$name.records.json" --trials "$trials" --measures-per-round 16 2>&1 | tee "$out/tune-$name.txt" | tail -n 30
       done
