@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/cuda/cuda_toolkit.h"
 #include "backends/measure/records.h"
 #include "tests/frontend/test_models.h"
 #include "tests/runtime/rpc/listening_process.h"
@@ -301,6 +302,27 @@ TEST(TuneCli, BadArgumentsGetOneLineAndExitCode2) {
     EXPECT_NE(o.err.find(c.needle), std::string::npos) << o.err;
   }
   EXPECT_FALSE(fs::exists(records)) << "a failed start must not create records";
+}
+
+// A CUDA target tunes GPU tiles (toolchain/gpu_tune.h). Where no GPU answers, the first round says why
+// in one line and exits 2, and nothing is recorded: a program whose device was lost is no measurement.
+TEST(TuneCli, ACudaTargetWithoutAGpuSaysWhyAndRecordsNothing) {
+  if (cuda::have_cuda_device()) GTEST_SKIP() << "this machine has a GPU: the tune would run";
+  if (!cuda::have_ptxas()) GTEST_SKIP() << "no ptxas at " << cuda::ptxas_path();
+  TempDir dir;
+  ModelBuilder b("mm64", 17);
+  b.input("a", DType::Float32, Shape{64, 64});
+  b.initializer("w", Tensor(DType::Float32, Shape{64, 64}));
+  b.node("MatMul", {"a", "w"}, {"y"});
+  b.output("y", DType::Float32, Shape{64, 64});
+  const std::string model = dir.path("mm64.onnx"), records = dir.path("r.json");
+  b.save(model);
+  const Output o = run("tune " + model + " --target cuda-sm90 --records " + records + " --trials 4 --measures-per-round 4", dir);
+  EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("the device ran none"), std::string::npos) << o.err;
+  EXPECT_NE(o.out.find("1 of 1 task(s) have matmuls or convolutions to tile"), std::string::npos) << o.out;
+  EXPECT_FALSE(fs::exists(records)) << testing::read_file(records);
 }
 
 bool have_program(const std::string& name) {
