@@ -174,7 +174,12 @@ int TuneCommand::run() {
   std::unique_ptr<measure::ProgramRunner> runner = runner_.make(target, builder, threads);
   if (target.gpu) {
     // GPU programs keep NCHW (no blocked layouts): the tasks of the graph kiln compile lowers for GPUs.
-    if (substitutions_) throw Error("tune: --subst is not supported for CUDA targets yet");
+    // Options of the CPU search that the GPU tile search has no use for: refused, not ignored.
+    for (const char* flag : {"--subst", "--population", "--strategy", "--early-stopping", "--database", "--finalists",
+                             "--peak-gflops", "--bandwidth-gbs", "--curve", "--threads"})
+      if (cmd_->count(flag) > 0)
+        throw Error(fmt::format("tune: {} does not apply to CUDA target {} (its search is over GPU tiles: docs/cuda.md)",
+                                flag, target.name));
     std::vector<search::TuneTask> tasks = model_tasks(models_, bindings_.parse(), 0, false, {});
     GpuTuneOptions go;
     go.trials = trials_per_task_ > 0 ? trials_per_task_ * static_cast<int>(tasks.size()) : trials_;

@@ -323,6 +323,10 @@ TEST(TuneCli, ACudaTargetWithoutAGpuSaysWhyAndRecordsNothing) {
   EXPECT_NE(o.err.find("the device ran none"), std::string::npos) << o.err;
   EXPECT_NE(o.out.find("1 of 1 task(s) have matmuls or convolutions to tile"), std::string::npos) << o.out;
   EXPECT_FALSE(fs::exists(records)) << testing::read_file(records);
+  // An option of the CPU search is refused by name rather than ignored.
+  const Output p = run("tune " + model + " --target cuda-sm90 --records " + records + " --population 64", dir);
+  EXPECT_EQ(p.exit_code, 2) << p.err;
+  EXPECT_NE(p.err.find("--population does not apply"), std::string::npos) << p.err;
 }
 
 bool have_program(const std::string& name) {
