@@ -438,8 +438,66 @@ Stmt transposed_tiles(const te::Stage& s, const Expr& body, const BufferRef& out
   return st;
 }
 
+// A reduction whose rows are shorter than a vector (DS-CNN's 25 x 5 int8 maps in NCHW ran vectors of
+// 5 lanes) but whose last two axes every access walks as one run (h * W + w: the store, and each load
+// that reads along them, with h's stride W times w's) computes as one row of H * W: h is 0 and w runs
+// over H * W, which reaches the same addresses, and the register tile has whole vectors. Nothing but
+// such loads may read h or w (a select's bounds or a padded plane's rows keep the rows apart).
+struct MergedRows {
+  te::TensorRef t;
+  std::map<const te::TensorNode*, BufferRef> buffers;
+  std::optional<Epilogue> epilogue;
+};
+
+std::optional<MergedRows> merge_short_rows(const te::TensorRef& t, const std::map<const te::TensorNode*, BufferRef>& buffers,
+                                           const ScheduleParams& p, const Epilogue* epilogue) {
+  const te::Stage& s = *t->stage;
+  const size_t rank = s.axes.size();
+  const int lanes = lanes_for(s.dtype, p);
+  if (s.reducer == te::Reducer::None || s.is_extern() || rank < 3 || lanes <= 1 || s.shape[rank - 1] >= lanes ||
+      s.shape[rank - 2] <= 1)
+    return std::nullopt;
+  const te::ExprNode *h = s.axes[rank - 2].get(), *w = s.axes[rank - 1].get();
+  const int64_t width = s.shape[rank - 1];
+  bool ok = true;
+  std::function<void(const Expr&)> check = [&](const Expr& e) {
+    if (!e || !ok) return;
+    if (e.get() == h || e.get() == w) {
+      ok = false;
+      return;
+    }
+    if (e->op == te::ExprOp::Load) {
+      const Expr flat = flatten_loads(e, buffers)->args[0];
+      if (!te::mentions(flat, h) && !te::mentions(flat, w)) return;
+      const std::optional<int64_t> ch = te::linear_coeff(flat.get(), h), cw = te::linear_coeff(flat.get(), w);
+      ok = ch && cw && *ch == width * *cw;
+      return;
+    }
+    for (const Expr& a : e->args) check(a);
+  };
+  check(s.body);
+  check(s.init);
+  if (epilogue) check(epilogue->expr);
+  if (!ok) return std::nullopt;
+  const std::map<const te::ExprNode*, Expr> row0{{h, te::int_imm(0)}};
+  auto stage = std::make_shared<te::Stage>(s);
+  stage->shape[rank - 2] = 1;
+  stage->shape[rank - 1] = s.shape[rank - 2] * width;
+  stage->body = te::substitute(s.body, row0);
+  if (s.init) stage->init = te::substitute(s.init, row0);
+  auto node = std::make_shared<te::TensorNode>(*t);
+  node->shape = stage->shape;
+  node->stage = stage;
+  MergedRows m{node, buffers, std::nullopt};
+  if (auto b = buffers.find(t.get()); b != buffers.end()) m.buffers[node.get()] = b->second;
+  if (epilogue) m.epilogue = Epilogue{epilogue->out, epilogue->value, te::substitute(epilogue->expr, row0)};
+  return m;
+}
+
 Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::TensorNode*, BufferRef>& buffers,
                          const ScheduleParams& p, const Epilogue* epilogue) {
+  if (std::optional<MergedRows> m = merge_short_rows(t, buffers, p, epilogue))
+    return lower_stage_default(m->t, m->buffers, p, m->epilogue ? &*m->epilogue : nullptr);
   const te::Stage& s = *t->stage;
   if (s.is_extern()) throw Error("stage '" + s.name + "': an extern stage has no loop nest (lower_dag calls its kernel)");
   const BufferRef& out = buffers.at(epilogue ? epilogue->out.get() : t.get());

@@ -105,6 +105,40 @@ TEST(LowerDag, BiasAndActivationAreTheConvolutionsEpilogue) {
   EXPECT_NE(text.find("relu["), std::string::npos) << text;
 }
 
+// An NCHW 1x1 conv on 6 x 5 maps, with a per-channel epilogue: the rows (5) are shorter than a
+// vector, but the input, the output and the epilogue walk h and w as one run, so the nest computes
+// rows of 30 (vectors of whole lanes). A 3x3 conv with padding reads rows apart (its selects) and
+// keeps its 5-wide rows. Both compute what the evaluator computes.
+TEST(LowerDag, ShortRowsThatEveryAccessWalksAsOneRunMerge) {
+  using V = std::vector<te::Expr>;
+  te::TensorRef x = te::placeholder("x", DType::Float32, {1, 8, 6, 5});
+  te::TensorRef w = te::placeholder("w", DType::Float32, {4, 8});
+  te::TensorRef b = te::placeholder("b", DType::Float32, {4});
+  te::TensorRef pw = te::reduce("pw", "conv", DType::Float32, {1, 4, 6, 5}, te::Reducer::Sum, {8},
+                                [&](const V& i, const V& r) { return te::at(x, {i[0], r[0], i[2], i[3]}) * te::at(w, {i[1], r[0]}); });
+  te::TensorRef biased = te::compute("biased", "broadcast", DType::Float32, {1, 4, 6, 5},
+                                     [&](const V& i) { return te::at(pw, i) + te::at(b, {i[1]}); });
+  const te::ComputeDAG dag = te::make_dag({biased});
+  const lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
+  const std::string text = lower::print_func(f);
+  EXPECT_NE(text.find(" * 30) + "), std::string::npos) << text;  // the output's rows are 30 long
+  EXPECT_LT(testing::max_error(f, dag), 1e-5) << text;
+
+  te::TensorRef w3 = te::placeholder("w3", DType::Float32, {4, 8, 3, 3});
+  te::TensorRef conv = te::reduce("c3", "conv", DType::Float32, {1, 4, 6, 5}, te::Reducer::Sum, {8, 3, 3},
+                                  [&](const V& i, const V& r) {
+                                    te::Expr y = i[2] + r[1] - te::int_imm(1), xx = i[3] + r[2] - te::int_imm(1);
+                                    te::Expr in = y >= te::int_imm(0) && y < te::int_imm(6) && xx >= te::int_imm(0) && xx < te::int_imm(5);
+                                    return te::select(in, te::at(x, {i[0], r[0], y, xx}), te::const_of(DType::Float32, 0)) *
+                                           te::at(w3, {i[1], r[0], r[1], r[2]});
+                                  });
+  const te::ComputeDAG dag3 = te::make_dag({conv});
+  const lower::LoweredFunc f3 = lower::lower_dag(dag3, "k", {});
+  const std::string text3 = lower::print_func(f3);
+  EXPECT_EQ(text3.find(" * 30) + "), std::string::npos) << text3;
+  EXPECT_LT(testing::max_error(f3, dag3), 1e-5) << text3;
+}
+
 // SiLU after a matmul, y = mm * sigmoid(mm): the sigmoid inlines into the Mul, so the Mul finishes
 // the matmul as a bias would (before, the matmul had two readers and both ran as passes of their own).
 TEST(LowerDag, SilusSigmoidFoldsIntoTheMatmulsEpilogue) {
