@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -149,6 +150,8 @@ TEST(GpuTune, ARoundWhoseDeviceIsLostIsNeitherRecordedNorCounted) {
 
 TEST(GpuTune, ACandidateBuiltForTheGpuRunsThereOrFailsAsAResult) {
   if (!cuda::have_ptxas()) GTEST_SKIP() << "no ptxas at " << cuda::ptxas_path();
+  const std::string stub = cuda::cuda_root() + "/lib64/stubs/libcuda.so";
+  if (!std::filesystem::exists(stub)) GTEST_SKIP() << "no driver API stub at " << stub;
   const search::TuneTask task = matmul_task(64, 64, 64);
   const Target target = load_target("cuda-sm90");
   measure::ProgramBuilder builder(target);
