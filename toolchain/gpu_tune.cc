@@ -20,25 +20,20 @@
 namespace kiln {
 namespace {
 
-constexpr double kNone = std::numeric_limits<double>::infinity();
+constexpr double kUnmeasured = std::numeric_limits<double>::infinity();
 
 struct TaskState {
   const search::TuneTask* task = nullptr;
   std::vector<search::GpuStageSpace> space;
-  std::set<std::string> seen;  // steps of every program measured or restored
-  double default_s = kNone, best_s = kNone;
+  std::set<search::GpuChoice> seen;  // every program measured or restored (the default apart)
+  bool default_seen = false;
+  double default_s = kUnmeasured, best_s = kUnmeasured;
   search::GpuChoice default_choice;  // the default rule's tiles, as a choice: where mutations start until a tile beats it
   search::GpuChoice best;            // empty until something ran
   int measured = 0;
   int stale_rounds = 0;  // rounds since the best improved
   bool exhausted = false;
 };
-
-std::string steps_key(const state::State& s) {
-  nlohmann::json j = nlohmann::json::array();
-  for (const state::StepRef& st : s.steps()) j.push_back(st->to_json());
-  return j.dump();
-}
 
 // The choice a restored program makes, or nullopt when one of its tiles is not in the space.
 std::optional<search::GpuChoice> choice_of(const state::State& s, const std::vector<search::GpuStageSpace>& space) {
@@ -110,7 +105,8 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
         const state::State program = r.default_schedule ? state::State(t.task->dag) : measure::replay_record(r, t.task->dag);
         const std::optional<search::GpuChoice> c = choice_of(program, t.space);
         if (!r.default_schedule && !c) continue;
-        t.seen.insert(r.default_schedule ? std::string("default") : steps_key(program));
+        if (r.default_schedule) t.default_seen = true;
+        else t.seen.insert(*c);
         take_result(t, c ? &*c : nullptr, r.result, r.default_schedule);
         ++trials;
       } catch (const Error&) {
@@ -139,6 +135,7 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
         pick = &s;
       }
     }
+    if (!pick) break;  // every task's space is measured, or none of its programs ran
     TaskState& t = *pick;
     // TVM's rule, as the CPU tuner's: a budget shared by many tasks measures fewer programs a round,
     // so that every task is measured before any gets a second round.
@@ -147,8 +144,8 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
     std::vector<measure::MeasureInput> inputs;
     std::vector<search::GpuChoice> choices;
     std::vector<bool> is_default;
-    if (!t.seen.count("default")) {
-      t.seen.insert("default");
+    if (!t.default_seen) {
+      t.default_seen = true;
       inputs.push_back({t.task->key, t.task->dag, state::State(t.task->dag), 0, true});
       choices.emplace_back();
       is_default.push_back(true);
@@ -156,9 +153,8 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
     for (int tries = 0; static_cast<int>(inputs.size()) < batch && tries < batch * 20; ++tries) {
       const bool mutate = !t.best.empty() && (tries % 2 == 0);
       const search::GpuChoice c = mutate ? search::mutate_gpu_choice(t.space, t.best, rng) : search::random_gpu_choice(t.space, rng);
-      state::State program = search::gpu_program(t.task->dag, t.space, c);
-      if (!t.seen.insert(steps_key(program)).second) continue;
-      inputs.push_back({t.task->key, t.task->dag, std::move(program)});
+      if (!t.seen.insert(c).second) continue;
+      inputs.push_back({t.task->key, t.task->dag, search::gpu_program(t.task->dag, t.space, c)});
       choices.push_back(c);
       is_default.push_back(false);
     }

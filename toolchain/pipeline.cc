@@ -1,8 +1,6 @@
 #include "toolchain/pipeline.h"
 
 #include <filesystem>
-#include <fmt/format.h>
-#include <iostream>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -60,17 +58,11 @@ lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const
   gp.cross_thread_reductions = c.gpu_cross_thread_reductions;
   if (c.schedule.kind == ScheduleChoice::Kind::Random || c.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom)
     gp.random_tiles = c.schedule.seed;
-  // Tuned tiles (--records): each task's recorded gpu_tile steps, checked against this target's space;
-  // a record that names a tile outside it leaves its task on the default rule, with a note.
+  // Tuned tiles (--records): each task's recorded gpu_tile steps (the schedule stage kept only records
+  // whose tiles this target's GPU takes).
   auto tiles_of_task = std::make_shared<std::map<std::string, lower::GpuStageTiles>>();
-  for (const auto& [key, program] : schedule.program_of_task) {
-    if (!program) continue;
-    try {
-      (*tiles_of_task)[key] = lower::gpu_stage_tiles(*program, gp);
-    } catch (const state::ScheduleError& e) {
-      std::cerr << fmt::format("kiln: note: record for task {} does not replay ({}): default schedule\n", key, e.what());
-    }
-  }
+  for (const auto& [key, program] : schedule.program_of_task)
+    if (program) (*tiles_of_task)[key] = lower::gpu_stage_tiles(*program, gp);
   if (!tiles_of_task->empty())
     gp.tuned = [tiles_of_task, task_of = schedule.task_of_subgraph](int id) -> const lower::GpuStageTiles* {
       if (id < 0 || static_cast<size_t>(id) >= task_of.size()) return nullptr;

@@ -6,8 +6,10 @@
 #include <iostream>
 #include <random>
 
+#include "backends/cuda/cuda_module.h"
 #include "backends/measure/records.h"
 #include "frontend/ir/error.h"
+#include "scheduler/lower/gpu_task.h"
 #include "scheduler/lower/bounds_check.h"
 #include "scheduler/lower/lower_state.h"
 #include "scheduler/sketch/random_program.h"
@@ -62,6 +64,7 @@ std::optional<state::State> recorded_program(ModelSchedule& s, const std::map<st
     if (r.default_schedule) break;  // measured faster than every tuned program still in the list
     try {
       std::optional<state::State> program = measure::replay_record(r, dag);
+      if (s.gpu) lower::gpu_stage_tiles(*program, *s.gpu);  // throws for a tile the GPU cannot take
       if (failures > 0)
         note(s, task.key, fmt::format("kiln: note: the best {} record(s) for task {} do not replay ({}): using the next-best",
                                       failures, task.key, first_failure));
@@ -89,6 +92,7 @@ ModelSchedule choose_schedules(const std::vector<Task>& tasks, size_t num_subgra
   s.params.cores = std::max(target.cores, 1);
   s.params.vector_lanes = std::max(target.vector_bits / 32, 1);
   s.default_params = lower::schedule_params_for(target.vector_bits);
+  if (target.gpu) s.gpu = cuda::gpu_schedule_for(target.cores, *target.gpu);
   s.task_of_subgraph.resize(num_subgraphs);
   std::map<std::string, std::vector<measure::Record>> ranked;
   if (choice.kind == ScheduleChoice::Kind::Records)

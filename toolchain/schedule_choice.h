@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/lower/lower_gpu.h"
 #include "scheduler/lower/lower_model.h"
 #include "scheduler/sketch/sketch_rule.h"
 #include "scheduler/state/state.h"
@@ -57,6 +58,9 @@ struct ModelSchedule {
   std::map<std::string, std::optional<state::State>> program_of_task;
   std::map<std::string, std::string> label_of_task;  // "Conv conv1": how a note names a task to a user
   std::set<std::string> noted;                        // tasks that already printed a note
+  /// A CUDA target's GPU schedule limits: a record's gpu_tile steps must name tiles within them to
+  /// replay (lower::gpu_stage_tiles), as a CPU record's steps must apply.
+  std::optional<lower::GpuScheduleParams> gpu;
 };
 
 /// Chooses every task's program. Dumps "analysis" and "sketch" per task when `dump` wants them, and

@@ -263,7 +263,7 @@ class Fuser {
     // CommReduce: a reduction never fuses into what follows it.
   }
 
-  // Node n widens its input and only a reduction (through elementwise edges) reads it.
+  // Node n widens its input, and reductions are all that read it.
   bool widens_into_reduction(int n) const {
     if (!fg_.widens[n] || fg_.leaves_graph[n] || fg_.consumers[n].empty()) return false;
     for (const ConsumerEdge& e : fg_.consumers[n])
