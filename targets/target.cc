@@ -266,7 +266,7 @@ std::optional<std::string> host_target_name() {
   // x86-64-v4's AVX-512 subset; a CPU with only AVX512F (Knights Landing) gets the AVX2 target.
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-    return "x86_64-avx512";
+    return __builtin_cpu_supports("avx512vnni") ? "x86_64-avx512-vnni" : "x86_64-avx512";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "x86_64-avx2";
   return "x86_64-generic";
 #else

@@ -69,7 +69,7 @@ int MeasureCommand::run() {
 
   std::map<std::string, Task> tasks;
   for (const std::string& m : models_) {
-    for (Task& t : target_tasks(load_model(m, PipelineOptions{}), target.vector_bits)) tasks.emplace(t.key, std::move(t));
+    for (Task& t : target_tasks(load_model(m, PipelineOptions{}), layout_target(target))) tasks.emplace(t.key, std::move(t));
   }
   std::map<std::string, std::shared_ptr<const te::ComputeDAG>> dags;
   std::vector<measure::MeasureInput> inputs;

@@ -8,9 +8,11 @@
 
 #include "backends/cuda/cuda_module.h"
 #include "backends/cuda/cuda_package.h"
+#include "backends/llvm/codegen.h"
 #include "backends/package/memory_plan.h"
 #include "backends/package/model_module.h"
 #include "frontend/layout/block_layout.h"
+#include "frontend/layout/int8_dot_layout.h"
 #include "frontend/onnx/onnx_import.h"
 #include "frontend/partition/step_loop_partition.h"
 #include "frontend/passes/conv_transpose_to_conv.h"
@@ -104,7 +106,7 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
   return g;
 }
 
-Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& o) {
+Graph optimize_graph(const Graph& model, LayoutTarget target, const PipelineOptions& o) {
   Graph g = model;  // values share their constants: a cheap copy
   fuse_qdq(g);  // before anything reads the float form: the quantized weights stay int8
   remove_dead_nodes(g);
@@ -130,7 +132,7 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
   after(o, "deconv", [&] { return print_graph(g); });
   if (o.substitutions) {
     subst::SearchOptions so;
-    so.cost = subst::roofline_for(vector_bits, 1);
+    so.cost = subst::roofline_for(target.vector_bits, 1);
     so.measured = o.subst_costs;
     const subst::SearchResult r = subst::optimize_graph_substitutions(g, subst::default_rules(), so);
     if (o.on_subst) o.on_subst(g, r);
@@ -139,18 +141,23 @@ Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions&
   } else {
     after(o, "subst", [] { return std::string("substitutions off (--subst turns them on)\n"); });
   }
-  lay_out_model(g, vector_bits);
+  lay_out_model(g, target);
   after(o, "layout", [&] { return print_graph(g); });
   return g;
 }
 
-void lay_out_model(Graph& g, int vector_bits) {
-  lay_out(g, vector_bits);
-  rewrite_step_loop_bodies(g, [&](Graph& body) { lay_out(body, vector_bits); });
+void lay_out_model(Graph& g, LayoutTarget target) {
+  lay_out(g, target);
+  rewrite_step_loop_bodies(g, [&](Graph& body) { lay_out(body, target); });
 }
 
-void lay_out(Graph& g, int vector_bits) {
-  block_layout(g, float_block_for(vector_bits));
+LayoutTarget layout_target(const Target& t) {
+  return {t.vector_bits, llvm_backend::codegen_options(t.vector_bits, t.features).int8_dot};
+}
+
+void lay_out(Graph& g, LayoutTarget target) {
+  if (target.int8_dot) use_int8_dot_convs(g);
+  block_layout(g, float_block_for(target.vector_bits));
   transpose_gemm_weights(g);  // also weights in the order the kernel reads them
   remove_dead_nodes(g);  // the NCHW values no reader needs any more, the weights replaced
 }
@@ -160,10 +167,10 @@ std::vector<Task> laid_out_tasks(const Graph& g) {
   return extract_tasks(g, sdag, lower::subgraphs_of(lower::plan_in_place_outputs(g, sdag)));
 }
 
-std::vector<Task> target_tasks(const Graph& model, int vector_bits, bool substitutions) {
+std::vector<Task> target_tasks(const Graph& model, LayoutTarget target, bool substitutions) {
   PipelineOptions o;
   o.substitutions = substitutions;
-  return laid_out_tasks(optimize_graph(model, vector_bits, o));
+  return laid_out_tasks(optimize_graph(model, target, o));
 }
 
 std::optional<package::PackageInfo> compile_graph(const Graph& model, const CompileOptions& c, const std::string& dir,
@@ -185,7 +192,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
     cpu_choice.kind = ScheduleChoice::Kind::Default;
   PipelineOptions graph_options = o;
   graph_options.step_loops = o.step_loops && !gpu_program;
-  const Graph g = optimize_graph(model, gpu_program ? 0 : c.target.vector_bits, graph_options);
+  const Graph g = optimize_graph(model, gpu_program ? LayoutTarget{} : LayoutTarget{c.target.vector_bits, llvm_backend::codegen_options(c.target.vector_bits, c.target.machine.features).int8_dot}, graph_options);
   if (o.stop_after == "expand" || o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "subst" ||
       o.stop_after == "layout")
     return std::nullopt;

@@ -27,6 +27,7 @@
 #include "frontend/passes/bind_input_shapes.h"
 #include "scheduler/tasks/task.h"
 #include "toolchain/compile_target.h"
+#include "toolchain/layout_target.h"
 #include "toolchain/schedule_choice.h"
 #include "toolchain/stage_dump.h"
 
@@ -74,24 +75,25 @@ Graph load_model(const std::string& path, const PipelineOptions& opts);
 
 /// The graph rewrites that compiling makes and the model as given does not have (so `kiln run` and
 /// `kiln inspect` see the model itself): BatchNormalization and per-channel Mul/Add folded into
-/// convolutions (fold), then convolutions and their neighbours in the blocked layout for
-/// `vector_bits`-wide vectors (layout). Every command that makes tasks for a target runs them, so
+/// convolutions (fold), then convolutions and their neighbours in the blocked layout for the
+/// target's vectors, and int8 convolutions as its dot products (layout). Every command that makes tasks for a target runs them, so
 /// tuning, measuring and compiling see the same tasks.
-Graph optimize_graph(const Graph& model, int vector_bits, const PipelineOptions& opts = {});
+Graph optimize_graph(const Graph& model, LayoutTarget target, const PipelineOptions& opts = {});
 
 /// The layout stage alone: blocked convolutions and their neighbours, packed Gemm weights, dead nodes
-/// removed (what optimize_graph does after subst).
-void lay_out(Graph& g, int vector_bits);
+/// removed, int8 convolutions as dot products where the target has them (what optimize_graph does
+/// after subst).
+void lay_out(Graph& g, LayoutTarget target);
 
 /// lay_out on a graph and on its loops' bodies: optimize_graph's last stage.
-void lay_out_model(Graph& g, int vector_bits);
+void lay_out_model(Graph& g, LayoutTarget target);
 
 /// The tuning tasks of a graph after the layout stage, as compile_graph makes them.
 std::vector<Task> laid_out_tasks(const Graph& g);
 
-/// The tuning tasks of a loaded model on a target with `vector_bits`-wide vectors: optimize_graph,
+/// The tuning tasks of a loaded model on a target: optimize_graph,
 /// partition, tasks, as compile_graph makes them, so records of tune and measure apply to compile.
-std::vector<Task> target_tasks(const Graph& model, int vector_bits, bool substitutions = false);
+std::vector<Task> target_tasks(const Graph& model, LayoutTarget target, bool substitutions = false);
 
 /// The stages from fold to package on a loaded graph; writes the package into `dir`. Returns
 /// nullopt when opts.stop_after ends the pipeline before the package stage.

@@ -10,16 +10,16 @@
 namespace kiln {
 
 std::function<double(const Graph&)> record_graph_costs(const std::vector<measure::Record>& records, const std::string& target,
-                                                       int vector_bits) {
-  const subst::Roofline fallback = subst::roofline_for(vector_bits, 1);
+                                                       LayoutTarget layout) {
+  const subst::Roofline fallback = subst::roofline_for(layout.vector_bits, 1);
   auto latency = std::make_shared<std::map<std::string, double>>();  // by task key, for this target
   for (const auto& [key, best] : measure::best_records(records))
     if (key.second == target) (*latency)[key.first] = measure::mean_cost(best);
-  return [latency, vector_bits, fallback](const Graph& candidate) {
+  return [latency, layout, fallback](const Graph& candidate) {
     Graph g = candidate;
     infer_shapes(g);  // the search leaves new weights (a concat of two kernels) unfolded
     remove_dead_nodes(g);
-    lay_out(g, vector_bits);
+    lay_out(g, layout);
     double known_seconds = 0, known_flops = 0, unknown_flops = 0;
     for (const Task& t : laid_out_tasks(g)) {
       auto it = latency->find(t.key);

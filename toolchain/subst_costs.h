@@ -17,13 +17,14 @@
 #include "backends/measure/records.h"
 #include "frontend/ir/graph.h"
 #include "frontend/subst/graph_cost.h"
+#include "toolchain/layout_target.h"
 
 namespace kiln {
 
-/// The cost function for `target` (its name, as records name it, and its vector width) from
+/// The cost function for `target` (its name, as records name it) laid out for `layout`, from
 /// `records` (measure::load_records); a graph none of whose tasks has a record costs its roofline
-/// (subst::roofline_for(vector_bits, 1), as the search's own estimates).
+/// (subst::roofline_for(layout.vector_bits, 1), as the search's own estimates).
 std::function<double(const Graph&)> record_graph_costs(const std::vector<measure::Record>& records, const std::string& target,
-                                                       int vector_bits);
+                                                       LayoutTarget layout);
 
 }  // namespace kiln

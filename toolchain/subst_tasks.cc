@@ -31,7 +31,7 @@ class TaskUnion {
 
 // The tasks of the graph after the search ranked by `costs` (the roofline when unset) and after each
 // shorter prefix of its log, the empty one (no substitution) included.
-void add_search_steps(const Graph& model, int vector_bits, const std::function<double(const Graph&)>& costs,
+void add_search_steps(const Graph& model, LayoutTarget target, const std::function<double(const Graph&)>& costs,
                       TaskUnion& tasks) {
   std::optional<Graph> searched;
   std::vector<subst::Rewrite> log;
@@ -42,24 +42,24 @@ void add_search_steps(const Graph& model, int vector_bits, const std::function<d
     searched = g;
     log = found.log;
   };
-  tasks.add(laid_out_tasks(optimize_graph(model, vector_bits, o)));  // after the whole log
+  tasks.add(laid_out_tasks(optimize_graph(model, target, o)));  // after the whole log
   for (size_t steps = 0; searched && steps < log.size(); ++steps) {
     Graph g = subst::replay_rewrites(*searched, subst::default_rules(),
                                      std::vector<subst::Rewrite>(log.begin(), log.begin() + static_cast<std::ptrdiff_t>(steps)));
     infer_shapes(g);  // the new weights folded, as the search's result is
     remove_dead_nodes(g);
-    lay_out_model(g, vector_bits);
+    lay_out_model(g, target);
     tasks.add(laid_out_tasks(g));
   }
 }
 
 }  // namespace
 
-std::vector<Task> subst_variant_tasks(const Graph& model, int vector_bits,
+std::vector<Task> subst_variant_tasks(const Graph& model, LayoutTarget target,
                                       const std::function<double(const Graph&)>& record_costs) {
   TaskUnion tasks;
-  add_search_steps(model, vector_bits, {}, tasks);
-  if (record_costs) add_search_steps(model, vector_bits, record_costs, tasks);
+  add_search_steps(model, target, {}, tasks);
+  if (record_costs) add_search_steps(model, target, record_costs, tasks);
   return tasks.take();
 }
 

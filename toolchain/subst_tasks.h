@@ -17,14 +17,15 @@
 
 #include "frontend/ir/graph.h"
 #include "scheduler/tasks/task.h"
+#include "toolchain/layout_target.h"
 
 namespace kiln {
 
-/// The tasks of `model` (a loaded graph) for `vector_bits`-wide vectors without substitutions and
+/// The tasks of `model` (a loaded graph) for `target` without substitutions and
 /// after each step of the substitution search's log, once per key; a task's weight is the most
 /// occurrences it has in any one of those graphs (they are alternatives, not parts of one model).
 /// With `record_costs` (subst_costs.h), the steps of the search ranked by them as well.
-std::vector<Task> subst_variant_tasks(const Graph& model, int vector_bits,
+std::vector<Task> subst_variant_tasks(const Graph& model, LayoutTarget target,
                                       const std::function<double(const Graph&)>& record_costs = {});
 
 }  // namespace kiln

@@ -32,7 +32,7 @@ namespace {
 // Every task of the models, once per workload key; a task several models share weighs their
 // occurrences together.
 std::vector<search::TuneTask> model_tasks(const std::vector<std::string>& models, const ShapeBindings& bindings,
-                                         int vector_bits, bool substitutions,
+                                         LayoutTarget target, bool substitutions,
                                          const std::function<double(const Graph&)>& record_costs) {
   std::vector<search::TuneTask> out;
   std::map<std::string, size_t> index;
@@ -40,7 +40,7 @@ std::vector<search::TuneTask> model_tasks(const std::vector<std::string>& models
     PipelineOptions po;
     po.bindings = bindings;
     const Graph g = load_model(m, po);
-    for (Task& t : substitutions ? subst_variant_tasks(g, vector_bits, record_costs) : target_tasks(g, vector_bits)) {
+    for (Task& t : substitutions ? subst_variant_tasks(g, target, record_costs) : target_tasks(g, target)) {
       auto [it, fresh] = index.emplace(t.key, out.size());
       if (!fresh) {
         out[it->second].weight += t.weight;
@@ -197,9 +197,9 @@ int TuneCommand::run() {
   // With substitutions, the search ranked by the records tuned so far decides some of the tasks.
   std::function<double(const Graph&)> record_costs;
   if (substitutions_ && std::filesystem::exists(records_))
-    record_costs = record_graph_costs(measure::load_records(records_), target.name, target.vector_bits);
+    record_costs = record_graph_costs(measure::load_records(records_), target.name, layout_target(target));
   std::vector<search::TuneTask> tasks =
-      model_tasks(models_, bindings_.parse(), target.vector_bits, substitutions_, record_costs);
+      model_tasks(models_, bindings_.parse(), layout_target(target), substitutions_, record_costs);
   if (trials_per_task_ > 0) options.trials = trials_ = trials_per_task_ * static_cast<int>(tasks.size());
   search::Tuner tuner(std::move(tasks), options, model, builder, *runner);
 

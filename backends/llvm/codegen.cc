@@ -3,6 +3,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -495,10 +496,36 @@ class FuncEmitter {
       default: break;
     }
     if (te::is_unary(e->op)) return emit_unary_op(b_, e->op, e->args[0]->dtype, emit_expr(e->args[0], guarded));
+    if (llvm::Value* v = emit_vpdpbusd(e, guarded)) return v;
     bool logic = e->op == ExprOp::And || e->op == ExprOp::Or;
     llvm::Value* x = emit_expr(e->args[0], guarded);
     llvm::Value* y = emit_expr(e->args[1], guarded || logic);
     return emit_binary_op(b_, e->op, e->args[0]->dtype, x, y);
+  }
+
+  // acc + dot4_u8s8(a, b), or dot4_u8s8(a, b) alone, as one vpdpbusd on a vector of 4, 8 or 16
+  // lanes when the target has it (CodegenOptions::int8_dot); nullptr otherwise.
+  llvm::Value* emit_vpdpbusd(const ExprNode* e, bool guarded) {
+    if (!opts_.int8_dot || !vec_var_ || e->dtype != DType::Int32) return nullptr;
+    const int max_lanes = opts_.vector_bits / 32;
+    if (lanes_ > max_lanes || (lanes_ != 4 && lanes_ != 8 && lanes_ != 16)) return nullptr;
+    const Expr* acc = nullptr;
+    const ExprNode* dot = e;
+    if (e->op == ExprOp::Add) {
+      const int side = e->args[1]->op == ExprOp::Dot4U8S8 ? 1 : e->args[0]->op == ExprOp::Dot4U8S8 ? 0 : -1;
+      if (side < 0) return nullptr;
+      acc = &e->args[static_cast<size_t>(1 - side)];
+      dot = e->args[static_cast<size_t>(side)].get();
+    } else if (e->op != ExprOp::Dot4U8S8) {
+      return nullptr;
+    }
+    llvm::Value* sum = acc ? emit_expr(*acc, guarded) : llvm::Constant::getNullValue(val_type(DType::Int32));
+    llvm::Value* a = emit_expr(dot->args[0], guarded);
+    llvm::Value* b = emit_expr(dot->args[1], guarded);
+    const llvm::Intrinsic::ID id = lanes_ == 16  ? llvm::Intrinsic::x86_avx512_vpdpbusd_512
+                                   : lanes_ == 8 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
+                                                 : llvm::Intrinsic::x86_avx512_vpdpbusd_128;
+    return b_.CreateIntrinsic(id, {}, {splat(sum), splat(a), splat(b)});
   }
 
   // ---- statements --------------------------------------------------------------------------------
@@ -989,6 +1016,15 @@ std::vector<GpuKernel> emit_gpu_kernels(const lower::LoweredFunc& f, const Codeg
     kernels.push_back(std::move(k));
   }
   return kernels;
+}
+
+CodegenOptions codegen_options(int vector_bits, const std::string& features) {
+  auto has = [&](const std::string& f) { return ("," + features + ",").find("," + f + ",") != std::string::npos; };
+  CodegenOptions o;
+  o.vector_bits = vector_bits;
+  o.int8_dot = vector_bits <= 512 && ((has("+avx512vnni") && (vector_bits == 512 || has("+avx512vl"))) ||
+                                      (has("+avxvnni") && vector_bits <= 256));
+  return o;
 }
 
 void emit_functions(const std::vector<lower::LoweredFunc>& funcs, const CodegenOptions& opts, llvm::Module& module) {

@@ -17,7 +17,14 @@ namespace kiln::llvm_backend {
 
 struct CodegenOptions {
   int vector_bits = 512;  // lanes of a vectorized loop = vector_bits / 32 for float32
+  /// Vectors of Dot4U8S8 as x86's vpdpbusd (AVX512-VNNI, or AVX-VNNI up to 256 bits); without it they
+  /// expand into byte multiplies, which is what any other target runs.
+  bool int8_dot = false;
 };
+
+/// The options for a target's LLVM feature string ("+avx512f,+avx512vnni,..."): int8_dot when it has
+/// VNNI at the width of its vectors.
+CodegenOptions codegen_options(int vector_bits, const std::string& features);
 
 /// Adds the functions to `module` (whose target triple and data layout must be set).
 void emit_functions(const std::vector<lower::LoweredFunc>& funcs, const CodegenOptions& opts, llvm::Module& module);

@@ -260,6 +260,17 @@ llvm::Value* emit_binary_op(llvm::IRBuilder<>& b, ExprOp op, DType t, llvm::Valu
       llvm::Value* r = op == ExprOp::Shl ? b.CreateShl(x, amount) : b.CreateLShr(x, amount);
       return b.CreateSelect(big, zero, r);
     }
+    case ExprOp::Dot4U8S8: {
+      // Byte j of x zero-extended times byte j of y sign-extended, summed; LLVM 19 does not form
+      // vpdpbusd, sdot or SMLAD from this itself (codegen.cc emits vpdpbusd where the target has it).
+      llvm::Value* sum = zero;
+      for (unsigned j = 0; j < 4; ++j) {
+        llvm::Value* xb = b.CreateAnd(b.CreateLShr(x, llvm::ConstantInt::get(ty, 8 * j)), llvm::ConstantInt::get(ty, 255));
+        llvm::Value* yb = b.CreateAShr(b.CreateShl(y, llvm::ConstantInt::get(ty, 24 - 8 * j)), llvm::ConstantInt::get(ty, 24));
+        sum = b.CreateAdd(sum, b.CreateMul(xb, yb));
+      }
+      return sum;
+    }
     case ExprOp::Eq: return b.CreateICmpEQ(x, y);
     case ExprOp::Ne: return b.CreateICmpNE(x, y);
     case ExprOp::Lt: return s ? b.CreateICmpSLT(x, y) : b.CreateICmpULT(x, y);

@@ -260,7 +260,7 @@ BuildResult build_candidate(const MeasureInput& input, const Target& target, con
     llvm::Module mod(func_name, ctx);
     auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(target));
     llvm_backend::configure_module(mod, *tm);
-    llvm_backend::emit_functions({func}, {target.vector_bits}, mod);
+    llvm_backend::emit_functions({func}, llvm_backend::codegen_options(target.vector_bits, target.features), mod);
     std::string err;
     llvm::raw_string_ostream os(err);
     if (llvm::verifyModule(mod, &os)) return fail(MeasureError::CompileHost, "codegen: invalid LLVM module: " + os.str());

@@ -111,7 +111,7 @@ ModelModule generate_model_module(const lower::ModelProgram& prog, const ModelMe
   m.target_machine = llvm_backend::make_target_machine(opts.machine);
   llvm::Module& mod = *m.module;
   llvm_backend::configure_module(mod, *m.target_machine);
-  llvm_backend::emit_functions({func}, {opts.vector_bits}, mod);
+  llvm_backend::emit_functions({func}, llvm_backend::codegen_options(opts.vector_bits, opts.machine.features), mod);
   llvm::Function* kernel = mod.getFunction(func.name);
   kernel->setLinkage(llvm::GlobalValue::InternalLinkage);
 

@@ -397,9 +397,12 @@ OpDef conv_integer_op() {
 }
 
 // Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
-OpDef qlinear_conv_op() {
+// kiln.QLinearConvDot4 (frontend/layout/int8_dot_layout.h) is the same op, whose lowering reduces
+// four input channels per step: it computes the same integers.
+OpDef qlinear_conv_op(const char* op_type, const char* domain) {
   OpDef d;
-  d.op_type = "QLinearConv";
+  d.op_type = op_type;
+  d.domain = domain;
   d.infer = [](InferContext& c) {
     const char* names[] = {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"};
     for (size_t i = 0; i < 8; ++i) c.require_input(i, names[i]);
@@ -456,7 +459,8 @@ void register_conv_ops(OpRegistry& r) {
   r.add(conv_op());
   r.add(conv_transpose_op());
   r.add(conv_integer_op());
-  r.add(qlinear_conv_op());
+  r.add(qlinear_conv_op("QLinearConv", ""));
+  r.add(qlinear_conv_op("QLinearConvDot4", "kiln"));
 }
 
 }  // namespace kiln::nn

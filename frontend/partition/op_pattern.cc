@@ -94,11 +94,12 @@ std::vector<std::pair<std::string, OpPattern>> op_pattern_table_rows() {
 
 namespace {
 
-// kiln's own ops (the layout stage's): blocked convs and pools are anchors like Conv and the pools;
+// kiln's own ops (the layout stage's): blocked convs, pools and int8 dot-product convs are anchors
+// like Conv and the pools;
 // reorders move data.
 OpPattern kiln_domain_pattern(const std::string& op_type) {
   if (op_type == "ConvBlocked" || op_type == "DepthwiseConvBlocked" || op_type == "MaxPoolBlocked" ||
-      op_type == "AveragePoolBlocked")
+      op_type == "AveragePoolBlocked" || op_type == "QLinearConvDot4")
     return OpPattern::OutEWiseFusable;
   if (op_type == "ReorderToBlocked" || op_type == "ReorderFromBlocked") return OpPattern::Injective;
   return OpPattern::Opaque;

@@ -67,6 +67,7 @@ const char* expr_op_name(ExprOp op) {
     case ExprOp::BitXor: return "^";
     case ExprOp::Shl: return "<<";
     case ExprOp::Shr: return ">>";
+    case ExprOp::Dot4U8S8: return "dot4_u8s8";
   }
   return "?";
 }
@@ -195,6 +196,10 @@ Expr min(const Expr& a, const Expr& b) { return binary(ExprOp::Min, a, b); }
 Expr max(const Expr& a, const Expr& b) { return binary(ExprOp::Max, a, b); }
 Expr floordiv(const Expr& a, const Expr& b) { return binary(ExprOp::FloorDiv, a, b); }
 Expr floormod(const Expr& a, const Expr& b) { return binary(ExprOp::FloorMod, a, b); }
+Expr dot4_u8s8(const Expr& a, const Expr& b) {
+  check(a->dtype == DType::Int32, "dot4_u8s8 reads int32 operands, not " + dtype_name(a->dtype));
+  return binary(ExprOp::Dot4U8S8, a, b);
+}
 Expr operator+(const Expr& a, int64_t b) { return b == 0 ? a : a + int_imm(b); }
 Expr operator*(const Expr& a, int64_t b) { return b == 1 ? a : a * int_imm(b); }
 Expr operator-(const Expr& a, int64_t b) { return b == 0 ? a : a - int_imm(b); }

@@ -21,6 +21,10 @@ enum class ExprOp {
   // binary
   Add, Sub, Mul, Div, Mod, FloorDiv, FloorMod, Min, Max, Pow, FMod, And, Or, Xor, Eq, Ne, Lt, Le, Gt, Ge,
   BitAnd, BitOr, BitXor, Shl, Shr,
+  // int32 x int32 -> int32: the four bytes of a, unsigned, times the four bytes of b, signed, summed
+  // (what x86's vpdpbusd computes per lane). An int8 convolution or matmul whose reduction runs four
+  // channels at a time (frontend/layout/int8_dot_layout.h) is a sum of these.
+  Dot4U8S8,
 };
 const char* expr_op_name(ExprOp op);
 bool is_unary(ExprOp op);
@@ -75,6 +79,8 @@ Expr min(const Expr& a, const Expr& b);
 Expr max(const Expr& a, const Expr& b);
 Expr floordiv(const Expr& a, const Expr& b);
 Expr floormod(const Expr& a, const Expr& b);
+/// ExprOp::Dot4U8S8 of two int32 values (each four packed bytes).
+Expr dot4_u8s8(const Expr& a, const Expr& b);
 /// Index helpers: an Int64 expression plus/times a constant.
 Expr operator+(const Expr& a, int64_t b);
 Expr operator*(const Expr& a, int64_t b);

@@ -210,7 +210,8 @@ HostPackage::HostPackage(ModelBuilder& b, const TempDir& dir, const ShapeBinding
   info_ = *info;
 }
 
-HostPackage::HostPackage(const Graph& g, const TempDir& dir) : graph_(g), dir_(dir.path("pkg")), target_(resolve_target("host")) {
+HostPackage::HostPackage(const Graph& g, const TempDir& dir, const std::string& target)
+    : graph_(g), dir_(dir.path("pkg")), target_(resolve_target(target)) {
   CompileOptions c;
   c.target = target_;
   std::optional<package::PackageInfo> info = compile_graph(graph_, c, dir_);

@@ -90,8 +90,9 @@ std::string prepare_error(ModelBuilder& b);
 class HostPackage {
  public:
   HostPackage(ModelBuilder& b, const TempDir& dir, const ShapeBindings& bindings = {});
-  /// A graph already loaded (or built by hand, as kiln's own ops are).
-  HostPackage(const Graph& g, const TempDir& dir);
+  /// A graph already loaded (or built by hand, as kiln's own ops are), for `target` (one whose code
+  /// this machine runs).
+  HostPackage(const Graph& g, const TempDir& dir, const std::string& target = "host");
   const Graph& graph() const { return graph_; }
   const package::PackageInfo& info() const { return info_; }
   /// The package's outputs for `inputs`, on one thread.

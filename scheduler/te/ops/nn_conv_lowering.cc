@@ -58,6 +58,46 @@ std::pair<TensorRef, nn::Window> padded_with(const LowerContext& c, const Tensor
   return {padded, win};
 }
 
+std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_t w_in, size_t w_zp) {
+  const Tensor* w = c.constant(w_in);
+  const Tensor* zp = c.has_input(w_zp) ? c.constant(w_zp) : nullptr;
+  if (!w || (c.has_input(w_zp) && !zp)) return nullptr;
+  if (zp)
+    for (int64_t v : zp->to_ints())
+      if (v != 0) return nullptr;
+  const int64_t channels = w->shape().at(0), per = w->size() / std::max<int64_t>(channels, 1);
+  std::vector<int64_t> sums(static_cast<size_t>(channels), 0);
+  for (int64_t i = 0; i < w->size(); ++i) sums[static_cast<size_t>(i / per)] += w->get_int(i);
+  return std::make_shared<const Tensor>(Tensor::from_ints(DType::Int32, {channels}, sums));
+}
+
+TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc) {
+  const Shape& out = c.out_shape(0);
+  Shape channels{out[1]};
+  // The reference forms the multiplier x_scale * w_scale / y_scale in float32, rounding after each
+  // operation: one float32 stage per operation reproduces that exactly.
+  TensorRef xw = compute(c.name("xw_scale"), "broadcast", DType::Float32, channels, [&](const std::vector<Expr>& i) {
+    return quant_param(c.input(1), int_imm(0)) * quant_param(c.input(4), i[0]);
+  });
+  TensorRef multiplier = compute(c.name("multiplier"), "broadcast", DType::Float32, channels,
+                                 [&](const std::vector<Expr>& i) { return at(xw, i) / quant_param(c.input(6), int_imm(0)); });
+  DType t = c.out_dtype(0);
+  double lowest = t == DType::Int8 ? -128 : 0, highest = t == DType::Int8 ? 127 : 255;
+  return compute(c.name(), "elementwise", t, out, [&](const std::vector<Expr>& idx) {
+    // Requantize in float32 as ONNX Runtime does (frontend/ops/linalg_internal.h): round half to even,
+    // add the zero point, saturate. Every step is exact in float32 but the product. The multiplier
+    // is read first so the DAG orders its stages before the accumulator's reduction: the default
+    // schedule then finishes the reduction with this stage inside its loop nest (lower_dag's
+    // epilogues read only what is stored before the reduction runs), and the int32 accumulator is
+    // never stored (ds_cnn_int8 on the M4: arena 72,000 -> 40,256 bytes).
+    const DType f32 = DType::Float32;
+    Expr scaled = at(multiplier, {idx[1]}) * cast(f32, at(acc, idx));
+    Expr v = unary(ExprOp::Round, scaled) + cast(f32, quant_param(c.input(7), int_imm(0)));
+    v = min(max(v, float_imm(lowest, f32)), float_imm(highest, f32));
+    return cast(t, v);
+  });
+}
+
 namespace {
 
 // out[n, m, o...] = sum over the input channels c of m's group and the kernel taps k of
@@ -194,21 +234,6 @@ Expr dequantized(const LowerContext& c, const Expr& q, size_t zp, const Expr& m)
   return v - cast(DType::Int32, quant_param(c.input(zp), m));
 }
 
-// Per output channel, the sum of a constant weight's elements, when its zero points are absent or all
-// zero; otherwise nullptr.
-std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_t w_in, size_t w_zp) {
-  const Tensor* w = c.constant(w_in);
-  const Tensor* zp = c.has_input(w_zp) ? c.constant(w_zp) : nullptr;
-  if (!w || (c.has_input(w_zp) && !zp)) return nullptr;
-  if (zp)
-    for (int64_t v : zp->to_ints())
-      if (v != 0) return nullptr;
-  const int64_t channels = w->shape().at(0), per = w->size() / std::max<int64_t>(channels, 1);
-  std::vector<int64_t> sums(static_cast<size_t>(channels), 0);
-  for (int64_t i = 0; i < w->size(); ++i) sums[static_cast<size_t>(i / per)] += w->get_int(i);
-  return std::make_shared<const Tensor>(Tensor::from_ints(DType::Int32, {channels}, sums));
-}
-
 // The int32 accumulator of an integer convolution of inputs x_in / w_in with their zero points, plus
 // the int32 bias of input `bias` when given (`bias_added` says whether it was). When the weights are
 // constant and symmetric (the usual int8 quantization) and x's zero point is known, sum (x - zx) * w
@@ -255,36 +280,13 @@ void lower_qlinear_conv(LowerContext& c) {
     acc = compute(c.name("bias"), "broadcast", DType::Int32, acc->shape, [&](const std::vector<Expr>& idx) {
       return at(acc, idx) + at(c.input(8), {idx[1]});
     });
-  const Shape& out = c.out_shape(0);
-  Shape channels{out[1]};
-  // The reference forms the multiplier x_scale * w_scale / y_scale in float32, rounding after each
-  // operation: one float32 stage per operation reproduces that exactly.
-  TensorRef xw = compute(c.name("xw_scale"), "broadcast", DType::Float32, channels, [&](const std::vector<Expr>& i) {
-    return quant_param(c.input(1), int_imm(0)) * quant_param(c.input(4), i[0]);
-  });
-  TensorRef multiplier = compute(c.name("multiplier"), "broadcast", DType::Float32, channels,
-                                 [&](const std::vector<Expr>& i) { return at(xw, i) / quant_param(c.input(6), int_imm(0)); });
-  DType t = c.out_dtype(0);
-  double lowest = t == DType::Int8 ? -128 : 0, highest = t == DType::Int8 ? 127 : 255;
-  TensorRef y = compute(c.name(), "elementwise", t, out, [&](const std::vector<Expr>& idx) {
-    // Requantize in float32 as ONNX Runtime does (frontend/ops/linalg_internal.h): round half to even,
-    // add the zero point, saturate. Every step is exact in float32 but the product. The multiplier
-    // is read first so the DAG orders its stages before the accumulator's reduction: the default
-    // schedule then finishes the reduction with this stage inside its loop nest (lower_dag's
-    // epilogues read only what is stored before the reduction runs), and the int32 accumulator is
-    // never stored (ds_cnn_int8 on the M4: arena 72,000 -> 40,256 bytes).
-    const DType f32 = DType::Float32;
-    Expr scaled = at(multiplier, {idx[1]}) * cast(f32, at(acc, idx));
-    Expr v = unary(ExprOp::Round, scaled) + cast(f32, quant_param(c.input(7), int_imm(0)));
-    v = min(max(v, float_imm(lowest, f32)), float_imm(highest, f32));
-    return cast(t, v);
-  });
-  c.set_output(0, y);
+  c.set_output(0, requantized_conv_output(c, acc));
 }
 
 }  // namespace
 
 void register_conv_lowerings(LoweringRegistry& r) {
+  register_int8_dot_conv_lowering(r);
   r.add({"Conv", "", lower_conv});
   r.add({"ConvTranspose", "", lower_conv_transpose});
   r.add({"ConvInteger", "", lower_conv_integer});

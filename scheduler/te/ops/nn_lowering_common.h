@@ -52,7 +52,15 @@ Expr quant_param(const TensorRef& t, const Expr& channel);
 /// Row-major index vector of `flat` into `shape` (Int64 index arithmetic).
 std::vector<Expr> unravel(const Expr& flat, const Shape& shape);
 
+/// Per output channel, the sum of the elements of constant weight input `w_in`, when its zero points
+/// (input `w_zp`) are absent or all zero; otherwise nullptr.
+std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_t w_in, size_t w_zp);
+/// A QLinearConv's output from its int32 accumulator (bias included): scaled by x_scale * w_scale /
+/// y_scale, rounded, plus y's zero point, saturated; in float32, as ONNX Runtime does.
+TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc);
+
 void register_conv_lowerings(LoweringRegistry& r);
+void register_int8_dot_conv_lowering(LoweringRegistry& r);  // kiln.QLinearConvDot4
 void register_pool_lowerings(LoweringRegistry& r);
 void register_resize_lowerings(LoweringRegistry& r);
 void register_blocked_layout_lowerings(LoweringRegistry& r);  // domain "kiln"

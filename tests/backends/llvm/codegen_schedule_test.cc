@@ -49,7 +49,9 @@ std::vector<Target> runnable_targets() {
   __builtin_cpu_init();
   out.push_back(load_target("x86_64-generic"));
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back(load_target("x86_64-avx2"));
-  if (host_target_name() == "x86_64-avx512") out.push_back(load_target("x86_64-avx512"));
+  const std::string host = host_target_name().value_or("");
+  if (host.starts_with("x86_64-avx512")) out.push_back(load_target("x86_64-avx512"));
+  if (host == "x86_64-avx512-vnni") out.push_back(load_target("x86_64-avx512-vnni"));
 #endif
   return out;
 }
@@ -74,7 +76,7 @@ class Compiled {
     llvm::Module mod("codegen_schedule_test", ctx);
     auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(t));
     llvm_backend::configure_module(mod, *tm);
-    llvm_backend::emit_functions(funcs, {t.vector_bits}, mod);
+    llvm_backend::emit_functions(funcs, llvm_backend::codegen_options(t.vector_bits, t.features), mod);
     llvm_backend::emit_object(mod, *tm, dir_.path("k.o"));
     const std::string so = dir_.path("k.so");
     const std::string cmd = "cc -shared -fPIC -O2 -pthread -o " + so + " " + dir_.path("k.o") +
@@ -108,7 +110,7 @@ std::string module_ir(const LoweredFunc& f, const Target& t) {
   llvm::Module mod("ir", ctx);
   auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(t));
   llvm_backend::configure_module(mod, *tm);
-  llvm_backend::emit_functions({f}, {t.vector_bits}, mod);
+  llvm_backend::emit_functions({f}, llvm_backend::codegen_options(t.vector_bits, t.features), mod);
   std::string ir;
   llvm::raw_string_ostream os(ir);
   mod.print(os, nullptr);
@@ -752,6 +754,69 @@ TEST(CodegenSchedule, ManyStatementsRunInOrderThroughChunks) {
   for (int64_t x = 0; x < 7; ++x) want[static_cast<size_t>(x)] = static_cast<double>(x);
   for (int64_t k = 0; k < 700; ++k) want[static_cast<size_t>(k % 7)] = want[static_cast<size_t>(k % 7)] * 2 + static_cast<double>(k);
   expect_equal(bufs["A"], want, "A");
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// ---- four-byte dot products -------------------------------------------------------------------------
+
+// C[i] = C[i] + dot4_u8s8(A[i], B[i]) over `n` int32 lanes, vectorized.
+LoweredFunc dot4_accumulate(int64_t n) {
+  BufferRef A = lower::make_buffer("A", DType::Int32, n), B = lower::make_buffer("B", DType::Int32, n),
+            C = lower::make_buffer("C", DType::Int32, n);
+  Expr i = te::var("i");
+  return {"dot4", {A, B, C}, vloop(i, n, lower::store(C, i, at(C, i) + te::dot4_u8s8(at(A, i), at(B, i)))), {}};
+}
+
+// What the instruction computes, lane by lane: bytes of a unsigned times bytes of b signed.
+int32_t dot4_of(uint32_t a, uint32_t b, int32_t acc) {
+  int64_t sum = acc;
+  for (int j = 0; j < 4; ++j) sum += static_cast<int64_t>((a >> (8 * j)) & 0xff) * static_cast<int8_t>((b >> (8 * j)) & 0xff);
+  return static_cast<int32_t>(static_cast<uint32_t>(sum));
+}
+
+// A target with AVX512-VNNI computes acc + dot4 as one vpdpbusd; one without expands it into byte
+// multiplies. Both give the instruction's lanes exactly, extreme bytes (0, 255 / -128, 127) and an
+// accumulator that wraps included, on every x86 target this machine runs (a 16-lane body, an 8-lane
+// and a 4-lane tail: vpdpbusd has all three widths).
+TEST(CodegenSchedule, Dot4IsOneVpdpbusdWhereTheTargetHasItAndExactEverywhere) {
+  const int64_t n = 16 + 8 + 4 + 1;
+  LoweredFunc f = dot4_accumulate(n);
+  const std::string vnni = module_ir(f, load_target("x86_64-avx512-vnni"));
+  EXPECT_NE(vnni.find("@llvm.x86.avx512.vpdpbusd.512"), std::string::npos) << vnni;
+  EXPECT_NE(vnni.find("@llvm.x86.avx512.vpdpbusd.256"), std::string::npos) << vnni;
+  EXPECT_NE(vnni.find("@llvm.x86.avx512.vpdpbusd.128"), std::string::npos) << vnni;
+  EXPECT_EQ(module_ir(f, load_target("x86_64-avx512")).find("vpdpbusd"), std::string::npos);
+
+  std::vector<uint32_t> a(static_cast<size_t>(n)), b(a.size()), c(a.size());
+  uint32_t state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = next();
+    b[i] = next();
+    c[i] = next();
+  }
+  a[0] = 0xffffffffu, b[0] = 0x80808080u;  // 255 * -128, four times
+  a[1] = 0xffffffffu, b[1] = 0x7f7f7f7fu;  // 255 * 127
+  c[2] = 0x7fffffffu, a[2] = 0x01010101u, b[2] = 0x01010101u;  // wraps past INT32_MAX
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    Compiled compiled({f}, target);
+    Buffers bufs(f);
+    auto* pa = static_cast<uint32_t*>(bufs["A"].data());
+    auto* pb = static_cast<uint32_t*>(bufs["B"].data());
+    auto* pc = static_cast<uint32_t*>(bufs["C"].data());
+    std::copy(a.begin(), a.end(), pa);
+    std::copy(b.begin(), b.end(), pb);
+    std::copy(c.begin(), c.end(), pc);
+    bufs.run(compiled.kernel("dot4"), nullptr);
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(static_cast<int32_t>(pc[i]), dot4_of(a[i], b[i], static_cast<int32_t>(c[i]))) << "lane " << i;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+#include "frontend/layout/int8_dot_layout.h"
+
+namespace kiln {
+namespace {
+
+// Whether QLinearConv `n` has what kiln.QLinearConvDot4 needs (int8_dot_layout.h).
+bool runs_as_dot4(const Graph& g, const Node& n) {
+  auto constant = [&](size_t i) -> const Tensor* {
+    return i < n.inputs.size() && !n.inputs[i].empty() ? g.value(n.inputs[i]).constant.get() : nullptr;
+  };
+  auto present = [&](size_t i) { return i < n.inputs.size() && !n.inputs[i].empty(); };
+  const DType x = g.value(n.inputs[0]).dtype;
+  const Tensor* w = constant(3);
+  const Tensor* zx = constant(2);
+  if ((x != DType::Int8 && x != DType::UInt8) || !w || w->dtype() != DType::Int8 || w->shape().size() < 3 ||
+      w->shape()[1] % 4 != 0 || !zx || zx->size() != 1)
+    return false;
+  if (present(8) && !constant(8)) return false;
+  if (present(5)) {
+    const Tensor* zw = constant(5);
+    if (!zw) return false;
+    for (int64_t v : zw->to_ints())
+      if (v != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int use_int8_dot_convs(Graph& g) {
+  int moved = 0;
+  for (Node& n : g.nodes)
+    if (n.domain.empty() && n.op_type == "QLinearConv" && runs_as_dot4(g, n)) {
+      n.op_type = "QLinearConvDot4";
+      n.domain = "kiln";
+      n.opset = 1;  // kiln's ops have one version
+      ++moved;
+    }
+  return moved;
+}
+
+}  // namespace kiln

@@ -1,0 +1,26 @@
+/// \file The layout stage's int8 part: QLinearConvs whose reduction a target computes four input
+/// channels per instruction become kiln.QLinearConvDot4.
+///
+/// Why: an int8 conv as the operator set writes it is one widening multiply and one add per input
+/// channel and tap, an int32 vpmulld and vpaddd per 16 of them on AVX-512, which leaves the 8-bit
+/// operands' width unused: kiln's int8 DS-CNN ran 5x behind ONNX Runtime's VNNI kernels. x86's
+/// VNNI vpdpbusd multiplies four unsigned bytes by four signed bytes and adds the four products to
+/// an int32 lane: four multiply-adds for one instruction. kiln.QLinearConvDot4 is the same op with
+/// that reduction order: its lowering (scheduler/te/ops/int8_dot_conv_lowering.cc) packs each four
+/// channels of the input into one int32 and the weights likewise, and sums ExprOp::Dot4U8S8 terms.
+///
+/// What moves: a QLinearConv with an int8 or uint8 input, a constant scalar input zero point, int8
+/// constant weights with zero zero points (symmetric, how ONNX Runtime's quantizer writes them) whose
+/// per-group input channels are a multiple of 4, and a constant bias or none. Depthwise convs and
+/// convs of 1-3 input channels keep QLinearConv: a quad of channels would be mostly padding.
+#pragma once
+#include "frontend/ir/graph.h"
+
+namespace kiln {
+
+/// Renames every QLinearConv of `g` that can run as four-byte dot products to kiln.QLinearConvDot4;
+/// returns how many. Only for targets that have such an instruction (CodegenOptions::int8_dot):
+/// elsewhere the packed form only adds a pass over the input.
+int use_int8_dot_convs(Graph& g);
+
+}  // namespace kiln

@@ -1,0 +1,158 @@
+#include "frontend/layout/int8_dot_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "frontend/reference/interpreter.h"
+#include "targets/target.h"
+#include "tests/frontend/test_models.h"
+#include "toolchain/pipeline.h"
+
+namespace kiln {
+namespace {
+
+struct QConv {
+  int64_t in = 8, out = 8, group = 1, kernel = 3, stride = 1, pad = 1;
+  DType x = DType::Int8, w = DType::Int8;
+  int64_t x_zero = -3, w_zero = 0;
+  bool bias = true;
+};
+
+// A QLinearConv `name` reading `x` (N x c.in x 7 x 9) with weights from a fixed sequence.
+void qconv(ModelBuilder& b, const std::string& x, const std::string& name, const QConv& c) {
+  std::vector<int64_t> w(static_cast<size_t>(c.out * c.in / c.group * c.kernel * c.kernel));
+  const int64_t lo = c.w == DType::Int8 ? -128 : 0;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = lo + static_cast<int64_t>((i * 89 + 7) % 256);
+  b.initializer(name + ".w", Tensor::from_ints(c.w, {c.out, c.in / c.group, c.kernel, c.kernel}, w));
+  b.initializer(name + ".xs", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{0.05}));
+  b.initializer(name + ".xz", Tensor::from_ints(c.x, {}, std::vector<int64_t>{c.x_zero}));
+  std::vector<double> ws(static_cast<size_t>(c.out));
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] = 0.0005 * static_cast<double>(i + 1);
+  b.initializer(name + ".ws", Tensor::from_doubles(DType::Float32, {c.out}, ws));
+  b.initializer(name + ".wz", Tensor::from_ints(c.w, {c.out}, std::vector<int64_t>(static_cast<size_t>(c.out), c.w_zero)));
+  b.initializer(name + ".ys", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{0.1}));
+  b.initializer(name + ".yz", Tensor::from_ints(c.x, {}, std::vector<int64_t>{c.x == DType::Int8 ? 5 : 130}));
+  std::vector<std::string> ins{x, name + ".xs", name + ".xz", name + ".w", name + ".ws", name + ".wz", name + ".ys", name + ".yz"};
+  if (c.bias) {
+    std::vector<int64_t> bias(static_cast<size_t>(c.out));
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<int64_t>(i * 1000) - 3000;
+    b.initializer(name + ".b", Tensor::from_ints(DType::Int32, {c.out}, bias));
+    ins.push_back(name + ".b");
+  }
+  b.node("QLinearConv", ins, {name})
+      .attr("group", c.group)
+      .attr("strides", std::vector<int64_t>{c.stride, c.stride})
+      .attr("pads", std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad});
+}
+
+Tensor input_of(DType t, const Shape& s) {
+  std::vector<int64_t> v(static_cast<size_t>(num_elements(s)));
+  const int64_t lo = t == DType::Int8 ? -128 : 0;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = lo + static_cast<int64_t>((i * 37 + 11) % 256);
+  return Tensor::from_ints(t, s, v);
+}
+
+// Convs that run as four-byte dot products: int8 and uint8 inputs, strides, padding, groups of whole
+// quads of channels, with and without a bias; the model's last output is each conv's.
+ModelBuilder dot4_convs(DType x) {
+  ModelBuilder b("int8_dot", 13);
+  b.input("x", x, Shape{1, 8, 7, 9});
+  QConv plain;
+  plain.x = x;
+  plain.x_zero = x == DType::Int8 ? -3 : 131;
+  qconv(b, "x", "a", plain);
+  QConv strided = plain;
+  strided.out = 12, strided.stride = 2, strided.bias = false;
+  qconv(b, "a", "b", strided);
+  QConv grouped = plain;
+  grouped.in = 12, grouped.out = 6, grouped.group = 3, grouped.kernel = 1, grouped.pad = 0;  // 4 channels a group
+  qconv(b, "b", "c", grouped);
+  b.output("a", x, Shape{1, 8, 7, 9});
+  b.output("c", x, Shape{1, 6, 4, 5});
+  return b;
+}
+
+int dot4_count(const Graph& g) {
+  return static_cast<int>(std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+    return n.domain == "kiln" && n.op_type == "QLinearConvDot4";
+  }));
+}
+
+TEST(Int8DotLayout, SymmetricConvsOfWholeChannelQuadsMove) {
+  for (DType x : {DType::Int8, DType::UInt8}) {
+    ModelBuilder b = dot4_convs(x);
+    Graph g = testing::prepared_graph(b);
+    EXPECT_EQ(use_int8_dot_convs(g), 3) << dtype_name(x);
+    EXPECT_EQ(dot4_count(g), 3);
+  }
+}
+
+TEST(Int8DotLayout, ConvsThatAreNotWholeQuadsOrSymmetricStay) {
+  ModelBuilder b("int8_dot_stays", 13);
+  b.input("x", DType::Int8, Shape{1, 8, 7, 9});
+  QConv depthwise;
+  depthwise.group = 8;  // one input channel a group
+  qconv(b, "x", "dw", depthwise);
+  QConv asymmetric;
+  asymmetric.w_zero = 2;
+  qconv(b, "dw", "asym", asymmetric);
+  QConv six;
+  six.out = 6;
+  qconv(b, "asym", "six", six);
+  QConv uneven;  // 6 input channels: a quad and a half
+  uneven.in = 6;
+  qconv(b, "six", "uneven", uneven);
+  b.output("uneven", DType::Int8, Shape{1, 8, 7, 9});
+  Graph g = testing::prepared_graph(b);
+  EXPECT_EQ(use_int8_dot_convs(g), 1) << "only the 8 -> 6 conv is whole quads and symmetric";
+  EXPECT_EQ(dot4_count(g), 1);
+}
+
+// The dot-product form computes the reference's integers: compiled for x86-64 without VNNI the
+// Dot4U8S8 terms expand into byte multiplies (this runs on every x86 machine).
+TEST(Int8DotConv, ExpandedDotProductsMatchTheReferenceExactly) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "runs x86-64 code";
+#endif
+  for (DType x : {DType::Int8, DType::UInt8}) {
+    SCOPED_TRACE(dtype_name(x));
+    ModelBuilder b = dot4_convs(x);
+    const Graph original = testing::prepared_graph(b);
+    Graph g = original;
+    ASSERT_EQ(use_int8_dot_convs(g), 3);
+    testing::TempDir dir;
+    testing::HostPackage pkg(g, dir, "x86_64-generic");
+    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}};
+    const std::vector<Tensor> want = run_reference(original, in), got = pkg.run(in);
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(got[o].to_ints(), want[o].to_ints()) << "output " << o;
+  }
+}
+
+// On a CPU with AVX512-VNNI the host target lays the convs out as dot products itself and runs them
+// as vpdpbusd: the same integers.
+TEST(Int8DotConv, VnniDotProductsMatchTheReferenceExactly) {
+  if (host_target_name() != "x86_64-avx512-vnni") GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+  for (DType x : {DType::Int8, DType::UInt8}) {
+    SCOPED_TRACE(dtype_name(x));
+    ModelBuilder b = dot4_convs(x);
+    testing::TempDir dir;
+    testing::HostPackage pkg(b, dir);
+    std::string layout;
+    PipelineOptions o;
+    o.stop_after = "layout";
+    o.dump = StageDump({"layout"}, [&](const std::string& text) { layout += text; });
+    CompileOptions c;
+    c.target = resolve_target("host");
+    compile_graph(pkg.graph(), c, dir.path("unused"), o);
+    EXPECT_NE(layout.find("QLinearConvDot4"), std::string::npos) << layout;
+    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}};
+    const std::vector<Tensor> want = run_reference(pkg.graph(), in), got = pkg.run(in);
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t o2 = 0; o2 < got.size(); ++o2) EXPECT_EQ(got[o2].to_ints(), want[o2].to_ints()) << "output " << o2;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,20 @@
+/// \file What the layout stage needs to know of a target: its vector width (the blocks of float
+/// layouts, frontend/layout/block_layout.h) and whether it has a four-byte integer dot product (int8
+/// convs as kiln.QLinearConvDot4, frontend/layout/int8_dot_layout.h). Every command that makes tasks
+/// for a target passes the same facts, so tuning, measuring and compiling see the same tasks.
+#pragma once
+#include "targets/target.h"
+
+namespace kiln {
+
+struct LayoutTarget {
+  int vector_bits = 0;    ///< the widest float vector; 0 for none (GPU programs keep NCHW)
+  bool int8_dot = false;  ///< vpdpbusd or the like (llvm_backend::CodegenOptions::int8_dot)
+  /// Implicit from a width alone: a target without an int8 dot product.
+  LayoutTarget(int bits = 0, bool dot = false) : vector_bits(bits), int8_dot(dot) {}  // NOLINT
+};
+
+/// The layout facts of `t` (int8_dot from its LLVM features, as code generation reads them).
+LayoutTarget layout_target(const Target& t);
+
+}  // namespace kiln
