@@ -103,7 +103,7 @@ TEST(Target, EveryShippedTargetLoads) {
       EXPECT_EQ(t.cores, 1) << t.name;
     }
   }
-  std::set<std::string> expected = {"x86_64-generic",     "x86_64-avx2",        "x86_64-avx512",
+  std::set<std::string> expected = {"x86_64-generic",     "x86_64-avx2",        "x86_64-avx512",      "x86_64-avx512-vnni",
                                     "aarch64-cortex-a72", "aarch64-cortex-a53", "aarch64-neoverse-n1",
                                     "cuda-sm75",          "cuda-sm80",          "cuda-sm90",
                                     "cortex-m4",          "cortex-m7"};
@@ -277,11 +277,13 @@ TEST(Target, HostIsAnX86Target) {
   ScopedEnv env("KILN_TARGETS_DIR", kShippedDir);
   auto name = host_target_name();
   ASSERT_TRUE(name);
-  EXPECT_TRUE(*name == "x86_64-avx512" || *name == "x86_64-avx2" || *name == "x86_64-generic") << *name;
+  EXPECT_TRUE(*name == "x86_64-avx512-vnni" || *name == "x86_64-avx512" || *name == "x86_64-avx2" ||
+              *name == "x86_64-generic")
+      << *name;
   EXPECT_EQ(host_target().name, *name);
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vl")) {
-    EXPECT_EQ(*name, "x86_64-avx512");
+    EXPECT_EQ(*name, __builtin_cpu_supports("avx512vnni") ? "x86_64-avx512-vnni" : "x86_64-avx512");
   }
 #else
   GTEST_SKIP() << "host detection covers x86-64 only";
@@ -305,8 +307,13 @@ TEST(Target, HostTargetRunsOnThisCpu) {
   const Target host = host_target();
   std::vector<std::string> needed;
   std::stringstream features(host.features);
+  // LLVM's feature names, where /proc/cpuinfo spells them otherwise.
+  const std::map<std::string, std::string> cpuinfo_name{{"avx512vnni", "avx512_vnni"}, {"avxvnni", "avx_vnni"}};
   for (std::string f; std::getline(features, f, ',');)
-    if (!f.empty() && f[0] == '+') needed.push_back(f.substr(1));
+    if (!f.empty() && f[0] == '+') {
+      auto it = cpuinfo_name.find(f.substr(1));
+      needed.push_back(it == cpuinfo_name.end() ? f.substr(1) : it->second);
+    }
   const std::map<std::string, std::vector<std::string>> level{
       {"x86-64", {"sse2"}},
       {"x86-64-v3", {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"}},
