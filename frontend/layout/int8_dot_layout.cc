@@ -13,8 +13,11 @@ bool runs_as_dot4(const Graph& g, const Node& n) {
   const Tensor* w = constant(3);
   const Tensor* zx = constant(2);
   if ((x != DType::Int8 && x != DType::UInt8) || !w || w->dtype() != DType::Int8 || w->shape().size() < 3 ||
-      w->shape()[1] % 4 != 0 || !zx || zx->size() != 1)
+      !zx || zx->size() != 1)
     return false;
+  // Quads of input channels, or else of taps along a kernel row of at least 3 (a quarter padding
+  // at most); a 1x1 conv over 1-3 channels would be mostly padding.
+  if (w->shape()[1] % 4 != 0 && w->shape().back() < 3) return false;
   if (present(8) && !constant(8)) return false;
   if (present(5)) {
     const Tensor* zw = constant(5);

@@ -8,11 +8,14 @@
 /// an int32 lane: four multiply-adds for one instruction. kiln.QLinearConvDot4 is the same op with
 /// that reduction order: its lowering (scheduler/te/ops/int8_dot_conv_lowering.cc) packs each four
 /// channels of the input into one int32 and the weights likewise, and sums ExprOp::Dot4U8S8 terms.
+/// Where the channels of a group do not come in quads (depthwise convs, a one-channel input), the
+/// quads are four taps of a kernel row instead, padded with zero weights: 3 of 4 lanes used for a
+/// 3x3 kernel.
 ///
 /// What moves: a QLinearConv with an int8 or uint8 input, a constant scalar input zero point, int8
-/// constant weights with zero zero points (symmetric, how ONNX Runtime's quantizer writes them) whose
-/// per-group input channels are a multiple of 4, and a constant bias or none. Depthwise convs and
-/// convs of 1-3 input channels keep QLinearConv: a quad of channels would be mostly padding.
+/// constant weights with zero zero points (symmetric, how ONNX Runtime's quantizer writes them)
+/// whose per-group input channels are a multiple of 4 or whose kernel rows are at least 3 taps, and
+/// a constant bias or none.
 #pragma once
 #include "frontend/ir/graph.h"
 

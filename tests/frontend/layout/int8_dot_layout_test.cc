@@ -14,17 +14,19 @@ namespace {
 
 struct QConv {
   int64_t in = 8, out = 8, group = 1, kernel = 3, stride = 1, pad = 1;
+  int64_t kernel_w = 0;  // the kernel's width when it is not `kernel`
   DType x = DType::Int8, w = DType::Int8;
   int64_t x_zero = -3, w_zero = 0;
   bool bias = true;
 };
 
-// A QLinearConv `name` reading `x` (N x c.in x 7 x 9) with weights from a fixed sequence.
+// A QLinearConv `name` reading `x` with weights from a fixed sequence.
 void qconv(ModelBuilder& b, const std::string& x, const std::string& name, const QConv& c) {
-  std::vector<int64_t> w(static_cast<size_t>(c.out * c.in / c.group * c.kernel * c.kernel));
+  const int64_t kw = c.kernel_w ? c.kernel_w : c.kernel;
+  std::vector<int64_t> w(static_cast<size_t>(c.out * c.in / c.group * c.kernel * kw));
   const int64_t lo = c.w == DType::Int8 ? -128 : 0;
   for (size_t i = 0; i < w.size(); ++i) w[i] = lo + static_cast<int64_t>((i * 89 + 7) % 256);
-  b.initializer(name + ".w", Tensor::from_ints(c.w, {c.out, c.in / c.group, c.kernel, c.kernel}, w));
+  b.initializer(name + ".w", Tensor::from_ints(c.w, {c.out, c.in / c.group, c.kernel, kw}, w));
   b.initializer(name + ".xs", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{0.05}));
   b.initializer(name + ".xz", Tensor::from_ints(c.x, {}, std::vector<int64_t>{c.x_zero}));
   std::vector<double> ws(static_cast<size_t>(c.out));
@@ -54,10 +56,13 @@ Tensor input_of(DType t, const Shape& s) {
 }
 
 // Convs that run as four-byte dot products: int8 and uint8 inputs, strides, padding, groups of whole
-// quads of channels, with and without a bias; the model's last output is each conv's.
+// quads of channels, with and without a bias (quads of channels); a depthwise conv and a
+// one-channel input under a 5x6 kernel at stride 2 (quads of kernel-row taps, the second 2 of them
+// with half padding).
 ModelBuilder dot4_convs(DType x) {
   ModelBuilder b("int8_dot", 13);
   b.input("x", x, Shape{1, 8, 7, 9});
+  b.input("x1", x, Shape{1, 1, 11, 10});
   QConv plain;
   plain.x = x;
   plain.x_zero = x == DType::Int8 ? -3 : 131;
@@ -68,8 +73,15 @@ ModelBuilder dot4_convs(DType x) {
   QConv grouped = plain;
   grouped.in = 12, grouped.out = 6, grouped.group = 3, grouped.kernel = 1, grouped.pad = 0;  // 4 channels a group
   qconv(b, "b", "c", grouped);
+  QConv depthwise = plain;
+  depthwise.in = 6, depthwise.out = 6, depthwise.group = 6;
+  qconv(b, "c", "d", depthwise);
+  QConv one_channel = plain;
+  one_channel.in = 1, one_channel.kernel = 5, one_channel.kernel_w = 6, one_channel.stride = 2, one_channel.pad = 2;
+  qconv(b, "x1", "e", one_channel);
   b.output("a", x, Shape{1, 8, 7, 9});
-  b.output("c", x, Shape{1, 6, 4, 5});
+  b.output("d", x, Shape{1, 6, 4, 5});
+  b.output("e", x, Shape{1, 8, 6, 5});
   return b;
 }
 
@@ -83,30 +95,31 @@ TEST(Int8DotLayout, SymmetricConvsOfWholeChannelQuadsMove) {
   for (DType x : {DType::Int8, DType::UInt8}) {
     ModelBuilder b = dot4_convs(x);
     Graph g = testing::prepared_graph(b);
-    EXPECT_EQ(use_int8_dot_convs(g), 3) << dtype_name(x);
-    EXPECT_EQ(dot4_count(g), 3);
+    EXPECT_EQ(use_int8_dot_convs(g), 5) << dtype_name(x);
+    EXPECT_EQ(dot4_count(g), 5);
   }
 }
 
-TEST(Int8DotLayout, ConvsThatAreNotWholeQuadsOrSymmetricStay) {
+TEST(Int8DotLayout, AsymmetricWeightsAndNarrowUnevenConvsStay) {
   ModelBuilder b("int8_dot_stays", 13);
   b.input("x", DType::Int8, Shape{1, 8, 7, 9});
-  QConv depthwise;
-  depthwise.group = 8;  // one input channel a group
-  qconv(b, "x", "dw", depthwise);
   QConv asymmetric;
   asymmetric.w_zero = 2;
-  qconv(b, "dw", "asym", asymmetric);
+  qconv(b, "x", "asym", asymmetric);
   QConv six;
   six.out = 6;
   qconv(b, "asym", "six", six);
-  QConv uneven;  // 6 input channels: a quad and a half
-  uneven.in = 6;
+  QConv uneven;  // 6 input channels (a quad and a half) under a 1x1 kernel: no quads either way
+  uneven.in = 6, uneven.kernel = 1, uneven.pad = 0;
   qconv(b, "six", "uneven", uneven);
+  QConv uneven3;  // 6 channels under 3x3: quads of kernel-row taps
+  uneven3.in = 6, uneven3.out = 6;
+  qconv(b, "six", "six3", uneven3);
   b.output("uneven", DType::Int8, Shape{1, 8, 7, 9});
+  b.output("six3", DType::Int8, Shape{1, 6, 7, 9});
   Graph g = testing::prepared_graph(b);
-  EXPECT_EQ(use_int8_dot_convs(g), 1) << "only the 8 -> 6 conv is whole quads and symmetric";
-  EXPECT_EQ(dot4_count(g), 1);
+  EXPECT_EQ(use_int8_dot_convs(g), 2) << "8 -> 6 and the 3x3 over 6; not the asymmetric one nor the 1x1 over 6";
+  EXPECT_EQ(dot4_count(g), 2);
 }
 
 // The dot-product form computes the reference's integers: compiled for x86-64 without VNNI the
@@ -120,12 +133,12 @@ TEST(Int8DotConv, ExpandedDotProductsMatchTheReferenceExactly) {
     ModelBuilder b = dot4_convs(x);
     const Graph original = testing::prepared_graph(b);
     Graph g = original;
-    ASSERT_EQ(use_int8_dot_convs(g), 3);
+    ASSERT_EQ(use_int8_dot_convs(g), 5);
     testing::TempDir dir;
     testing::HostPackage pkg(g, dir, "x86_64-generic");
-    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}};
+    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}, {"x1", input_of(x, {1, 1, 11, 10})}};
     const std::vector<Tensor> want = run_reference(original, in), got = pkg.run(in);
-    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(got.size(), 3u);
     for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(got[o].to_ints(), want[o].to_ints()) << "output " << o;
   }
 }
@@ -147,9 +160,9 @@ TEST(Int8DotConv, VnniDotProductsMatchTheReferenceExactly) {
     c.target = resolve_target("host");
     compile_graph(pkg.graph(), c, dir.path("unused"), o);
     EXPECT_NE(layout.find("QLinearConvDot4"), std::string::npos) << layout;
-    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}};
+    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}, {"x1", input_of(x, {1, 1, 11, 10})}};
     const std::vector<Tensor> want = run_reference(pkg.graph(), in), got = pkg.run(in);
-    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(got.size(), 3u);
     for (size_t o2 = 0; o2 < got.size(); ++o2) EXPECT_EQ(got[o2].to_ints(), want[o2].to_ints()) << "output " << o2;
   }
 }
