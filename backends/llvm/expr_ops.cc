@@ -66,6 +66,36 @@ llvm::Value* emit_widen(llvm::IRBuilder<>& b, llvm::Value* v) {
   return b.CreateFPExt(v, lanes_like(v, b.getFloatTy()));
 }
 
+namespace {
+
+// The low bits (the width of `target`, at most 32) of the float `v` converted to int64 with
+// saturation (NaN -> 0), in operations that stay vectors: llvm.fptosi.sat to i64 is scalarized
+// for float vectors on x86 (a vcvttss2si, two compares and two cmovs per lane), which made the
+// float32 requantization of every int8 conv and QuantizeLinear cost more than its conv. A value
+// under 2^31 in magnitude converts in i32 directly. A larger finite one is truncated first, then
+// taken modulo 2^32 in floating point, exactly: the remainder is a multiple of the value's ulp
+// below 2^32, so it fits the significand; past 2^63 the int64 saturates (all ones, or zero bits).
+llvm::Value* emit_float_to_narrow_int(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Type* target) {
+  llvm::Type* ft = v->getType();
+  llvm::Type* i32 = ft->isVectorTy() ? llvm::VectorType::get(b.getInt32Ty(), llvm::cast<llvm::VectorType>(ft)->getElementCount())
+                                     : static_cast<llvm::Type*>(b.getInt32Ty());
+  auto c = [&](double x) { return llvm::ConstantFP::get(ft, x); };
+  llvm::Value* zero = c(0);
+  llvm::Value* small = b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v), c(2147483648.0));
+  llvm::Value* direct = b.CreateFPToSI(b.CreateSelect(small, v, zero), i32);
+  llvm::Value* whole = b.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, v);
+  llvm::Value* turns = b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, b.CreateFMul(whole, c(1.0 / 4294967296.0)));
+  llvm::Value* rest = b.CreateFSub(whole, b.CreateFMul(turns, c(4294967296.0)));  // [0, 2^32)
+  rest = b.CreateSelect(b.CreateFCmpOGE(rest, c(2147483648.0)), b.CreateFSub(rest, c(4294967296.0)), rest);
+  llvm::Value* finite_big = b.CreateAnd(b.CreateNot(small), b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v), c(9223372036854775808.0)));
+  llvm::Value* wrapped = b.CreateFPToSI(b.CreateSelect(finite_big, rest, zero), i32);
+  llvm::Value* r = b.CreateSelect(small, direct, wrapped);  // NaN and values below -2^63: 0
+  r = b.CreateSelect(b.CreateFCmpOGE(v, c(9223372036854775808.0)), llvm::Constant::getAllOnesValue(i32), r);
+  return target->getScalarSizeInBits() < 32 ? b.CreateTrunc(r, target) : r;
+}
+
+}  // namespace
+
 llvm::Value* emit_cast(llvm::IRBuilder<>& b, llvm::Value* v, DType from, DType to) {
   llvm::Type* target = value_type_like(v, to);
   if (to == DType::Bool) {
@@ -89,17 +119,10 @@ llvm::Value* emit_cast(llvm::IRBuilder<>& b, llvm::Value* v, DType from, DType t
     return r;
   }
   if (is_float(from)) {
-    // Saturating conversion: out-of-range values clamp instead of being undefined.
-    auto id = is_signed(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
-    if (!is_signed(to)) {
-      // ONNX (and the reference) convert through int64 and wrap; emulate for unsigned targets.
-      llvm::Type* i64 = value_type_like(v, DType::Int64);
-      llvm::Value* wide = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, v->getType()}, {v});
-      return b.CreateTrunc(wide, target);
-    }
+    // ONNX (and the reference) convert through int64, saturating, and wrap to the target's width.
+    if (dtype_size(to) <= 4) return emit_float_to_narrow_int(b, v, target);
     llvm::Type* i64 = value_type_like(v, DType::Int64);
-    llvm::Value* wide = b.CreateIntrinsic(id, {i64, v->getType()}, {v});
-    return b.CreateTrunc(wide, target);
+    return b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, v->getType()}, {v});
   }
   bool src_signed = from != DType::Bool && is_signed(from);
   return b.CreateIntCast(v, target, src_signed);
