@@ -26,35 +26,83 @@ Shape spatial(const Shape& s) { return Shape(s.begin() + 2, s.end()); }
 // zero-weighted past its end.
 enum class QuadAxis { Channels, KernelWidth };
 
-// The input as int32 quads of unsigned bytes (int8_dot_layout.h), padded with the zero point `zx`
-// for window `win`; `shift` is 128 for int8 inputs, 0 for uint8.
-// - Channels: [N, C/4, padded spatial...]; byte j of [n, q, p...] is channel 4q + j at p.
-// - KernelWidth: [N, C, padded spatial but the last..., KQ, OW]; byte j of [n, c, p..., kq, ow] is
-//   the input under tap 4kq + j of the last axis for output column ow. Columns are innermost, so
-//   the reduction's vectors along an output row read contiguous quads whatever the stride.
-TensorRef packed_input(const LowerContext& c, const TensorRef& x, const nn::Window& win, QuadAxis axis, int64_t zx,
-                       int64_t shift) {
-  const size_t rank = win.rank(), last = rank - 1;
-  const int64_t kq = (win.kernel[last] + 3) / 4;
-  Shape shape{x->shape[0], axis == QuadAxis::Channels ? x->shape[1] / 4 : x->shape[1]};
-  for (size_t a = 0; a < rank; ++a)
-    if (axis == QuadAxis::Channels || a < last) shape.push_back((win.out[a] - 1) * win.strides[a] + win.span(a));
-  if (axis == QuadAxis::KernelWidth) {
-    shape.push_back(kq);
-    shape.push_back(win.out[last]);
+// The packed operands' geometry. Input dims: [N, C', KQ?, phases..., rows..., OW?]:
+// - C' is C/4 (channel quads) or C; KQ (tap quads of the last axis) and OW (its output columns)
+//   only for KernelWidth, where byte j of [.., kq, .., ow] is the input under tap 4kq + j of output
+//   column ow;
+// - every other spatial axis a is its padded extent P, or, when it is strided (stride s > 1,
+//   dilation 1), s phases and ceil(P / s) rows: padded position q * s + phase. Output position o
+//   and tap k = kq' * s + phase then read row o + kq', so consecutive outputs read consecutive rows
+//   and the reduction's vectors run along whole output rows of a strided conv too (DS-CNN's conv1:
+//   rows of 5 merged into 125 outputs instead of 25 vectors of 4 and a scalar).
+// Weight dims: [M, C'/group, KQ? (last), per other axis: K, or ceil(K / s) and s]; taps past a
+// kernel's end (kq' * s + phase >= K, or 4kq + j >= K) weigh 0.
+struct QuadGeometry {
+  QuadAxis axis;
+  nn::Window win;
+  size_t rank;
+  std::vector<bool> phased;  // per spatial axis
+
+  QuadGeometry(QuadAxis a, nn::Window w) : axis(a), win(std::move(w)), rank(win.rank()), phased(rank, false) {
+    for (size_t i = 0; i < rank; ++i)
+      phased[i] = !quad(i) && win.strides[i] > 1 && win.dilations[i] == 1;
   }
+  bool quad(size_t a) const { return axis == QuadAxis::KernelWidth && a == rank - 1; }
+  int64_t tap_quads() const { return (win.kernel[rank - 1] + 3) / 4; }
+  int64_t padded(size_t a) const { return (win.out[a] - 1) * win.strides[a] + win.span(a); }
+  int64_t rows(size_t a) const { return phased[a] ? (padded(a) + win.strides[a] - 1) / win.strides[a] : padded(a); }
+  int64_t tap_rows(size_t a) const { return phased[a] ? (win.kernel[a] + win.strides[a] - 1) / win.strides[a] : win.kernel[a]; }
+
+  Shape input_shape(int64_t n, int64_t channels) const {
+    Shape s{n, axis == QuadAxis::Channels ? channels / 4 : channels};
+    if (axis == QuadAxis::KernelWidth) s.push_back(tap_quads());
+    for (size_t a = 0; a < rank; ++a)
+      if (phased[a]) s.push_back(win.strides[a]);
+    for (size_t a = 0; a < rank; ++a)
+      if (!quad(a)) s.push_back(rows(a));
+    if (axis == QuadAxis::KernelWidth) s.push_back(win.out[rank - 1]);
+    return s;
+  }
+  // The reduction's extents after the channel: the weight dims after [M, C'].
+  std::vector<int64_t> tap_extents() const {
+    std::vector<int64_t> e;
+    for (size_t a = 0; a < rank; ++a) {
+      if (quad(a)) {
+        e.push_back(tap_quads());
+        continue;
+      }
+      e.push_back(tap_rows(a));
+      if (phased[a]) e.push_back(win.strides[a]);
+    }
+    return e;
+  }
+};
+
+// The input as int32 quads of unsigned bytes (int8_dot_layout.h) in QuadGeometry's dims, padded with
+// the zero point `zx`; `shift` is 128 for int8 inputs, 0 for uint8.
+TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeometry& g, int64_t zx, int64_t shift) {
   const DType i32 = DType::Int32;
-  return compute(c.name("quads"), "pad", i32, shape, [&](const std::vector<Expr>& idx) {
+  const nn::Window& win = g.win;
+  return compute(c.name("quads"), "pad", i32, g.input_shape(x->shape[0], x->shape[1]), [&](const std::vector<Expr>& idx) {
+    // Unpack the dims: [n, c', kq?, phases..., rows..., ow?].
+    size_t d = 2;
+    Expr kq = g.axis == QuadAxis::KernelWidth ? idx[d++] : nullptr;
+    std::vector<Expr> phase(g.rank), row(g.rank);
+    for (size_t a = 0; a < g.rank; ++a)
+      if (g.phased[a]) phase[a] = idx[d++];
+    for (size_t a = 0; a < g.rank; ++a)
+      if (!g.quad(a)) row[a] = idx[d++];
+    Expr column = g.axis == QuadAxis::KernelWidth ? idx[d++] : nullptr;
     Expr quad;
     for (int64_t j = 0; j < 4; ++j) {
-      std::vector<Expr> xi{idx[0], axis == QuadAxis::Channels ? idx[1] * 4 + j : idx[1]};
+      std::vector<Expr> xi{idx[0], g.axis == QuadAxis::Channels ? idx[1] * 4 + j : idx[1]};
       Expr inside;
-      for (size_t a = 0; a < rank; ++a) {
-        Expr pos = idx[2 + a];  // a padded position
-        if (axis == QuadAxis::KernelWidth && a == last) {
-          Expr k = idx[2 + a] * 4 + j;  // tap 4kq + j
-          if (win.kernel[last] % 4 != 0) inside = and_cond(inside, k < int_imm(win.kernel[last]));
-          pos = idx[3 + a] * win.strides[a] + k * win.dilations[a];
+      for (size_t a = 0; a < g.rank; ++a) {
+        Expr pos = g.phased[a] ? row[a] * win.strides[a] + phase[a] : row[a];  // a padded position
+        if (g.quad(a)) {
+          Expr k = kq * 4 + j;  // tap 4kq + j
+          if (win.kernel[a] % 4 != 0) inside = and_cond(inside, k < int_imm(win.kernel[a]));
+          pos = column * win.strides[a] + k * win.dilations[a];
         }
         Expr at_x = pos - win.pads_begin[a];
         inside = and_cond(inside, window_inside(win, a, x->shape[2 + a], at_x));
@@ -68,29 +116,38 @@ TensorRef packed_input(const LowerContext& c, const TensorRef& x, const nn::Wind
   });
 }
 
-// The weights [M, C/group, K...] as int32 quads: [M, C/(4 group), K...] along the channels, or
-// [M, C/group, K... but the last, KQ] along the last kernel axis (taps past its end weigh 0). Byte j
-// is the weight's two's complement byte.
-Tensor packed_weights(const Tensor& w, QuadAxis axis) {
+// The weights [M, C/group, K...] as int32 quads in QuadGeometry's weight dims. Byte j is the
+// weight's two's complement byte.
+Tensor packed_weights(const Tensor& w, const QuadGeometry& g) {
   const Shape& ws = w.shape();
-  const int64_t kw = ws.back(), kq = (kw + 3) / 4;
-  Shape shape = ws;
-  if (axis == QuadAxis::Channels) shape[1] /= 4;
-  else shape.back() = kq;
-  const int64_t taps = num_elements(Shape(ws.begin() + 2, ws.end()));
+  Shape shape{ws[0], g.axis == QuadAxis::Channels ? ws[1] / 4 : ws[1]};
+  const std::vector<int64_t> taps = g.tap_extents();
+  shape.insert(shape.end(), taps.begin(), taps.end());
   std::vector<int64_t> quads(static_cast<size_t>(num_elements(shape)));
-  for (size_t i = 0; i < quads.size(); ++i) {
-    const int64_t q = static_cast<int64_t>(i);
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (size_t i = 0; i < quads.size(); ++i, nn::next_index(idx, shape)) {
     uint32_t bits = 0;
     for (int64_t j = 0; j < 4; ++j) {
-      int64_t v = 0;
-      if (axis == QuadAxis::Channels) {  // q = (m * C/4 + cq) * taps + k
-        const int64_t k = q % taps, mc = q / taps;
-        v = w.get_int(((mc / shape[1]) * ws[1] + (mc % shape[1]) * 4 + j) * taps + k);
-      } else {  // q = rest * kq + t, tap 4t + j of the last axis
-        const int64_t t = q % kq, rest = q / kq;
-        if (4 * t + j < kw) v = w.get_int(rest * kw + 4 * t + j);
+      // The weight's own index [m, c, k...], or none for a padding tap.
+      std::vector<int64_t> wi{idx[0], g.axis == QuadAxis::Channels ? idx[1] * 4 + j : idx[1]};
+      bool real = true;
+      size_t d = 2;
+      for (size_t a = 0; a < g.rank; ++a) {
+        int64_t k = 0;
+        if (g.quad(a)) {
+          k = idx[d++] * 4 + j;
+        } else if (g.phased[a]) {
+          k = idx[d] * g.win.strides[a] + idx[d + 1];
+          d += 2;
+        } else {
+          k = idx[d++];
+        }
+        real = real && k < ws[2 + a];
+        wi.push_back(k);
       }
+      int64_t flat = 0;
+      for (size_t a = 0; a < wi.size(); ++a) flat = flat * ws[a] + wi[a];
+      const int64_t v = real ? w.get_int(flat) : 0;
       bits |= (static_cast<uint32_t>(v) & 0xffu) << (8 * j);
     }
     quads[i] = static_cast<int32_t>(bits);
@@ -113,10 +170,9 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
   const QuadAxis axis = w->shape()[1] % 4 == 0 ? QuadAxis::Channels : QuadAxis::KernelWidth;
   const DType i32 = DType::Int32;
   const int64_t shift = x->dtype == DType::Int8 ? 128 : 0;
-  const nn::Window win = nn::forward_window(c.node(), spatial(x->shape), spatial(w->shape()), false);
-  const size_t rank = win.rank(), last = rank - 1;
-  TensorRef quads = packed_input(c, x, win, axis, zx->get_int(0), shift);
-  auto wq_values = std::make_shared<const Tensor>(packed_weights(*w, axis));
+  const QuadGeometry geo(axis, nn::forward_window(c.node(), spatial(x->shape), spatial(w->shape()), false));
+  TensorRef quads = packed_input(c, x, geo, zx->get_int(0), shift);
+  auto wq_values = std::make_shared<const Tensor>(packed_weights(*w, geo));
   TensorRef wq = placeholder(c.name("weight_quads"), i32, wq_values->shape(), wq_values);
   const int64_t per_group_in = wq_values->shape()[1], per_group_out = w->shape()[0] / group;
   std::vector<int64_t> extents(wq_values->shape().begin() + 1, wq_values->shape().end());
@@ -124,16 +180,27 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
                          [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
                            const Expr& m = idx[1];
                            Expr in = group == 1 ? r[0] : floordiv(m, int_imm(per_group_out)) * per_group_in + r[0];
-                           std::vector<Expr> xi{idx[0], in}, wi{m};
+                           std::vector<Expr> wi{m};
                            wi.insert(wi.end(), r.begin(), r.end());
-                           for (size_t a = 0; a < rank; ++a) {
-                             if (axis == QuadAxis::KernelWidth && a == last) {
-                               xi.push_back(r[1 + a]);  // the tap quad, then the output column
-                               xi.push_back(idx[2 + a]);
+                           // r = [c', then per axis: kq | k | k', phase]; the input dims are
+                           // [n, c', kq?, phases..., rows..., ow?] (QuadGeometry).
+                           std::vector<Expr> kq_dim, phases, rows, column;
+                           size_t d = 1;
+                           for (size_t a = 0; a < geo.rank; ++a) {
+                             const Expr& o = idx[2 + a];
+                             if (geo.quad(a)) {
+                               kq_dim.push_back(r[d++]);
+                               column.push_back(o);
+                             } else if (geo.phased[a]) {
+                               rows.push_back(o + r[d]);
+                               phases.push_back(r[d + 1]);
+                               d += 2;
                              } else {
-                               xi.push_back(idx[2 + a] * win.strides[a] + r[1 + a] * win.dilations[a]);
+                               rows.push_back(o * geo.win.strides[a] + r[d++] * geo.win.dilations[a]);
                              }
                            }
+                           std::vector<Expr> xi{idx[0], in};
+                           for (const auto* part : {&kq_dim, &phases, &rows, &column}) xi.insert(xi.end(), part->begin(), part->end());
                            return dot4_u8s8(at(quads, xi), at(wq, wi));
                          });
   std::vector<int64_t> offset(static_cast<size_t>(sums->size()));
