@@ -3,18 +3,21 @@
 /// convs as kiln.QLinearConvDot4, frontend/layout/int8_dot_layout.h). Every command that makes tasks
 /// for a target passes the same facts, so tuning, measuring and compiling see the same tasks.
 #pragma once
+#include <string>
+
 #include "targets/target.h"
 
 namespace kiln {
 
 struct LayoutTarget {
   int vector_bits = 0;    ///< the widest float vector; 0 for none (GPU programs keep NCHW)
-  bool int8_dot = false;  ///< vpdpbusd or the like (llvm_backend::CodegenOptions::int8_dot)
+  bool int8_dot = false;  ///< int8 convs as four-byte dot products (kiln.QLinearConvDot4)
   /// Implicit from a width alone: a target without an int8 dot product.
   LayoutTarget(int bits = 0, bool dot = false) : vector_bits(bits), int8_dot(dot) {}  // NOLINT
 };
 
-/// The layout facts of `t` (int8_dot from its LLVM features, as code generation reads them).
+/// The layout facts of a target with `vector_bits`-wide vectors and LLVM triple `triple`.
+LayoutTarget layout_target(int vector_bits, const std::string& triple);
 LayoutTarget layout_target(const Target& t);
 
 }  // namespace kiln

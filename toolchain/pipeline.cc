@@ -8,7 +8,6 @@
 
 #include "backends/cuda/cuda_module.h"
 #include "backends/cuda/cuda_package.h"
-#include "backends/llvm/codegen.h"
 #include "backends/package/memory_plan.h"
 #include "backends/package/model_module.h"
 #include "frontend/layout/block_layout.h"
@@ -151,9 +150,15 @@ void lay_out_model(Graph& g, LayoutTarget target) {
   rewrite_step_loop_bodies(g, [&](Graph& body) { lay_out(body, target); });
 }
 
-LayoutTarget layout_target(const Target& t) {
-  return {t.vector_bits, llvm_backend::codegen_options(t.vector_bits, t.features).int8_dot};
+LayoutTarget layout_target(int vector_bits, const std::string& triple) {
+  // int8 dot products on every x86-64 target: vpdpbusd with VNNI, else vpmaddwd and a horizontal
+  // add, which measured faster than a multiply-add per channel with SSE2, AVX2 and AVX-512 alike
+  // (bench/RESULTS.md). Not on ARM yet: no sdot in codegen, and a microcontroller's arena would
+  // hold the packed copy of the input.
+  return {vector_bits, triple.starts_with("x86_64")};
 }
+
+LayoutTarget layout_target(const Target& t) { return layout_target(t.vector_bits, t.triple); }
 
 void lay_out(Graph& g, LayoutTarget target) {
   if (target.int8_dot) use_int8_dot_convs(g);
@@ -192,7 +197,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
     cpu_choice.kind = ScheduleChoice::Kind::Default;
   PipelineOptions graph_options = o;
   graph_options.step_loops = o.step_loops && !gpu_program;
-  const Graph g = optimize_graph(model, gpu_program ? LayoutTarget{} : LayoutTarget{c.target.vector_bits, llvm_backend::codegen_options(c.target.vector_bits, c.target.machine.features).int8_dot}, graph_options);
+  const Graph g = optimize_graph(model, gpu_program ? LayoutTarget{} : layout_target(c.target.vector_bits, c.target.machine.triple), graph_options);
   if (o.stop_after == "expand" || o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "subst" ||
       o.stop_after == "layout")
     return std::nullopt;

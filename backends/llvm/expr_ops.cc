@@ -286,6 +286,23 @@ llvm::Value* emit_binary_op(llvm::IRBuilder<>& b, ExprOp op, DType t, llvm::Valu
     case ExprOp::Dot4U8S8: {
       // Byte j of x zero-extended times byte j of y sign-extended, summed; LLVM 19 does not form
       // vpdpbusd, sdot or SMLAD from this itself (codegen.cc emits vpdpbusd where the target has it).
+      if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(ty)) {
+        // Vectors as bytes, widened, multiplied, and summed pairwise twice: the shape x86's
+        // instruction selection turns into vpmaddwd (two multiply-adds a lane) and a vphaddd.
+        const unsigned n = vt->getNumElements();
+        auto* bytes = llvm::FixedVectorType::get(b.getInt8Ty(), 4 * n);
+        auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), 4 * n);
+        llvm::Value* p = b.CreateMul(b.CreateZExt(b.CreateBitCast(x, bytes), wide), b.CreateSExt(b.CreateBitCast(y, bytes), wide));
+        for (unsigned width = 4 * n; width > n; width /= 2) {
+          std::vector<int> even, odd;
+          for (unsigned i = 0; i < width / 2; ++i) {
+            even.push_back(static_cast<int>(2 * i));
+            odd.push_back(static_cast<int>(2 * i + 1));
+          }
+          p = b.CreateAdd(b.CreateShuffleVector(p, even), b.CreateShuffleVector(p, odd));
+        }
+        return p;
+      }
       llvm::Value* sum = zero;
       for (unsigned j = 0; j < 4; ++j) {
         llvm::Value* xb = b.CreateAnd(b.CreateLShr(x, llvm::ConstantInt::get(ty, 8 * j)), llvm::ConstantInt::get(ty, 255));

@@ -5,7 +5,7 @@
 /// channel and tap, an int32 vpmulld and vpaddd per 16 of them on AVX-512, which leaves the 8-bit
 /// operands' width unused: kiln's int8 DS-CNN ran 5x behind ONNX Runtime's VNNI kernels. x86's
 /// VNNI vpdpbusd multiplies four unsigned bytes by four signed bytes and adds the four products to
-/// an int32 lane: four multiply-adds for one instruction. kiln.QLinearConvDot4 is the same op with
+/// an int32 lane: four multiply-adds for one instruction; without VNNI, vpmaddwd does two. kiln.QLinearConvDot4 is the same op with
 /// that reduction order: its lowering (scheduler/te/ops/int8_dot_conv_lowering.cc) packs each four
 /// channels of the input into one int32 and the weights likewise, and sums ExprOp::Dot4U8S8 terms.
 /// Where the channels of a group do not come in quads (depthwise convs, a one-channel input), the
@@ -22,8 +22,8 @@
 namespace kiln {
 
 /// Renames every QLinearConv of `g` that can run as four-byte dot products to kiln.QLinearConvDot4;
-/// returns how many. Only for targets that have such an instruction (CodegenOptions::int8_dot):
-/// elsewhere the packed form only adds a pass over the input.
+/// returns how many. For the targets where that measured faster (toolchain/layout_target.h): x86,
+/// with VNNI (one vpdpbusd) and without (a vpmaddwd and a horizontal add, codegen's expansion).
 int use_int8_dot_convs(Graph& g);
 
 }  // namespace kiln
