@@ -69,29 +69,38 @@ llvm::Value* emit_widen(llvm::IRBuilder<>& b, llvm::Value* v) {
 namespace {
 
 // The low bits (the width of `target`, at most 32) of the float `v` converted to int64 with
-// saturation (NaN -> 0), in operations that stay vectors: llvm.fptosi.sat to i64 is scalarized
-// for float vectors on x86 (a vcvttss2si, two compares and two cmovs per lane), which made the
-// float32 requantization of every int8 conv and QuantizeLinear cost more than its conv. A value
-// under 2^31 in magnitude converts in i32 directly. A larger finite one is truncated first, then
-// taken modulo 2^32 in floating point, exactly: the remainder is a multiple of the value's ulp
-// below 2^32, so it fits the significand; past 2^63 the int64 saturates (all ones, or zero bits).
+// saturation (NaN -> 0), as ONNX converts. When every lane is below 2^31 in magnitude (a quantized
+// value always is) that is one conversion to int32, vcvttps2dq for 16 lanes; only otherwise does
+// it branch to llvm.fptosi.sat to int64, which x86 scalarizes lane by lane (a vcvttss2si, two
+// compares and two cmovs each) and 32-bit cores make a library call. Always taking that path made
+// the float32 requantization of every int8 conv cost more than the conv.
 llvm::Value* emit_float_to_narrow_int(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Type* target) {
   llvm::Type* ft = v->getType();
-  llvm::Type* i32 = ft->isVectorTy() ? llvm::VectorType::get(b.getInt32Ty(), llvm::cast<llvm::VectorType>(ft)->getElementCount())
-                                     : static_cast<llvm::Type*>(b.getInt32Ty());
-  auto c = [&](double x) { return llvm::ConstantFP::get(ft, x); };
-  llvm::Value* zero = c(0);
-  llvm::Value* small = b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v), c(2147483648.0));
-  llvm::Value* direct = b.CreateFPToSI(b.CreateSelect(small, v, zero), i32);
-  llvm::Value* whole = b.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, v);
-  llvm::Value* turns = b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, b.CreateFMul(whole, c(1.0 / 4294967296.0)));
-  llvm::Value* rest = b.CreateFSub(whole, b.CreateFMul(turns, c(4294967296.0)));  // [0, 2^32)
-  rest = b.CreateSelect(b.CreateFCmpOGE(rest, c(2147483648.0)), b.CreateFSub(rest, c(4294967296.0)), rest);
-  llvm::Value* finite_big = b.CreateAnd(b.CreateNot(small), b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v), c(9223372036854775808.0)));
-  llvm::Value* wrapped = b.CreateFPToSI(b.CreateSelect(finite_big, rest, zero), i32);
-  llvm::Value* r = b.CreateSelect(small, direct, wrapped);  // NaN and values below -2^63: 0
-  r = b.CreateSelect(b.CreateFCmpOGE(v, c(9223372036854775808.0)), llvm::Constant::getAllOnesValue(i32), r);
-  return target->getScalarSizeInBits() < 32 ? b.CreateTrunc(r, target) : r;
+  llvm::Type* i32 = b.getInt32Ty();
+  llvm::Type* i64 = b.getInt64Ty();
+  if (auto* vt = llvm::dyn_cast<llvm::VectorType>(ft)) {
+    i32 = llvm::VectorType::get(i32, vt->getElementCount());
+    i64 = llvm::VectorType::get(i64, vt->getElementCount());
+  }
+  llvm::Value* small = b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v), llvm::ConstantFP::get(ft, 2147483648.0));
+  if (ft->isVectorTy()) small = b.CreateAndReduce(small);
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  llvm::LLVMContext& ctx = b.getContext();
+  auto* fast = llvm::BasicBlock::Create(ctx, "cvt.small", fn);
+  auto* slow = llvm::BasicBlock::Create(ctx, "cvt.large", fn);
+  auto* join = llvm::BasicBlock::Create(ctx, "cvt.done", fn);
+  b.CreateCondBr(small, fast, slow);
+  b.SetInsertPoint(fast);
+  llvm::Value* direct = b.CreateFPToSI(v, i32);
+  b.CreateBr(join);
+  b.SetInsertPoint(slow);
+  llvm::Value* low = b.CreateTrunc(b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, ft}, {v}), i32);
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
+  llvm::PHINode* r = b.CreatePHI(i32, 2);
+  r->addIncoming(direct, fast);
+  r->addIncoming(low, slow);
+  return target->getScalarSizeInBits() < 32 ? b.CreateTrunc(r, target) : static_cast<llvm::Value*>(r);
 }
 
 }  // namespace

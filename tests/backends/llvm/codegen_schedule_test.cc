@@ -834,34 +834,42 @@ int32_t low_bits_of_saturated(double v) {
   return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(w)));
 }
 
-// Vectors of float32 and float64 converted to int32 in vector operations, not lane by lane, with
-// every case of the int64 saturation: NaN, infinities, values past 2^63 and 2^31, negative
-// non-integers past -2^31 (truncated toward zero before wrapping), plain values.
+// Vectors of float32 and float64 converted to int32 (one vector conversion when every lane is
+// small), with every case of the int64 saturation: NaN, infinities, values past 2^63 and 2^31,
+// negative non-integers past -2^31, plain values. The large ones share vectors with small ones, so
+// the vector and scalar code take both paths.
 TEST(CodegenSchedule, FloatToNarrowIntegerCastsWrapTheSaturatedInt64InVectors) {
   const std::vector<double> values{0.0, -0.0, 1.9, -1.9, 127.5, -128.5, 2147483647.0, 2147483648.0, -2147483648.0,
                                    -2147483649.5, 3e9, -3e9, 4294967296.0 + 12345, 1099511627776.0 + 7, -1099511627776.0 - 7,
                                    9.2233720368547e18, 9223372036854775808.0, 1e20, -9223372036854775808.0, -1e20,
                                    std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
                                    std::numeric_limits<double>::quiet_NaN(), 65535.75, -65536.25};
+  // Small values only: every vector takes the one-conversion path.
+  const std::vector<double> small{0.0, -0.0, 1.9, -1.9, 127.5, -128.5, 255.99, -2147483520.0, 2147483520.0, 3.5, -7.25,
+                                  1e9, -1e9, 65535.75, -65536.25, 42.0, -42.5, 0.5, -0.5, 100.0, -100.0, 8.75, -8.75, 1.0, -1.0};
+  ASSERT_EQ(small.size(), values.size());
   const int64_t n = static_cast<int64_t>(values.size());
-  for (DType from : {DType::Float32, DType::Float64}) {
-    SCOPED_TRACE(dtype_name(from));
-    BufferRef A = lower::make_buffer("A", from, n), C = lower::make_buffer("C", DType::Int32, n);
-    Expr i = te::var("i");
-    LoweredFunc f{"to_int", {A, C}, vloop(i, n, lower::store(C, i, te::cast(DType::Int32, at(A, i)))), {}};
-    const std::string ir = module_ir(f, load_target("x86_64-avx512"));
-    EXPECT_EQ(ir.find("fptosi.sat"), std::string::npos) << "a lane-by-lane conversion";
-    for (const Target& target : runnable_targets()) {
-      SCOPED_TRACE(target.name);
-      Compiled compiled({f}, target);
-      Buffers bufs(f);
-      for (int64_t k = 0; k < n; ++k) bufs["A"].set(k, values[static_cast<size_t>(k)]);
-      bufs.run(compiled.kernel("to_int"), nullptr);
-      const auto* got = static_cast<const int32_t*>(bufs["C"].data());
-      for (int64_t k = 0; k < n; ++k) {
-        const double v = from == DType::Float32 ? static_cast<double>(static_cast<float>(values[static_cast<size_t>(k)]))
-                                                : values[static_cast<size_t>(k)];
-        EXPECT_EQ(got[k], low_bits_of_saturated(v)) << "value " << v;
+  for (const std::vector<double>* set : {&values, &small}) {
+    for (DType from : {DType::Float32, DType::Float64}) {
+      SCOPED_TRACE(dtype_name(from));
+      BufferRef A = lower::make_buffer("A", from, n), C = lower::make_buffer("C", DType::Int32, n);
+      Expr i = te::var("i");
+      LoweredFunc f{"to_int", {A, C}, vloop(i, n, lower::store(C, i, te::cast(DType::Int32, at(A, i)))), {}};
+      const std::string ir = module_ir(f, load_target("x86_64-avx512"));
+      const std::string lanes16 = from == DType::Float32 ? "<16 x float>" : "<16 x double>";
+      EXPECT_NE(ir.find("fptosi " + lanes16), std::string::npos) << "no vector conversion for small values\n" << ir;
+      for (const Target& target : runnable_targets()) {
+        SCOPED_TRACE(target.name);
+        Compiled compiled({f}, target);
+        Buffers bufs(f);
+        for (int64_t k = 0; k < n; ++k) bufs["A"].set(k, (*set)[static_cast<size_t>(k)]);
+        bufs.run(compiled.kernel("to_int"), nullptr);
+        const auto* got = static_cast<const int32_t*>(bufs["C"].data());
+        for (int64_t k = 0; k < n; ++k) {
+          const double v = from == DType::Float32 ? static_cast<double>(static_cast<float>((*set)[static_cast<size_t>(k)]))
+                                                  : (*set)[static_cast<size_t>(k)];
+          EXPECT_EQ(got[k], low_bits_of_saturated(v)) << "value " << v;
+        }
       }
     }
   }
