@@ -161,7 +161,7 @@ LayoutTarget layout_target(int vector_bits, const std::string& triple) {
 LayoutTarget layout_target(const Target& t) { return layout_target(t.vector_bits, t.triple); }
 
 void lay_out(Graph& g, LayoutTarget target) {
-  if (target.int8_dot) use_int8_dot_convs(g);
+  if (target.int8_dot) use_int8_dot_products(g);
   block_layout(g, float_block_for(target.vector_bits));
   transpose_gemm_weights(g);  // also weights in the order the kernel reads them
   remove_dead_nodes(g);  // the NCHW values no reader needs any more, the weights replaced

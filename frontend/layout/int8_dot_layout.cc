@@ -28,17 +28,29 @@ bool runs_as_dot4(const Graph& g, const Node& n) {
   return true;
 }
 
+// Whether integer matmul `n` (B at input `b`, A's zero point at `a_zp`) has a constant 2-D int8 B and
+// an 8-bit A: its lowering packs B at compile time and reads its own zero points as the op does.
+bool matmul_runs_as_dot4(const Graph& g, const Node& n, size_t b) {
+  const DType a = g.value(n.inputs[0]).dtype;
+  const Tensor* w = b < n.inputs.size() && !n.inputs[b].empty() ? g.value(n.inputs[b]).constant.get() : nullptr;
+  return (a == DType::Int8 || a == DType::UInt8) && w && w->dtype() == DType::Int8 && w->shape().size() == 2;
+}
+
 }  // namespace
 
-int use_int8_dot_convs(Graph& g) {
+int use_int8_dot_products(Graph& g) {
   int moved = 0;
-  for (Node& n : g.nodes)
-    if (n.domain.empty() && n.op_type == "QLinearConv" && runs_as_dot4(g, n)) {
-      n.op_type = "QLinearConvDot4";
-      n.domain = "kiln";
-      n.opset = 1;  // kiln's ops have one version
-      ++moved;
-    }
+  for (Node& n : g.nodes) {
+    if (!n.domain.empty()) continue;
+    const bool dot4 = (n.op_type == "QLinearConv" && runs_as_dot4(g, n)) ||
+                      (n.op_type == "QLinearMatMul" && matmul_runs_as_dot4(g, n, 3)) ||
+                      (n.op_type == "MatMulInteger" && matmul_runs_as_dot4(g, n, 1));
+    if (!dot4) continue;
+    n.op_type += "Dot4";
+    n.domain = "kiln";
+    n.opset = 1;  // kiln's ops have one version
+    ++moved;
+  }
   return moved;
 }
 

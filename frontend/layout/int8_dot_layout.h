@@ -21,9 +21,11 @@
 
 namespace kiln {
 
-/// Renames every QLinearConv of `g` that can run as four-byte dot products to kiln.QLinearConvDot4;
-/// returns how many. For the targets where that measured faster (toolchain/layout_target.h): x86,
+/// Renames every QLinearConv of `g` that can run as four-byte dot products to kiln.QLinearConvDot4,
+/// and every QLinearMatMul and MatMulInteger whose B is a constant int8 matrix (A int8 or uint8) to
+/// kiln.QLinearMatMulDot4 / kiln.MatMulIntegerDot4, whose lowerings reduce four k at a time
+/// (scheduler/te/ops/linalg_quant_lowering.cc); returns how many. For the targets where that measured faster (toolchain/layout_target.h): x86,
 /// with VNNI (one vpdpbusd) and without (a vpmaddwd and a horizontal add, codegen's expansion).
-int use_int8_dot_convs(Graph& g);
+int use_int8_dot_products(Graph& g);
 
 }  // namespace kiln

@@ -259,9 +259,12 @@ void check_operand_param(const InferContext& c, size_t operand, size_t param, bo
 
 bool is_8bit(DType t) { return t == DType::UInt8 || t == DType::Int8; }
 
-OpDef matmul_integer_op() {
+// kiln.MatMulIntegerDot4 and kiln.QLinearMatMulDot4 (frontend/layout/int8_dot_layout.h) are the same
+// ops, whose lowerings reduce four k at a time: the same integers.
+OpDef matmul_integer_op(const char* op_type = "MatMulInteger", const char* domain = "") {
   OpDef d;
-  d.op_type = "MatMulInteger";
+  d.op_type = op_type;
+  d.domain = domain;
   d.infer = [](InferContext& c) {
     c.require_input(0, "A");
     c.require_input(1, "B");
@@ -302,9 +305,10 @@ int64_t scale_extent(const InferContext* ic, const Node& node, const Shape& s, i
   throw Unsupported(node.label() + ": " + msg);
 }
 
-OpDef qlinear_matmul_op() {
+OpDef qlinear_matmul_op(const char* op_type = "QLinearMatMul", const char* domain = "") {
   OpDef d;
-  d.op_type = "QLinearMatMul";
+  d.op_type = op_type;
+  d.domain = domain;
   d.infer = [](InferContext& c) {
     const char* names[] = {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"};
     for (size_t i : {0, 1, 3, 4, 6}) c.require_input(i, names[i]);
@@ -374,6 +378,8 @@ void register_quant_ops(OpRegistry& r) {
   r.add(dynamic_quantize_linear_op());
   r.add(matmul_integer_op());
   r.add(qlinear_matmul_op());
+  r.add(matmul_integer_op("MatMulIntegerDot4", "kiln"));
+  r.add(qlinear_matmul_op("QLinearMatMulDot4", "kiln"));
 }
 
 }  // namespace kiln::linalg

@@ -5,6 +5,8 @@
 // a MaxPool on 1x128x13x13 (maxpool2d: give it YOLOX's largest SPP pool's --kernel 13 --padding 6).
 #include "frontend/zoo/zoo_models.h"
 
+#include <cmath>
+
 #include "frontend/ir/error.h"
 #include "frontend/zoo/cnn_layers.h"
 
@@ -50,6 +52,36 @@ ModelBuilder build_matmul(const ZooOptions& o) {
   b.initializer("B", xavier_uniform(w, {o.k, o.n}, o.k, o.n));
   b.node("MatMul", {"A", "B"}, {"Y"}, "matmul");
   b.output("Y", DType::Float32, y_shape);
+  return b;
+}
+
+// The int8 form of `matmul`, as ONNX Runtime's quantizer writes a linear layer in QOperator form:
+// float A -> QuantizeLinear (uint8, zero point 128) -> QLinearMatMul with int8 weights (symmetric,
+// a scale per column) -> DequantizeLinear. The scales keep the output's spread inside uint8.
+ModelBuilder build_qmatmul(const ZooOptions& o) {
+  require_positive(o.m, "m");
+  require_positive(o.n, "n");
+  require_positive(o.k, "k");
+  WeightInit w(o.seed);
+  ModelBuilder b("qmatmul", 13);
+  b.input("A", DType::Float32, Shape{o.m, o.k});
+  std::vector<double> q(static_cast<size_t>(o.k * o.n)), col_scales(static_cast<size_t>(o.n));
+  for (double& v : q) v = std::round(w.uniform(-127.0, 127.0));
+  for (double& s : col_scales) s = w.uniform(0.7, 1.3) / 127.0;
+  const double a_scale = 1.0 / 127;  // A in [-1, 1)
+  // sum_k of k products of uniform values spreads as sqrt(k / 9): four of those span the output.
+  const double y_scale = 4.0 * std::sqrt(static_cast<double>(o.k) / 9.0) / 127.0;
+  b.initializer("a_scale", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{a_scale}));
+  b.initializer("a_zero", Tensor::from_ints(DType::UInt8, {}, std::vector<int64_t>{128}));
+  b.initializer("B", Tensor::from_doubles(DType::Int8, {o.k, o.n}, q));
+  b.initializer("b_scale", Tensor::from_doubles(DType::Float32, {o.n}, col_scales));
+  b.initializer("b_zero", Tensor::from_ints(DType::Int8, {o.n}, std::vector<int64_t>(static_cast<size_t>(o.n), 0)));
+  b.initializer("y_scale", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{y_scale}));
+  b.initializer("y_zero", Tensor::from_ints(DType::UInt8, {}, std::vector<int64_t>{128}));
+  b.node("QuantizeLinear", {"A", "a_scale", "a_zero"}, {"A.q"}, "quantize");
+  b.node("QLinearMatMul", {"A.q", "a_scale", "a_zero", "B", "b_scale", "b_zero", "y_scale", "y_zero"}, {"Y.q"}, "qmatmul");
+  b.node("DequantizeLinear", {"Y.q", "y_scale", "y_zero"}, {"Y"}, "dequantize");
+  b.output("Y", DType::Float32, Shape{o.m, o.n});
   return b;
 }
 

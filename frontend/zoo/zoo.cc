@@ -19,6 +19,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"resnet3d18", build_resnet3d18},
       {"mobilenet_v2", build_mobilenet_v2},
       {"matmul", build_matmul},
+      {"qmatmul", build_qmatmul},
       {"batch_matmul", build_batch_matmul},
       {"conv2d", build_conv2d},
       {"depthwise", build_depthwise},

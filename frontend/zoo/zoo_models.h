@@ -13,6 +13,7 @@ ModelBuilder build_nasnet_mobile(const ZooOptions& o);
 ModelBuilder build_resnet3d18(const ZooOptions& o);
 ModelBuilder build_mobilenet_v2(const ZooOptions& o);
 ModelBuilder build_matmul(const ZooOptions& o);
+ModelBuilder build_qmatmul(const ZooOptions& o);
 ModelBuilder build_batch_matmul(const ZooOptions& o);
 ModelBuilder build_conv2d(const ZooOptions& o);
 ModelBuilder build_depthwise(const ZooOptions& o);

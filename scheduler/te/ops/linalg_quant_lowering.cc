@@ -157,13 +157,58 @@ bool is_simple_zero_point(const LowerContext& c, size_t zp, bool per_column, int
   return num_elements(s) == 1 || (per_column && s.size() == 1 && s[0] == n);
 }
 
+// sum_k a * b of an 8-bit A and a constant int8 B [k, n], four k at a time (kiln's *Dot4 ops,
+// frontend/layout/int8_dot_layout.h): A's rows packed into int32 quads of unsigned bytes (A + 128 for
+// int8, the instruction's unsigned operand; k past the end reads 0), B packed at compile time into
+// [ceil(k / 4), n] quads (zero past the end), summed as Dot4U8S8 terms: one vpdpbusd per 16 columns
+// with VNNI. The result is sum_k (a + shift) * b; `shift` says what was added.
+TensorRef dot4_matmul_sum(const LowerContext& c, const std::string& name, size_t a_in, const Tensor& b,
+                          const MatMulShape& s, int64_t* shift) {
+  const linalg::MatMulDims& d = s.d;
+  const DType i32 = DType::Int32;
+  const int64_t quads = (d.k + 3) / 4;
+  *shift = c.dtype(a_in) == DType::Int8 ? 128 : 0;
+  const TensorRef& a = c.input(a_in);
+  Shape aq_shape = a->shape;
+  aq_shape.back() = quads;
+  const TensorRef aq = compute(name + ".quads", "pad", i32, aq_shape, [&](const std::vector<Expr>& idx) {
+    Expr quad;
+    for (int64_t j = 0; j < 4; ++j) {
+      std::vector<Expr> ai = idx;
+      ai.back() = idx.back() * 4 + j;
+      Expr byte = cast(i32, at(a, ai)) + int_imm(*shift, i32);
+      if (d.k % 4 != 0) byte = select(ai.back() < int_imm(d.k), byte, int_imm(0, i32));
+      if (j > 0) byte = binary(ExprOp::Shl, byte, int_imm(8 * j, i32));
+      quad = quad ? binary(ExprOp::BitOr, quad, byte) : byte;
+    }
+    return quad;
+  });
+  std::vector<int64_t> packed(static_cast<size_t>(quads * d.n));
+  for (int64_t q = 0; q < quads; ++q)
+    for (int64_t col = 0; col < d.n; ++col) {
+      uint32_t bits = 0;
+      for (int64_t j = 0; j < 4 && 4 * q + j < d.k; ++j)
+        bits |= (static_cast<uint32_t>(b.get_int((4 * q + j) * d.n + col)) & 0xffu) << (8 * j);
+      packed[static_cast<size_t>(q * d.n + col)] = static_cast<int32_t>(bits);
+    }
+  const TensorRef bq = placeholder(c.name("b_quads"), i32, {quads, d.n},
+                                   std::make_shared<const Tensor>(Tensor::from_ints(i32, {quads, d.n}, packed)));
+  return reduce(name, "matmul", i32, d.out, Reducer::Sum, {quads}, [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
+    std::vector<Expr> batch(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(d.batch.size()));
+    std::vector<Expr> ai = broadcast_indices(batch, d.batch, d.a_batch);
+    if (!s.a_vector) ai.push_back(s.row(idx));
+    ai.push_back(r[0]);
+    return dot4_u8s8(at(aq, ai), at(bq, {r[0], s.col(idx)}));
+  });
+}
+
 // sum_k (a - za) * (b - zb) with B a constant matrix [k, n]: expanded as
 // sum_k a * b - zb[n] * sum_k a[m, k] - za * sum_k b[k, n] + k * za * zb[n], so no zero point is
 // subtracted in the inner loop. B's column sums are constants; A's row sums are a reduction of their
 // own, needed only when zb is not all zero (uint8 weights). int32 arithmetic wraps, so the integer is
 // the same. nullptr when the operands do not have that form.
 TensorRef hoisted_integer_matmul(const LowerContext& c, const std::string& name, size_t a_in, size_t a_zp, size_t b_in,
-                                 size_t b_zp, const MatMulShape& s) {
+                                 size_t b_zp, const MatMulShape& s, bool dot4) {
   const Tensor* b = c.constant(b_in);
   const linalg::MatMulDims& d = s.d;
   if (!b || b->rank() != 2 || s.b_vector || (c.has_input(b_zp) && !c.constant(b_zp)) ||
@@ -178,7 +223,11 @@ TensorRef hoisted_integer_matmul(const LowerContext& c, const std::string& name,
   if (c.has_input(b_zp))
     for (int64_t v : c.constant(b_zp)->to_ints()) zb_zero &= v == 0;
   auto value = [&](size_t in) { return [&c, in, i32](const std::vector<Expr>& i) { return cast(i32, at(c.input(in), i)); }; };
-  const TensorRef sum = matmul_accumulate(name + ".sum", i32, s, value(a_in), value(b_in));
+  // With dot4, the sum is of (a + shift) * b: shift * sum_k b comes off with za's term below.
+  int64_t shift = 0;
+  const bool packed = dot4 && b->dtype() == DType::Int8;
+  const TensorRef sum = packed ? dot4_matmul_sum(c, name + ".sum", a_in, *b, s, &shift)
+                               : matmul_accumulate(name + ".sum", i32, s, value(a_in), value(b_in));
   // A's row sums over k, indexed by the output's leading axes (all but n).
   TensorRef rows;
   const Shape row_shape(d.out.begin(), d.out.end() - 1);
@@ -204,14 +253,16 @@ TensorRef hoisted_integer_matmul(const LowerContext& c, const std::string& name,
       const std::vector<Expr> ri(idx.begin(), idx.end() - 1);
       v = (za * zb * int_imm(d.k, i32) - zb * at(rows, ri)) + v;
     }
-    return v - za * at(cols, {col});
+    return v - (za + int_imm(shift, i32)) * at(cols, {col});
   });
 }
 
 // sum_k (a - a_zero_point) * (b - b_zero_point) in int32, the accumulator ONNX specifies.
+// `dot4`: the *Dot4 form of the op (a constant int8 B, the layout stage checked); zero points the
+// hoisted form does not take keep the plain sum.
 TensorRef integer_matmul(const LowerContext& c, const std::string& name, size_t a_in, size_t a_zp, size_t b_in,
-                         size_t b_zp, const MatMulShape& s) {
-  if (TensorRef t = hoisted_integer_matmul(c, name, a_in, a_zp, b_in, b_zp, s)) return t;
+                         size_t b_zp, const MatMulShape& s, bool dot4) {
+  if (TensorRef t = hoisted_integer_matmul(c, name, a_in, a_zp, b_in, b_zp, s, dot4)) return t;
   const DType acc = DType::Int32;
   auto shifted = [&](size_t in, size_t zp, bool is_a) {
     return [&c, in, zp, is_a, acc](const std::vector<Expr>& i) {
@@ -222,18 +273,18 @@ TensorRef integer_matmul(const LowerContext& c, const std::string& name, size_t 
   return matmul_accumulate(name, acc, s, shifted(a_in, a_zp, true), shifted(b_in, b_zp, false));
 }
 
-void lower_matmul_integer(LowerContext& c) {
+void lower_matmul_integer(LowerContext& c, bool dot4) {
   MatMulShape s = matmul_shape(c.node(), c.shape(0), c.shape(1));
-  c.set_output(0, integer_matmul(c, c.name(), 0, 2, 1, 3, s));
+  c.set_output(0, integer_matmul(c, c.name(), 0, 2, 1, 3, s, dot4));
 }
 
 // QLinearMatMul inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
 // y = saturate(round(acc * (a_scale * b_scale / y_scale) + y_zero_point)), the multiplier rounded to
 // the scales' dtype after each step as the reference does.
-void lower_qlinear_matmul(LowerContext& c) {
+void lower_qlinear_matmul(LowerContext& c, bool dot4) {
   MatMulShape s = matmul_shape(c.node(), c.shape(0), c.shape(3));
   const DType out = c.out_dtype(0), f64 = DType::Float64;
-  TensorRef acc = integer_matmul(c, c.name("acc"), 0, 2, 3, 5, s);
+  TensorRef acc = integer_matmul(c, c.name("acc"), 0, 2, 3, 5, s, dot4);
 
   const bool per_row = num_elements(c.shape(1)) > 1, per_col = num_elements(c.shape(4)) > 1;
   const DType sd = linalg::promoted_float_dtype(linalg::promoted_float_dtype(c.dtype(1), c.dtype(4)), c.dtype(6));
@@ -274,8 +325,10 @@ void register_linalg_quant_lowerings(LoweringRegistry& r) {
   r.add({"QuantizeLinear", "", lower_quantize_linear});
   r.add({"DequantizeLinear", "", lower_dequantize_linear});
   r.add({"DynamicQuantizeLinear", "", lower_dynamic_quantize_linear});
-  r.add({"MatMulInteger", "", lower_matmul_integer});
-  r.add({"QLinearMatMul", "", lower_qlinear_matmul});
+  r.add({"MatMulInteger", "", [](LowerContext& c) { lower_matmul_integer(c, false); }});
+  r.add({"QLinearMatMul", "", [](LowerContext& c) { lower_qlinear_matmul(c, false); }});
+  r.add({"MatMulIntegerDot4", "kiln", [](LowerContext& c) { lower_matmul_integer(c, true); }});
+  r.add({"QLinearMatMulDot4", "kiln", [](LowerContext& c) { lower_qlinear_matmul(c, true); }});
 }
 
 }  // namespace kiln::te
