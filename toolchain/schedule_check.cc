@@ -198,7 +198,13 @@ std::vector<TaskScheduleCheck> check_model_schedules(const Graph& g, const Sched
                                                      const std::function<void(const TaskScheduleCheck&)>& on_task) {
   std::vector<TaskScheduleCheck> out;
   const std::vector<measure::Record> records = o.records.empty() ? std::vector<measure::Record>{} : measure::load_records(o.records);
-  for (const Task& t : target_tasks(g, 32 * o.params.vector_lanes)) {  // float lanes
+  // The programs run on this machine (the JIT): its int8 layout, dot products on x86-64.
+#if defined(__x86_64__)
+  const LayoutTarget layout{32 * o.params.vector_lanes, true};  // float lanes
+#else
+  const LayoutTarget layout{32 * o.params.vector_lanes, false};
+#endif
+  for (const Task& t : target_tasks(g, layout)) {
     out.push_back(records.empty() ? check_task_schedules(t, o) : check_task_records(t, records, o));
     if (on_task) on_task(out.back());
   }

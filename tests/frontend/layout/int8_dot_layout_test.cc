@@ -91,6 +91,18 @@ int dot4_count(const Graph& g) {
   }));
 }
 
+// Compiles `laid_out` (the graph after use_int8_dot_products) for `target`, runs it on `in` and
+// expects the integers `original` computes in the reference interpreter.
+void expect_reference_integers(const Graph& original, const Graph& laid_out, const std::string& target,
+                               const std::map<std::string, Tensor>& in) {
+  SCOPED_TRACE(target);
+  testing::TempDir dir;
+  testing::HostPackage pkg(laid_out, dir, target);
+  const std::vector<Tensor> want = run_reference(original, in), got = pkg.run(in);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(got[o].to_ints(), want[o].to_ints()) << "output " << o;
+}
+
 TEST(Int8DotLayout, SymmetricConvsOfWholeChannelQuadsMove) {
   for (DType x : {DType::Int8, DType::UInt8}) {
     ModelBuilder b = dot4_convs(x);
@@ -134,12 +146,8 @@ TEST(Int8DotConv, ExpandedDotProductsMatchTheReferenceExactly) {
     const Graph original = testing::prepared_graph(b);
     Graph g = original;
     ASSERT_EQ(use_int8_dot_products(g), 5);
-    testing::TempDir dir;
-    testing::HostPackage pkg(g, dir, "x86_64-generic");
-    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}, {"x1", input_of(x, {1, 1, 11, 10})}};
-    const std::vector<Tensor> want = run_reference(original, in), got = pkg.run(in);
-    ASSERT_EQ(got.size(), 3u);
-    for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(got[o].to_ints(), want[o].to_ints()) << "output " << o;
+    expect_reference_integers(original, g, "x86_64-generic",
+                              {{"x", input_of(x, {1, 8, 7, 9})}, {"x1", input_of(x, {1, 1, 11, 10})}});
   }
 }
 
@@ -167,11 +175,6 @@ TEST(Int8DotConv, VnniDotProductsMatchTheReferenceExactly) {
   }
 }
 
-}  // namespace
-}  // namespace kiln
-
-namespace kiln {
-namespace {
 
 // Integer matmuls with a constant int8 B, four k at a time: QLinearMatMul and MatMulInteger, int8
 // and uint8 A, a k that is no multiple of 4, B zero points that are not zero (per column), a batch of
@@ -214,15 +217,7 @@ TEST(Int8DotMatMul, ConstantInt8MatricesMoveAndMatchTheReferenceExactly) {
     Graph g = original;
     ASSERT_EQ(use_int8_dot_products(g), 3);
     const std::map<std::string, Tensor> in = {{"a", input_of(a, {2, 3, 10})}, {"v", input_of(a, {10})}};
-    const std::vector<Tensor> want = run_reference(original, in);
-    for (const char* target : {"host", "x86_64-generic"}) {
-      SCOPED_TRACE(target);
-      testing::TempDir dir;
-      testing::HostPackage pkg(g, dir, target);
-      const std::vector<Tensor> got = pkg.run(in);
-      ASSERT_EQ(got.size(), 3u);
-      for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(got[o].to_ints(), want[o].to_ints()) << "output " << o;
-    }
+    for (const char* target : {"host", "x86_64-generic"}) expect_reference_integers(original, g, target, in);
   }
 }
 
