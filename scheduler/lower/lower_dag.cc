@@ -784,6 +784,31 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     if (e2 % T != 0) parts.push_back(tile(te::int_imm(m2 * T), e2 % T));
     return outer_loops(block(std::move(parts)), parallel);
   }
+  // A reduction whose innermost output axes have one iteration (a global pool in NCHW: 1 x C x 1 x 1;
+  // a LayerNorm's mean: rows x 1) keeps accumulators along the last axis with more, as the
+  // elementwise case above vectorizes it: each reduction step is then one vector operation over that
+  // axis (strided loads), where one scalar accumulator made every step wait for the last add's
+  // latency (BERT's LayerNorm means: 768 dependent adds a row). Each element still sums in the same
+  // order, so the results are the same bits.
+  if (rank >= 2 && s.shape[rank - 1] == 1 && lanes > 1 && s.dtype != DType::Bool) {
+    size_t v = rank - 1;
+    std::map<const te::ExprNode*, Expr> unit;
+    while (v > 0 && s.shape[v] == 1) unit[s.axes[v--].get()] = te::int_imm(0);
+    if (s.shape[v] >= 4 && s.shape[v] <= 4096) {
+      const size_t parallel = parallel_axis == rank ? rank : spread_axis(v, [&](size_t k) { return s.shape[k]; }, rank);
+      const Expr& inner = s.axes[v];
+      const int64_t extent = s.shape[v];
+      BufferRef acc = make_buffer(s.name + ".acc", s.dtype, extent, true);
+      Expr a = load(acc, inner);
+      auto along = [&](Stmt st) { return for_loop(inner, extent, ForKind::Vectorized, std::move(st)); };
+      const Expr epi = epilogue ? te::substitute(epilogue_expr, unit) : nullptr;
+      Stmt st = allocate(acc, block({along(store(acc, inner, te::substitute(init, unit))),
+                                      reduction_loops(along(store(acc, inner, combine_reduction(s.reducer, a, te::substitute(body, unit))))),
+                                      along(store(out, te::substitute(out_index, unit), finished(epi, a)))}));
+      for (size_t k = v; k-- > 0;) st = for_loop(s.axes[k], s.shape[k], k == parallel ? ForKind::Parallel : ForKind::Serial, st);
+      return st;
+    }
+  }
   // Accumulators for every element of the innermost spatial axis, so the reduction steps are vector
   // operations along it; a very long axis falls back to one scalar accumulator.
   const int64_t inner_extent = rank == 0 ? 1 : s.shape[rank - 1];

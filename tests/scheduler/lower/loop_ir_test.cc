@@ -139,6 +139,21 @@ TEST(LowerDag, ShortRowsThatEveryAccessWalksAsOneRunMerge) {
   EXPECT_LT(testing::max_error(f3, dag3), 1e-5) << text3;
 }
 
+// A reduction whose innermost output axes have one iteration (a global average pool in NCHW) keeps
+// its accumulators along the channels, a vector, instead of one scalar accumulator whose every add
+// waits for the last; each channel sums in the same order.
+TEST(LowerDag, AReductionToUnitInnerAxesAccumulatesAlongTheLastAxisWithMore) {
+  using V = std::vector<te::Expr>;
+  te::TensorRef x = te::placeholder("x", DType::Float32, {1, 20, 7, 9});
+  te::TensorRef pool = te::reduce("pool", "reduction", DType::Float32, {1, 20, 1, 1}, te::Reducer::Sum, {7, 9},
+                                  [&](const V& i, const V& r) { return te::at(x, {i[0], i[1], r[0], r[1]}); });
+  const te::ComputeDAG dag = te::make_dag({pool});
+  const lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
+  const std::string text = lower::print_func(f);
+  EXPECT_NE(text.find("vectorized for i1 in 0..20"), std::string::npos) << text;
+  EXPECT_LT(testing::max_error(f, dag), 1e-5) << text;
+}
+
 // SiLU after a matmul, y = mm * sigmoid(mm): the sigmoid inlines into the Mul, so the Mul finishes
 // the matmul as a bias would (before, the matmul had two readers and both ran as passes of their own).
 TEST(LowerDag, SilusSigmoidFoldsIntoTheMatmulsEpilogue) {
