@@ -267,7 +267,8 @@ std::optional<std::string> host_target_name() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
     return __builtin_cpu_supports("avx512vnni") ? "x86_64-avx512-vnni" : "x86_64-avx512";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "x86_64-avx2";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return __builtin_cpu_supports("avxvnni") ? "x86_64-avx2-vnni" : "x86_64-avx2";
   return "x86_64-generic";
 #else
   return std::nullopt;

@@ -50,6 +50,7 @@ std::vector<Target> runnable_targets() {
   __builtin_cpu_init();
   out.push_back(load_target("x86_64-generic"));
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) out.push_back(load_target("x86_64-avx2"));
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni")) out.push_back(load_target("x86_64-avx2-vnni"));
   const std::string host = host_target_name().value_or("");
   if (host.starts_with("x86_64-avx512")) out.push_back(load_target("x86_64-avx512"));
   if (host == "x86_64-avx512-vnni") out.push_back(load_target("x86_64-avx512-vnni"));
@@ -792,6 +793,9 @@ TEST(CodegenSchedule, Dot4IsOneVpdpbusdWhereTheTargetHasItAndExactEverywhere) {
   EXPECT_NE(vnni.find("@llvm.x86.avx512.vpdpbusd.256"), std::string::npos) << vnni;
   EXPECT_NE(vnni.find("@llvm.x86.avx512.vpdpbusd.128"), std::string::npos) << vnni;
   EXPECT_EQ(module_ir(f, load_target("x86_64-avx512")).find("vpdpbusd"), std::string::npos);
+  const std::string avx_vnni = module_ir(f, load_target("x86_64-avx2-vnni"));  // 256 bits: 8 and 4 lanes
+  EXPECT_NE(avx_vnni.find("@llvm.x86.avx512.vpdpbusd.256"), std::string::npos) << avx_vnni;
+  EXPECT_EQ(avx_vnni.find("@llvm.x86.avx512.vpdpbusd.512"), std::string::npos) << avx_vnni;
 
   std::vector<uint32_t> a(static_cast<size_t>(n)), b(a.size()), c(a.size());
   uint32_t state = 12345;
