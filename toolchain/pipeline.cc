@@ -197,7 +197,8 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
     cpu_choice.kind = ScheduleChoice::Kind::Default;
   PipelineOptions graph_options = o;
   graph_options.step_loops = o.step_loops && !gpu_program;
-  const Graph g = optimize_graph(model, gpu_program ? LayoutTarget{} : layout_target(c.target.vector_bits, c.target.machine.triple), graph_options);
+  const LayoutTarget layout = gpu_program ? LayoutTarget{} : layout_target(c.target.vector_bits, c.target.machine.triple);
+  const Graph g = optimize_graph(model, layout, graph_options);
   if (o.stop_after == "expand" || o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "subst" ||
       o.stop_after == "layout")
     return std::nullopt;

@@ -1,6 +1,7 @@
 #include "toolchain/schedule_check.h"
 
 #include <fmt/format.h>
+#include <llvm/TargetParser/Host.h>
 
 #include <cmath>
 #include <cstring>
@@ -198,13 +199,8 @@ std::vector<TaskScheduleCheck> check_model_schedules(const Graph& g, const Sched
                                                      const std::function<void(const TaskScheduleCheck&)>& on_task) {
   std::vector<TaskScheduleCheck> out;
   const std::vector<measure::Record> records = o.records.empty() ? std::vector<measure::Record>{} : measure::load_records(o.records);
-  // The programs run on this machine (the JIT): its int8 layout, dot products on x86-64.
-#if defined(__x86_64__)
-  const LayoutTarget layout{32 * o.params.vector_lanes, true};  // float lanes
-#else
-  const LayoutTarget layout{32 * o.params.vector_lanes, false};
-#endif
-  for (const Task& t : target_tasks(g, layout)) {
+  // The programs run on this machine (the JIT): its layout (float lanes, and its triple's int8 rule).
+  for (const Task& t : target_tasks(g, layout_target(32 * o.params.vector_lanes, llvm::sys::getProcessTriple()))) {
     out.push_back(records.empty() ? check_task_schedules(t, o) : check_task_records(t, records, o));
     if (on_task) on_task(out.back());
   }

@@ -1022,8 +1022,7 @@ CodegenOptions codegen_options(int vector_bits, const std::string& features) {
   auto has = [&](const std::string& f) { return ("," + features + ",").find("," + f + ",") != std::string::npos; };
   CodegenOptions o;
   o.vector_bits = vector_bits;
-  o.int8_dot = vector_bits <= 512 && ((has("+avx512vnni") && (vector_bits == 512 || has("+avx512vl"))) ||
-                                      (has("+avxvnni") && vector_bits <= 256));
+  o.int8_dot = (has("+avx512vnni") && (vector_bits == 512 || has("+avx512vl"))) || (has("+avxvnni") && vector_bits <= 256);
   return o;
 }
 

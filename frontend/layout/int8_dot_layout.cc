@@ -3,24 +3,27 @@
 namespace kiln {
 namespace {
 
+// Input `i` of `n` when it is a compile-time constant, else nullptr (absent inputs included).
+const Tensor* constant_input(const Graph& g, const Node& n, size_t i) {
+  return i < n.inputs.size() && !n.inputs[i].empty() ? g.value(n.inputs[i]).constant.get() : nullptr;
+}
+
+bool is_8bit(DType t) { return t == DType::Int8 || t == DType::UInt8; }
+
 // Whether QLinearConv `n` has what kiln.QLinearConvDot4 needs (int8_dot_layout.h).
-bool runs_as_dot4(const Graph& g, const Node& n) {
-  auto constant = [&](size_t i) -> const Tensor* {
-    return i < n.inputs.size() && !n.inputs[i].empty() ? g.value(n.inputs[i]).constant.get() : nullptr;
-  };
+bool conv_runs_as_dot4(const Graph& g, const Node& n) {
   auto present = [&](size_t i) { return i < n.inputs.size() && !n.inputs[i].empty(); };
-  const DType x = g.value(n.inputs[0]).dtype;
-  const Tensor* w = constant(3);
-  const Tensor* zx = constant(2);
-  if ((x != DType::Int8 && x != DType::UInt8) || !w || w->dtype() != DType::Int8 || w->shape().size() < 3 ||
-      !zx || zx->size() != 1)
+  const Tensor* w = constant_input(g, n, 3);
+  const Tensor* zx = constant_input(g, n, 2);
+  if (!is_8bit(g.value(n.inputs[0]).dtype) || !w || w->dtype() != DType::Int8 || w->shape().size() < 3 || !zx ||
+      zx->size() != 1)
     return false;
   // Quads of input channels, or else of taps along a kernel row of at least 3 (a quarter padding
   // at most); a 1x1 conv over 1-3 channels would be mostly padding.
   if (w->shape()[1] % 4 != 0 && w->shape().back() < 3) return false;
-  if (present(8) && !constant(8)) return false;
+  if (present(8) && !constant_input(g, n, 8)) return false;
   if (present(5)) {
-    const Tensor* zw = constant(5);
+    const Tensor* zw = constant_input(g, n, 5);
     if (!zw) return false;
     for (int64_t v : zw->to_ints())
       if (v != 0) return false;
@@ -28,12 +31,11 @@ bool runs_as_dot4(const Graph& g, const Node& n) {
   return true;
 }
 
-// Whether integer matmul `n` (B at input `b`, A's zero point at `a_zp`) has a constant 2-D int8 B and
-// an 8-bit A: its lowering packs B at compile time and reads its own zero points as the op does.
+// Whether integer matmul `n`, its B at input `b`, has a constant 2-D int8 B and an 8-bit A: its
+// lowering packs B at compile time and reads the zero points as the op does.
 bool matmul_runs_as_dot4(const Graph& g, const Node& n, size_t b) {
-  const DType a = g.value(n.inputs[0]).dtype;
-  const Tensor* w = b < n.inputs.size() && !n.inputs[b].empty() ? g.value(n.inputs[b]).constant.get() : nullptr;
-  return (a == DType::Int8 || a == DType::UInt8) && w && w->dtype() == DType::Int8 && w->shape().size() == 2;
+  const Tensor* w = constant_input(g, n, b);
+  return is_8bit(g.value(n.inputs[0]).dtype) && w && w->dtype() == DType::Int8 && w->shape().size() == 2;
 }
 
 }  // namespace
@@ -42,7 +44,7 @@ int use_int8_dot_products(Graph& g) {
   int moved = 0;
   for (Node& n : g.nodes) {
     if (!n.domain.empty()) continue;
-    const bool dot4 = (n.op_type == "QLinearConv" && runs_as_dot4(g, n)) ||
+    const bool dot4 = (n.op_type == "QLinearConv" && conv_runs_as_dot4(g, n)) ||
                       (n.op_type == "QLinearMatMul" && matmul_runs_as_dot4(g, n, 3)) ||
                       (n.op_type == "MatMulInteger" && matmul_runs_as_dot4(g, n, 1));
     if (!dot4) continue;

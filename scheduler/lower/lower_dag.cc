@@ -54,6 +54,22 @@ size_t spread_axis(size_t count, const std::function<int64_t(size_t)>& iteration
   return none;
 }
 
+// For a stage whose innermost axes have one iteration: the last axis with more, and those after it
+// bound to 0 in `unit`.
+size_t last_axis_with_more(const te::Stage& s, std::map<const te::ExprNode*, Expr>& unit) {
+  size_t v = s.axes.size() - 1;
+  while (v > 0 && s.shape[v] == 1) unit[s.axes[v--].get()] = te::int_imm(0);
+  return v;
+}
+
+// `st` inside the loops of the stage's axes before `v`, the threads splitting the first with 4 or
+// more iterations (2 when none has) unless `parallel` is false.
+Stmt inside_axes_before(const te::Stage& s, size_t v, bool parallel, Stmt st) {
+  const size_t split = parallel ? spread_axis(v, [&](size_t k) { return s.shape[k]; }, v) : v;
+  for (size_t k = v; k-- > 0;) st = for_loop(s.axes[k], s.shape[k], k == split ? ForKind::Parallel : ForKind::Serial, st);
+  return st;
+}
+
 // Where the innermost reduction axes that are a window's taps begin: each reads along the stage's row
 // or column axis in the same index (x[i + r]) or has one iteration, and together they have at most 25
 // iterations (a 5 x 5 window), so unrolling them keeps the code small.
@@ -533,17 +549,12 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   // which is NCHW: a 3-channel image's) vectorizes the last axis with more, and the threads split the
   // first outer one with 4 or more iterations (2 when none has).
   if (s.reducer == te::Reducer::None && rank >= 2 && s.shape[rank - 1] == 1 && lanes_for(s.dtype, p) > 1) {
-    size_t v = rank - 1;
     std::map<const te::ExprNode*, Expr> unit;
-    while (v > 0 && s.shape[v] == 1) unit[s.axes[v--].get()] = te::int_imm(0);
-    if (s.shape[v] >= 4) {
-      const size_t parallel =
-          parallel_axis == rank ? rank : spread_axis(v, [&](size_t k) { return s.shape[k]; }, rank);
-      Stmt st = for_loop(s.axes[v], s.shape[v], ForKind::Vectorized,
-                         store(out, te::substitute(out_index, unit), te::substitute(body, unit)));
-      for (size_t k = v; k-- > 0;) st = for_loop(s.axes[k], s.shape[k], k == parallel ? ForKind::Parallel : ForKind::Serial, st);
-      return st;
-    }
+    const size_t v = last_axis_with_more(s, unit);
+    if (s.shape[v] >= 4)
+      return inside_axes_before(s, v, parallel_axis != rank,
+                                for_loop(s.axes[v], s.shape[v], ForKind::Vectorized,
+                                         store(out, te::substitute(out_index, unit), te::substitute(body, unit))));
   }
 
   if (s.reducer == te::Reducer::None && rank >= 2)
@@ -791,22 +802,20 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   // latency (BERT's LayerNorm means: 768 dependent adds a row). Each element still sums in the same
   // order, so the results are the same bits.
   if (rank >= 2 && s.shape[rank - 1] == 1 && lanes > 1 && s.dtype != DType::Bool) {
-    size_t v = rank - 1;
     std::map<const te::ExprNode*, Expr> unit;
-    while (v > 0 && s.shape[v] == 1) unit[s.axes[v--].get()] = te::int_imm(0);
+    const size_t v = last_axis_with_more(s, unit);
     if (s.shape[v] >= 4 && s.shape[v] <= 4096) {
-      const size_t parallel = parallel_axis == rank ? rank : spread_axis(v, [&](size_t k) { return s.shape[k]; }, rank);
       const Expr& inner = s.axes[v];
       const int64_t extent = s.shape[v];
       BufferRef acc = make_buffer(s.name + ".acc", s.dtype, extent, true);
       Expr a = load(acc, inner);
       auto along = [&](Stmt st) { return for_loop(inner, extent, ForKind::Vectorized, std::move(st)); };
       const Expr epi = epilogue ? te::substitute(epilogue_expr, unit) : nullptr;
-      Stmt st = allocate(acc, block({along(store(acc, inner, te::substitute(init, unit))),
-                                      reduction_loops(along(store(acc, inner, combine_reduction(s.reducer, a, te::substitute(body, unit))))),
-                                      along(store(out, te::substitute(out_index, unit), finished(epi, a)))}));
-      for (size_t k = v; k-- > 0;) st = for_loop(s.axes[k], s.shape[k], k == parallel ? ForKind::Parallel : ForKind::Serial, st);
-      return st;
+      return inside_axes_before(
+          s, v, parallel_axis != rank,
+          allocate(acc, block({along(store(acc, inner, te::substitute(init, unit))),
+                               reduction_loops(along(store(acc, inner, combine_reduction(s.reducer, a, te::substitute(body, unit))))),
+                               along(store(out, te::substitute(out_index, unit), finished(epi, a)))})));
     }
   }
   // Accumulators for every element of the innermost spatial axis, so the reduction steps are vector

@@ -200,6 +200,16 @@ Expr dot4_u8s8(const Expr& a, const Expr& b) {
   check(a->dtype == DType::Int32, "dot4_u8s8 reads int32 operands, not " + dtype_name(a->dtype));
   return binary(ExprOp::Dot4U8S8, a, b);
 }
+Expr byte_quad(const std::function<Expr(int64_t)>& byte) {
+  Expr quad = byte(0);
+  for (int64_t j = 1; j < 4; ++j) quad = binary(ExprOp::BitOr, quad, binary(ExprOp::Shl, byte(j), int_imm(8 * j, DType::Int32)));
+  return quad;
+}
+int32_t byte_quad_bits(const std::function<int64_t(int64_t)>& byte) {
+  uint32_t bits = 0;
+  for (int64_t j = 0; j < 4; ++j) bits |= (static_cast<uint32_t>(byte(j)) & 0xffu) << (8 * j);
+  return static_cast<int32_t>(bits);
+}
 Expr operator+(const Expr& a, int64_t b) { return b == 0 ? a : a + int_imm(b); }
 Expr operator*(const Expr& a, int64_t b) { return b == 1 ? a : a * int_imm(b); }
 Expr operator-(const Expr& a, int64_t b) { return b == 0 ? a : a - int_imm(b); }

@@ -1,6 +1,7 @@
 /// \file Scalar expressions of tensor expressions: the language every op's computation is written in.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +82,11 @@ Expr floordiv(const Expr& a, const Expr& b);
 Expr floormod(const Expr& a, const Expr& b);
 /// ExprOp::Dot4U8S8 of two int32 values (each four packed bytes).
 Expr dot4_u8s8(const Expr& a, const Expr& b);
+/// A Dot4U8S8 operand built at run time: the int32 whose byte j is byte(j), an int32 in [0, 255].
+Expr byte_quad(const std::function<Expr(int64_t j)>& byte);
+/// A Dot4U8S8 operand packed at compile time: the int32 whose byte j is the low byte of byte(j)
+/// (a weight's two's complement byte).
+int32_t byte_quad_bits(const std::function<int64_t(int64_t j)>& byte);
 /// Index helpers: an Int64 expression plus/times a constant.
 Expr operator+(const Expr& a, int64_t b);
 Expr operator*(const Expr& a, int64_t b);

@@ -93,8 +93,7 @@ TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeom
     for (size_t a = 0; a < g.rank; ++a)
       if (!g.quad(a)) row[a] = idx[d++];
     Expr column = g.axis == QuadAxis::KernelWidth ? idx[d++] : nullptr;
-    Expr quad;
-    for (int64_t j = 0; j < 4; ++j) {
+    return byte_quad([&](int64_t j) {
       std::vector<Expr> xi{idx[0], g.axis == QuadAxis::Channels ? idx[1] * 4 + j : idx[1]};
       Expr inside;
       for (size_t a = 0; a < g.rank; ++a) {
@@ -108,11 +107,8 @@ TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeom
         inside = and_cond(inside, window_inside(win, a, x->shape[2 + a], at_x));
         xi.push_back(at_x);
       }
-      Expr byte = guarded(inside, cast(i32, at(x, xi)), int_imm(zx, i32)) + int_imm(shift, i32);
-      if (j > 0) byte = binary(ExprOp::Shl, byte, int_imm(8 * j, i32));
-      quad = quad ? binary(ExprOp::BitOr, quad, byte) : byte;
-    }
-    return quad;
+      return guarded(inside, cast(i32, at(x, xi)), int_imm(zx, i32)) + int_imm(shift, i32);
+    });
   });
 }
 
@@ -125,12 +121,10 @@ Tensor packed_weights(const Tensor& w, const QuadGeometry& g) {
   shape.insert(shape.end(), taps.begin(), taps.end());
   std::vector<int64_t> quads(static_cast<size_t>(num_elements(shape)));
   std::vector<int64_t> idx(shape.size(), 0);
-  for (size_t i = 0; i < quads.size(); ++i, nn::next_index(idx, shape)) {
-    uint32_t bits = 0;
-    for (int64_t j = 0; j < 4; ++j) {
-      // The weight's own index [m, c, k...], or none for a padding tap.
+  for (size_t i = 0; i < quads.size(); ++i, nn::next_index(idx, shape))
+    quads[i] = byte_quad_bits([&](int64_t j) -> int64_t {
+      // The weight's own index [m, c, k...]; a padding tap past the kernel's end weighs 0.
       std::vector<int64_t> wi{idx[0], g.axis == QuadAxis::Channels ? idx[1] * 4 + j : idx[1]};
-      bool real = true;
       size_t d = 2;
       for (size_t a = 0; a < g.rank; ++a) {
         int64_t k = 0;
@@ -142,16 +136,13 @@ Tensor packed_weights(const Tensor& w, const QuadGeometry& g) {
         } else {
           k = idx[d++];
         }
-        real = real && k < ws[2 + a];
+        if (k >= ws[2 + a]) return 0;
         wi.push_back(k);
       }
       int64_t flat = 0;
       for (size_t a = 0; a < wi.size(); ++a) flat = flat * ws[a] + wi[a];
-      const int64_t v = real ? w.get_int(flat) : 0;
-      bits |= (static_cast<uint32_t>(v) & 0xffu) << (8 * j);
-    }
-    quads[i] = static_cast<int32_t>(bits);
-  }
+      return w.get_int(flat);
+    });
   return Tensor::from_ints(DType::Int32, shape, quads);
 }
 
@@ -203,15 +194,7 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
                            for (const auto* part : {&kq_dim, &phases, &rows, &column}) xi.insert(xi.end(), part->begin(), part->end());
                            return dot4_u8s8(at(quads, xi), at(wq, wi));
                          });
-  std::vector<int64_t> offset(static_cast<size_t>(sums->size()));
-  for (int64_t m = 0; m < sums->size(); ++m)  // wrapped to int32 as the accumulator wraps
-    offset[static_cast<size_t>(m)] =
-        wrap_to_dtype((zx->get_int(0) + shift) * sums->get_int(m) - (bias ? bias->get_int(m) : 0), i32);
-  TensorRef off = placeholder(c.name("zero_point_offset"), i32, sums->shape(),
-                              std::make_shared<const Tensor>(Tensor::from_ints(i32, sums->shape(), offset)));
-  TensorRef acc = compute(c.name("acc"), "elementwise", i32, sum->shape,
-                          [&](const std::vector<Expr>& idx) { return at(sum, idx) - at(off, {idx[1]}); });
-  c.set_output(0, requantized_conv_output(c, acc));
+  c.set_output(0, requantized_conv_output(c, minus_channel_constants(c, c.name("acc"), sum, zx->get_int(0) + shift, *sums, bias)));
 }
 
 }  // namespace

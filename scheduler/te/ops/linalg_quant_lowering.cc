@@ -172,25 +172,18 @@ TensorRef dot4_matmul_sum(const LowerContext& c, const std::string& name, size_t
   Shape aq_shape = a->shape;
   aq_shape.back() = quads;
   const TensorRef aq = compute(name + ".quads", "pad", i32, aq_shape, [&](const std::vector<Expr>& idx) {
-    Expr quad;
-    for (int64_t j = 0; j < 4; ++j) {
+    return byte_quad([&](int64_t j) {
       std::vector<Expr> ai = idx;
       ai.back() = idx.back() * 4 + j;
       Expr byte = cast(i32, at(a, ai)) + int_imm(*shift, i32);
-      if (d.k % 4 != 0) byte = select(ai.back() < int_imm(d.k), byte, int_imm(0, i32));
-      if (j > 0) byte = binary(ExprOp::Shl, byte, int_imm(8 * j, i32));
-      quad = quad ? binary(ExprOp::BitOr, quad, byte) : byte;
-    }
-    return quad;
+      return d.k % 4 != 0 ? select(ai.back() < int_imm(d.k), byte, int_imm(0, i32)) : byte;
+    });
   });
   std::vector<int64_t> packed(static_cast<size_t>(quads * d.n));
   for (int64_t q = 0; q < quads; ++q)
-    for (int64_t col = 0; col < d.n; ++col) {
-      uint32_t bits = 0;
-      for (int64_t j = 0; j < 4 && 4 * q + j < d.k; ++j)
-        bits |= (static_cast<uint32_t>(b.get_int((4 * q + j) * d.n + col)) & 0xffu) << (8 * j);
-      packed[static_cast<size_t>(q * d.n + col)] = static_cast<int32_t>(bits);
-    }
+    for (int64_t col = 0; col < d.n; ++col)
+      packed[static_cast<size_t>(q * d.n + col)] =
+          byte_quad_bits([&](int64_t j) { return 4 * q + j < d.k ? b.get_int((4 * q + j) * d.n + col) : 0; });
   const TensorRef bq = placeholder(c.name("b_quads"), i32, {quads, d.n},
                                    std::make_shared<const Tensor>(Tensor::from_ints(i32, {quads, d.n}, packed)));
   return reduce(name, "matmul", i32, d.out, Reducer::Sum, {quads}, [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {

@@ -71,6 +71,17 @@ std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_
   return std::make_shared<const Tensor>(Tensor::from_ints(DType::Int32, {channels}, sums));
 }
 
+TensorRef minus_channel_constants(const LowerContext& c, const std::string& name, const TensorRef& sum, int64_t x_zero,
+                                  const Tensor& sums, const Tensor* bias) {
+  const DType i32 = DType::Int32;
+  std::vector<int64_t> offset(static_cast<size_t>(sums.size()));
+  for (int64_t m = 0; m < sums.size(); ++m)
+    offset[static_cast<size_t>(m)] = wrap_to_dtype(x_zero * sums.get_int(m) - (bias ? bias->get_int(m) : 0), i32);
+  TensorRef off = placeholder(c.name("zero_point_offset"), i32, sums.shape(),
+                              std::make_shared<const Tensor>(Tensor::from_ints(i32, sums.shape(), offset)));
+  return compute(name, "elementwise", i32, sum->shape, [&](const std::vector<Expr>& idx) { return at(sum, idx) - at(off, {idx[1]}); });
+}
+
 TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc) {
   const Shape& out = c.out_shape(0);
   Shape channels{out[1]};
@@ -255,16 +266,10 @@ TensorRef integer_conv(LowerContext& c, const std::string& name, size_t x_in, si
     return forward_conv(c, name, c.input(x_in), c.input(w_in), DType::Int32, term);
   }
   const DType i32 = DType::Int32;
-  std::vector<int64_t> offset(static_cast<size_t>(sums->size()));
-  for (int64_t m = 0; m < sums->size(); ++m)  // wrapped to int32 as the accumulator wraps
-    offset[static_cast<size_t>(m)] = wrap_to_dtype(zx->get_int(0) * sums->get_int(m) - (b ? b->get_int(m) : 0), i32);
   *bias_added = b != nullptr;
   TermFn term = [&](const Expr& xv, const Expr& wv, const Expr&) { return cast(i32, xv) * cast(i32, wv); };
   TensorRef sum = forward_conv(c, name + ".sum", c.input(x_in), c.input(w_in), i32, term, const_of(c.dtype(x_in), static_cast<double>(zx->get_int(0))));
-  TensorRef off = placeholder(c.name("zero_point_offset"), i32, sums->shape(),
-                              std::make_shared<const Tensor>(Tensor::from_ints(i32, sums->shape(), offset)));
-  return compute(name, "elementwise", i32, sum->shape,
-                 [&](const std::vector<Expr>& idx) { return at(sum, idx) - at(off, {idx[1]}); });
+  return minus_channel_constants(c, name, sum, zx->get_int(0), *sums, b);
 }
 
 void lower_conv_integer(LowerContext& c) {

@@ -55,6 +55,11 @@ std::vector<Expr> unravel(const Expr& flat, const Shape& shape);
 /// Per output channel, the sum of the elements of constant weight input `w_in`, when its zero points
 /// (input `w_zp`) are absent or all zero; otherwise nullptr.
 std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_t w_in, size_t w_zp);
+/// `sum` (an int32 conv sum over x + shift) less, per output channel m, x_zero * sums[m] - bias[m]:
+/// the zero point's term and the bias as one constant a channel, wrapped to int32 as the accumulator
+/// wraps. x_zero is x's zero point plus the shift; `bias` may be null.
+TensorRef minus_channel_constants(const LowerContext& c, const std::string& name, const TensorRef& sum, int64_t x_zero,
+                                  const Tensor& sums, const Tensor* bias);
 /// A QLinearConv's output from its int32 accumulator (bias included): scaled by x_scale * w_scale /
 /// y_scale, rounded, plus y's zero point, saturated; in float32, as ONNX Runtime does.
 TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc);
