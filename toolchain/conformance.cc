@@ -125,7 +125,9 @@ std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, cons
     c.target = resolve_target(o.target);
     c.schedule = o.schedule;
     TempDir dir("kiln-conformance");
-    compile_graph(g, c, dir.path());
+    PipelineOptions po;
+    po.substitutions = o.substitutions;
+    compile_graph(g, c, dir.path(), po);
     if (o.compile_only) return {};
     return run_package(dir.path(), c.target, inputs, 1).outputs;
   }

@@ -28,6 +28,9 @@ struct ConformanceOptions {
   /// Graph inputs fixed to their test-data values at compile time, as a user's --freeze would (a
   /// sample rate an If tests). Inputs that shapes depend on are frozen without being named.
   std::vector<std::string> freeze;
+  /// Compiled engine: search the verified graph substitutions first (`kiln compile --subst`), so
+  /// the rewritten graph is what is checked.
+  bool substitutions = false;
 };
 
 struct ConformanceResult {

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   conformance->add_option("--freeze", conf.freeze, "Fix this graph input to its test-data value at compile time (repeatable)");
   std::string shard;
   conformance->add_option("--shard", shard, "K/N: only every N-th case, starting at the K-th (0-based)");
+  conformance->add_flag("--subst", conf.substitutions, "Compiled engine: search the verified graph substitutions first");
   conformance->add_flag("-v,--verbose", conf.verbose, "Print every case, with the reason for unsupported ones");
   std::string conf_schedule = "default";
   conformance->add_option("--schedule", conf_schedule,

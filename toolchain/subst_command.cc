@@ -46,7 +46,9 @@ int print_rules() {
                            verified.size());
   std::cout << fmt::format("{} merge rules (multi-output):\n", subst::merge_rules().size());
   for (const subst::Rule& r : subst::merge_rules()) std::cout << "  " << r.name << ": " << subst::to_string(r) << "\n";
-  std::cout << fmt::format("{} rules searched by default (merges, and the rewrites that add no operator, once up to "
+  std::cout << fmt::format("{} sum rules (two convs of one input added):\n", subst::sum_rules().size());
+  for (const subst::Rule& r : subst::sum_rules()) std::cout << "  " << r.name << ": " << subst::to_string(r) << "\n";
+  std::cout << fmt::format("{} rules searched by default (merges, sums, and the rewrites that add no operator, once up to "
                            "ewadd/ewmul argument order)\n",
                            subst::default_rules().size());
   return 0;

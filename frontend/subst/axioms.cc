@@ -238,6 +238,14 @@ std::vector<Axiom> make_axioms() {
     add(std::string(fused_relu ? "relu " : "") + "conv by concatenated kernels and biases is a concat of them",
         conv_bias(x, concat(0, w, v), concat(0, b, c), true, fused_relu),
         concat(1, conv_bias(x, w, b, true, fused_relu), conv_bias(x, v, c, true, fused_relu)), cv(biased_pair));
+  // Two biased convs of one input whose outputs are added (RepVGG's and ACNet's training-time
+  // branches): conv is linear in its kernel, and the biases add.
+  add("biased convs of one input add as one conv by the summed kernels and biases",
+      ewadd(conv_bias(x, w, b), conv_bias(x, v, c)), conv_bias(x, ewadd(w, v), ewadd(b, c)),
+      cv([](int64_t n, int64_t ch, int64_t h, int64_t k, std::mt19937_64& r) {
+        return LeafValues{{"x", ints({n, ch, h, h}, r)}, {"w", ints({k, ch, 3, 3}, r)}, {"v", ints({k, ch, 3, 3}, r)},
+                          {"b", ints({k}, r)}, {"c", ints({k}, r)}};
+      }));
   add("conv with a bias and relu is relu of it", conv_bias(x, w, b, true, true), relu(conv_bias(x, w, b)),
       cv([](int64_t n, int64_t ch, int64_t h, int64_t k, std::mt19937_64& r) {
         return LeafValues{{"x", ints({n, ch, h, h}, r)}, {"w", ints({k, ch, 3, 3}, r)}, {"b", ints({k}, r)}};

@@ -311,6 +311,15 @@ class RhsWriter {
 
   std::vector<Node>& nodes() { return nodes_; }
 
+  /// Whether every element-wise operator written reads two operands of one shape, as the term
+  /// means: an ONNX Add or Mul would broadcast a [k, c, 1, 1] kernel over a [k, c, 3, 3] one, which
+  /// shape inference accepts and no axiom covers. Call after the new values' shapes are inferred.
+  bool elementwise_operands_match() const {
+    return std::all_of(elementwise_.begin(), elementwise_.end(), [&](const std::pair<std::string, std::string>& ab) {
+      return g_.value(ab.first).shape == g_.value(ab.second).shape;
+    });
+  }
+
  private:
   std::string emit(const std::string& op, std::vector<std::string> ins, Attributes attrs, const std::string& into = "") {
     Node n;
@@ -352,6 +361,7 @@ class RhsWriter {
     std::vector<std::string> a;
     for (const TermRef& arg : t.args) a.push_back(write(arg));
     const std::string& op = t.op;
+    if (op == "ewadd" || op == "ewmul") elementwise_.emplace_back(a[0], a[1]);
     if (op == "ewadd" || op == "biasadd") return emit("Add", a, {}, into);
     if (op == "ewmul" || op == "smul") return emit("Mul", a, {}, into);
     if (op == "relu") return emit("Relu", a, {}, into);
@@ -395,6 +405,7 @@ class RhsWriter {
   const bool matrix_;
   std::map<const Term*, std::string> written_;
   std::vector<Node> nodes_;
+  std::vector<std::pair<std::string, std::string>> elementwise_;  // the operands of each ewadd / ewmul
 };
 
 // Kahn's order, stable in the nodes' positions; false on a cycle.
@@ -491,6 +502,7 @@ std::optional<double> cost_change(const Graph& g, const GraphReaders& readers, c
   } catch (const Error&) {
     return std::nullopt;
   }
+  if (!writer.elementwise_operands_match()) return std::nullopt;
   for (const std::string& root : m.roots)
     if (rhs.value(root).shape != g.value(root).shape) return std::nullopt;
   // The matched nodes that die: the roots' producers, and those whose outputs only matched nodes read.
@@ -558,6 +570,7 @@ std::optional<Graph> apply_match(const Graph& g, const Rule& rule, const Match& 
   } catch (const Error&) {
     return std::nullopt;
   }
+  if (!writer.elementwise_operands_match()) return std::nullopt;
   for (const auto& [root, shape] : old_shapes)
     if (out.value(root).shape != shape) return std::nullopt;
   remove_dead_nodes(out);

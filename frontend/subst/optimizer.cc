@@ -157,6 +157,7 @@ uint64_t canonical_hash(const Graph& g) {
 const std::vector<Rule>& default_rules() {
   static const std::vector<Rule> rules = [] {
     std::vector<Rule> out = merge_rules();
+    out.insert(out.end(), sum_rules().begin(), sum_rules().end());
     // Of the verified single-output rules, those that do not add operators (the ones that add some,
     // relu(x) to relu(relu(x)), only ever lead back, and each costs the search time per match), once
     // up to the order of ewadd's and ewmul's arguments, and not those whose sides differ only in

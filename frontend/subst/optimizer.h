@@ -60,7 +60,7 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
 /// `rules`). Throws Error naming the rewrite that no longer matches.
 Graph replay_rewrites(const Graph& g, const std::vector<Rule>& rules, const std::vector<Rewrite>& log);
 
-/// The rules the optimizer uses by default: merge_rules() and verified_rules().
+/// The rules the optimizer uses by default: merge_rules(), sum_rules() and verified_rules().
 const std::vector<Rule>& default_rules();
 
 /// A hash of `g`'s computation that ignores value names and node order (constants by shape and a

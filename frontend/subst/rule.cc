@@ -206,4 +206,27 @@ const std::vector<Rule>& merge_rules() {
   return rules;
 }
 
+const std::vector<Rule>& sum_rules() {
+  static const std::vector<Rule> rules = [] {
+    std::vector<Rule> out;
+    const TermRef x = leaf("x"), w = leaf("w"), v = leaf("v"), u = leaf("u"), b = leaf("b"), c = leaf("c");
+    // The kernels (and biases) are constants wherever a model has them, so the rewritten side's sum
+    // and enlarge fold at compile time and one conv is left: with a 1x1 branch, RepVGG's
+    // structural re-parameterization.
+    for (const bool enlarged : {false, true})
+      for (const bool bias : {false, true}) {
+        const TermRef second = enlarged ? u : v;
+        const TermRef second_kernel = enlarged ? enlarge(u, 1) : v;
+        auto one = [&](const TermRef& kernel, const TermRef& bias_term) {
+          return bias ? conv_bias(x, kernel, bias_term) : conv(x, kernel);
+        };
+        out.push_back({std::string(enlarged ? "enlarge and sum" : "sum") + " two convs" + (bias ? " with biases" : ""),
+                       {ewadd(one(w, b), one(second, c))},
+                       {one(ewadd(w, second_kernel), bias ? ewadd(b, c) : TermRef())}});
+      }
+    return out;
+  }();
+  return rules;
+}
+
 }  // namespace kiln::subst

@@ -10,6 +10,7 @@ ModelBuilder build_resnet50(const ZooOptions& o);
 ModelBuilder build_resnext50(const ZooOptions& o);
 ModelBuilder build_inception_v3(const ZooOptions& o);
 ModelBuilder build_nasnet_mobile(const ZooOptions& o);
+ModelBuilder build_repvgg_a0(const ZooOptions& o);
 ModelBuilder build_resnet3d18(const ZooOptions& o);
 ModelBuilder build_mobilenet_v2(const ZooOptions& o);
 ModelBuilder build_matmul(const ZooOptions& o);

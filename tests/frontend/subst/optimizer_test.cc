@@ -102,6 +102,50 @@ TEST(GraphMatch, MergesConvsOfOneInputOnlyWhereTheRuleHolds) {
   expect_same_outputs(g, *merged);
 }
 
+// RepVGG's training-time block: a 3x3 and a 1x1 conv of one input (biases from their folded batch
+// norms), added. Summed as they are, the kernels would broadcast (ONNX Add takes [k, c, 1, 1] with
+// [k, c, 3, 3]), which no axiom covers: refused. With the 1x1 kernel enlarged they are one conv.
+TEST(GraphMatch, SumsTwoConvsOfOneInputOnlyWithTheKernelsOfOneShape) {
+  ModelBuilder b("repvgg_block");
+  b.input("x", DType::Float32, Shape{1, 8, 6, 6});
+  b.initializer("w", random_weights({8, 8, 3, 3}, 1));
+  b.initializer("b", random_weights({8}, 2));
+  b.initializer("u", random_weights({8, 8, 1, 1}, 3));
+  b.initializer("c", random_weights({8}, 4));
+  b.node("Conv", {"x", "w", "b"}, {"dense"}).attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.node("Conv", {"x", "u", "c"}, {"one"});
+  b.node("Add", {"dense", "one"}, {"sum"});
+  b.node("Relu", {"sum"}, {"y"});
+  b.output("y", DType::Float32, Shape{1, 8, 6, 6});
+  const Graph g = testing::prepared_graph(b);
+  auto sum_rule = [](const std::string& name) -> const Rule& {
+    for (const Rule& r : sum_rules())
+      if (r.name == name) return r;
+    throw Error("no sum rule " + name);
+  };
+  const Rule& plain = sum_rule("sum two convs with biases");
+  const std::vector<Match> broadcast = find_matches(g, plain);
+  ASSERT_FALSE(broadcast.empty());
+  for (const Match& m : broadcast) {
+    EXPECT_FALSE(apply_match(g, plain, m)) << m.leaves.at("w") << " + " << m.leaves.at("v");
+    EXPECT_FALSE(cost_change(g, GraphReaders(g), plain, m, roofline_for(512, 1)));
+  }
+  const Rule& enlarged = sum_rule("enlarge and sum two convs with biases");
+  const std::vector<Match> m = find_matches(g, enlarged);
+  ASSERT_EQ(m.size(), 1u);  // u is the 1x1 kernel
+  const std::optional<Graph> one = apply_match(g, enlarged, m[0]);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(count_op(*one, "Conv"), 1);
+  EXPECT_EQ(count_op(*one, "Add"), 0);  // the kernels' and biases' sums folded into constants
+  expect_same_outputs(g, *one);
+  // And the search finds it.
+  SearchOptions o;
+  o.cost = roofline_for(512, 1);
+  const SearchResult r = optimize_graph_substitutions(g, default_rules(), o);
+  EXPECT_EQ(count_op(r.graph, "Conv"), 1);
+  expect_same_outputs(g, r.graph);
+}
+
 TEST(GraphMatch, RefusesARewriteThatWouldMakeACycle) {
   // y = conv(x, w) and z = conv(y, v): merging them as convs of one input is not a match (different
   // inputs), and a relu rule whose leaf is its own output cannot be built.

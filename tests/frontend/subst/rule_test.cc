@@ -75,6 +75,11 @@ TEST(Rules, MergeRulesAreProved) {
     for (size_t k = 0; k < r.lhs.size(); ++k) EXPECT_TRUE(prove(r.lhs[k], r.rhs[k])) << r.name << ": output " << k;
 }
 
+TEST(Rules, SumRulesAreProved) {
+  ASSERT_EQ(sum_rules().size(), 4u);
+  for (const Rule& r : sum_rules()) EXPECT_TRUE(prove(r.lhs[0], r.rhs[0])) << r.name;
+}
+
 // Every verified rule (each direction that can be applied) on a graph that is its left-hand side:
 // the matcher finds it, the rewrite passes its checks, and the outputs stay the same.
 TEST(Rules, EveryVerifiedRuleKeepsTheReferenceOutputs) {

@@ -104,6 +104,30 @@ TEST_P(PublishedCnn, InspectMatchesPublishedParamsAndMacs) {
 INSTANTIATE_TEST_SUITE_P(CnnZoo, PublishedCnn, ::testing::ValuesIn(kPublished),
                          [](const auto& info) { return std::string(info.param.model); });
 
+// RepVGG-A0 (Ding et al., CVPR 2021, table 4) publishes its deploy form: 8.30 M parameters and
+// 1.4 G multiply-adds ("FLOPs" there) at 224 x 224. The zoo writes the training form, whose deploy
+// form is one 3x3 conv with a bias per block and the classifier: those counted from the graph.
+TEST(CnnZoo, RepVggA0sDeployFormIsThePublishedOne) {
+  testing::TempDir dir;
+  const std::string path = dir.path("model.onnx");
+  build_zoo_model("repvgg_a0", ZooOptions{}).save(path);
+  const Graph g = load_model(path, {});
+  double params = 0, macs = 0;
+  int blocks = 0;
+  for (const Node& n : g.nodes) {
+    const bool dense = n.op_type == "Conv" && g.value(n.inputs[1]).shape[2] == 3;
+    if (!dense && n.op_type != "Gemm") continue;
+    const Shape& w = g.value(n.inputs[1]).shape;
+    const auto out_channels = static_cast<double>(w[0]);  // Gemm with transB, like a conv
+    params += static_cast<double>(num_elements(w)) + out_channels;
+    macs += static_cast<double>(num_elements(w)) * static_cast<double>(num_elements(g.value(n.outputs[0]).shape)) / out_channels;
+    blocks += dense;
+  }
+  EXPECT_EQ(blocks, 22);
+  EXPECT_NEAR(params, 8.30e6, 0.005 * 8.30e6);
+  EXPECT_NEAR(macs, 1.4e9, 0.05 * 1.4e9);
+}
+
 struct SmallRun {
   const char* model;
   int64_t size;
@@ -146,7 +170,8 @@ TEST_P(CnnReference, OutputsAreFiniteBoundedAndInputDependent) {
 
 INSTANTIATE_TEST_SUITE_P(CnnZoo, CnnReference,
                          ::testing::Values(SmallRun{"resnet18", 32, 1000}, SmallRun{"resnet50", 32, 1000}, SmallRun{"resnext50", 32, 1000}, SmallRun{"inception_v3", 75, 1000},
-                                           SmallRun{"mobilenet_v2", 32, 1000}, SmallRun{"resnet3d18", 8, 400}),
+                                           SmallRun{"mobilenet_v2", 32, 1000}, SmallRun{"resnet3d18", 8, 400},
+                                           SmallRun{"repvgg_a0", 32, 1000}),
                          [](const auto& info) { return std::string(info.param.model); });
 
 TEST(CnnZoo, SameSeedSameBytes) {
