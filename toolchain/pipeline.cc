@@ -117,7 +117,8 @@ Graph optimize_graph(const Graph& model, LayoutTarget target, const PipelineOpti
   after(o, "expand", [&] { return print_graph(g); });
   auto fold = [](Graph& x) {
     fold_into_conv(x);
-    remove_dead_nodes(x);  // the weights the folds replaced
+    batch_norms_to_affine(x);
+    remove_dead_nodes(x);  // the weights the folds replaced, the norms' statistics
   };
   fold(g);
   rewrite_step_loop_bodies(g, fold);

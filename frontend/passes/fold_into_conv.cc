@@ -139,4 +139,42 @@ int fold_into_conv(Graph& g) {
   return folded;
 }
 
+int batch_norms_to_affine(Graph& g) {
+  int rewritten = 0;
+  std::vector<Node> out;
+  out.reserve(g.nodes.size());
+  for (Node& n : g.nodes) {
+    const Value* x = n.op_type == "BatchNormalization" && n.domain.empty() && !n.inputs.empty() ? &g.value(n.inputs[0]) : nullptr;
+    std::optional<ChannelAffine> a;
+    if (x && x->typed && x->shape.size() >= 2 && is_float(x->dtype)) a = channel_affine(g, n, n.inputs[0], x->shape[1]);
+    if (!a) {
+      out.push_back(std::move(n));
+      continue;
+    }
+    // [C, 1, ...]: broadcast along the channel axis of an N x C x ... input.
+    Shape per_channel(x->shape.size() - 1, 1);
+    per_channel[0] = x->shape[1];
+    auto constant = [&](const std::string& what, const std::vector<double>& v) {
+      return g.add_constant(n.name + "." + what, Tensor::from_doubles(x->dtype, per_channel, v));
+    };
+    Node mul;
+    mul.op_type = "Mul";
+    mul.opset = 14;
+    mul.name = n.name + ".scale";
+    mul.guards = n.guards;
+    mul.inputs = {n.inputs[0], constant("scale", a->scale)};
+    mul.outputs = {g.add_value(n.name + ".scaled", x->dtype, x->shape)};
+    Node add = mul;
+    add.op_type = "Add";
+    add.name = n.name + ".shift";
+    add.inputs = {mul.outputs[0], constant("shift", a->shift)};
+    add.outputs = {n.outputs[0]};
+    out.push_back(std::move(mul));
+    out.push_back(std::move(add));
+    ++rewritten;
+  }
+  g.nodes = std::move(out);
+  return rewritten;
+}
+
 }  // namespace kiln

@@ -19,4 +19,12 @@ namespace kiln {
 /// many ops were folded. Needs inferred shapes; leaves unused values to remove_dead_nodes.
 int fold_into_conv(Graph& g);
 
+/// Rewrites every inference-mode BatchNormalization that fold_into_conv left (its input is not a
+/// conv's output of its own: RepVGG's identity branch, a pre-activation block, a norm after a Gemm)
+/// as Mul by its per-channel scale and Add of its shift, constants of shape [C, 1, ...]. Why: the
+/// same arithmetic, but ops the blocked layout and the fused epilogues take, where a
+/// BatchNormalization made its whole block leave the channel blocks and come back (two reorders).
+/// Returns how many it rewrote.
+int batch_norms_to_affine(Graph& g);
+
 }  // namespace kiln

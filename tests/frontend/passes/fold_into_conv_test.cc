@@ -109,5 +109,39 @@ TEST(FoldIntoConv, LeavesOpsThatAreNotPerChannelAffineMapsOfAConvAlone) {
   EXPECT_EQ(op_types(g), ops);
 }
 
+// A norm whose input is no conv's own (RepVGG's identity branch reads the block's input, which a
+// conv reads too; a norm after a Gemm): fold leaves it, and it becomes Mul and Add by per-channel
+// constants that compute the same values, on 4-D maps and on [N, C] rows alike.
+TEST(BatchNormsToAffine, NormsFoldLeavesBecomeAPerChannelMulAndAdd) {
+  ModelBuilder b("identity_bn", 15);
+  b.input("x", DType::Float32, Shape{2, 4, 5, 5});
+  b.input("r", DType::Float32, Shape{3, 4});
+  b.initializer("w", random_weights({4, 4, 3, 3}, 1));
+  b.node("Conv", {"x", "w"}, {"c"}).attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  add_batchnorm(b, "x", "id", 4, 10);
+  b.node("Add", {"c", "id"}, {"y"});
+  add_batchnorm(b, "r", "rows", 4, 20);
+  b.output("y", DType::Float32, Shape{});
+  b.output("rows", DType::Float32, Shape{});
+  Graph g = prepared_graph(b);
+  EXPECT_EQ(testing::rewrite_and_compare(g, batch_norms_to_affine), 2);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"Conv", "Mul", "Add", "Add", "Mul", "Add"}));
+  EXPECT_EQ(g.value(g.nodes[1].inputs[1]).shape, (Shape{4, 1, 1}));
+  EXPECT_EQ(g.value(g.nodes[4].inputs[1]).shape, (Shape{4}));
+}
+
+// In training mode a norm uses the batch's statistics: not a constant affine map, left alone.
+TEST(BatchNormsToAffine, TrainingModeNormsStay) {
+  ModelBuilder b("training_bn", 15);
+  b.input("x", DType::Float32, Shape{2, 4, 5, 5});
+  for (const char* p : {"scale", "bias", "mean"}) b.initializer(std::string("bn.") + p, random_weights({4}, 3));
+  b.initializer("bn.var", positive({4}, 4));
+  b.node("BatchNormalization", {"x", "bn.scale", "bn.bias", "bn.mean", "bn.var"}, {"bn"}).attr("training_mode", int64_t{1});
+  b.output("bn", DType::Float32, Shape{});
+  Graph g = prepared_graph(b);
+  EXPECT_EQ(batch_norms_to_affine(g), 0);
+  EXPECT_EQ(op_types(g), (std::vector<std::string>{"BatchNormalization"}));
+}
+
 }  // namespace
 }  // namespace kiln
