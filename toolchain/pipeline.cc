@@ -151,18 +151,23 @@ void lay_out_model(Graph& g, LayoutTarget target) {
   rewrite_step_loop_bodies(g, [&](Graph& body) { lay_out(body, target); });
 }
 
-LayoutTarget layout_target(int vector_bits, const std::string& triple) {
+LayoutTarget layout_target(int vector_bits, const std::string& triple, const std::string& features) {
   // int8 dot products on every x86-64 target: vpdpbusd with VNNI, else vpmaddwd and a horizontal
   // add, which measured faster than a multiply-add per channel with SSE2, AVX2 and AVX-512 alike
-  // (bench/RESULTS.md). Not on ARM yet: no sdot in codegen, and a microcontroller's arena would
-  // hold the packed copy of the input.
+  // (bench/RESULTS.md). On AArch64 with +dotprod as sdot's signed bytes; without it NEON's
+  // expansion ran 1.33x the instructions of the per-channel form on DS-CNN (bench/RESULTS.md), so
+  // not there. Not on a microcontroller: its arena would hold the packed copy of the input.
+  if (triple.starts_with("aarch64")) {
+    const bool sdot = ("," + features + ",").find(",+dotprod,") != std::string::npos;
+    return {vector_bits, sdot, sdot};
+  }
   return {vector_bits, triple.starts_with("x86_64")};
 }
 
-LayoutTarget layout_target(const Target& t) { return layout_target(t.vector_bits, t.triple); }
+LayoutTarget layout_target(const Target& t) { return layout_target(t.vector_bits, t.triple, t.features); }
 
 void lay_out(Graph& g, LayoutTarget target) {
-  if (target.int8_dot) use_int8_dot_products(g);
+  if (target.int8_dot) use_int8_dot_products(g, target.signed_dot);
   block_layout(g, float_block_for(target.vector_bits));
   transpose_gemm_weights(g);  // also weights in the order the kernel reads them
   remove_dead_nodes(g);  // the NCHW values no reader needs any more, the weights replaced
@@ -198,7 +203,7 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
     cpu_choice.kind = ScheduleChoice::Kind::Default;
   PipelineOptions graph_options = o;
   graph_options.step_loops = o.step_loops && !gpu_program;
-  const LayoutTarget layout = gpu_program ? LayoutTarget{} : layout_target(c.target.vector_bits, c.target.machine.triple);
+  const LayoutTarget layout = gpu_program ? LayoutTarget{} : layout_target(c.target.vector_bits, c.target.machine.triple, c.target.machine.features);
   const Graph g = optimize_graph(model, layout, graph_options);
   if (o.stop_after == "expand" || o.stop_after == "fold" || o.stop_after == "deconv" || o.stop_after == "subst" ||
       o.stop_after == "layout")

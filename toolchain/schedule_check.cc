@@ -199,8 +199,9 @@ std::vector<TaskScheduleCheck> check_model_schedules(const Graph& g, const Sched
                                                      const std::function<void(const TaskScheduleCheck&)>& on_task) {
   std::vector<TaskScheduleCheck> out;
   const std::vector<measure::Record> records = o.records.empty() ? std::vector<measure::Record>{} : measure::load_records(o.records);
-  // The programs run on this machine (the JIT): its layout (float lanes, and its triple's int8 rule).
-  for (const Task& t : target_tasks(g, layout_target(32 * o.params.vector_lanes, llvm::sys::getProcessTriple()))) {
+  // The programs run on this machine (the JIT): its layout (float lanes, and its int8 rule).
+  const LayoutTarget here = layout_target(32 * o.params.vector_lanes, llvm::sys::getProcessTriple(), llvm_backend::jit_host_features());
+  for (const Task& t : target_tasks(g, here)) {
     out.push_back(records.empty() ? check_task_schedules(t, o) : check_task_records(t, records, o));
     if (on_task) on_task(out.back());
   }

@@ -3,6 +3,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/IntrinsicsAArch64.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -496,32 +497,41 @@ class FuncEmitter {
       default: break;
     }
     if (te::is_unary(e->op)) return emit_unary_op(b_, e->op, e->args[0]->dtype, emit_expr(e->args[0], guarded));
-    if (llvm::Value* v = emit_vpdpbusd(e, guarded)) return v;
+    if (llvm::Value* v = emit_dot4_instruction(e, guarded)) return v;
     bool logic = e->op == ExprOp::And || e->op == ExprOp::Or;
     llvm::Value* x = emit_expr(e->args[0], guarded);
     llvm::Value* y = emit_expr(e->args[1], guarded || logic);
     return emit_binary_op(b_, e->op, e->args[0]->dtype, x, y);
   }
 
-  // acc + dot4_u8s8(a, b), or dot4_u8s8(a, b) alone, as one vpdpbusd on a vector of 4, 8 or 16
-  // lanes when the target has it (CodegenOptions::int8_dot); nullptr otherwise.
-  llvm::Value* emit_vpdpbusd(const ExprNode* e, bool guarded) {
-    if (!opts_.int8_dot || !vec_var_ || e->dtype != DType::Int32) return nullptr;
-    const int max_lanes = opts_.vector_bits / 32;
-    if (lanes_ > max_lanes || (lanes_ != 4 && lanes_ != 8 && lanes_ != 16)) return nullptr;
+  // acc + dot4(a, b), or dot4(a, b) alone, as one instruction when the target has it: a
+  // Dot4U8S8 as vpdpbusd on a vector of 4, 8 or 16 lanes (CodegenOptions::int8_dot), a Dot4S8S8
+  // as sdot on 2 or 4 (int8_sdot); nullptr otherwise.
+  llvm::Value* emit_dot4_instruction(const ExprNode* e, bool guarded) {
+    if (!vec_var_ || e->dtype != DType::Int32 || lanes_ > opts_.vector_bits / 32) return nullptr;
+    auto is_dot = [&](const ExprNode* x) {
+      return (x->op == ExprOp::Dot4U8S8 && opts_.int8_dot && (lanes_ == 4 || lanes_ == 8 || lanes_ == 16)) ||
+             (x->op == ExprOp::Dot4S8S8 && opts_.int8_sdot && (lanes_ == 2 || lanes_ == 4));
+    };
     const Expr* acc = nullptr;
     const ExprNode* dot = e;
     if (e->op == ExprOp::Add) {
-      const int side = e->args[1]->op == ExprOp::Dot4U8S8 ? 1 : e->args[0]->op == ExprOp::Dot4U8S8 ? 0 : -1;
+      const int side = is_dot(e->args[1].get()) ? 1 : is_dot(e->args[0].get()) ? 0 : -1;
       if (side < 0) return nullptr;
       acc = &e->args[static_cast<size_t>(1 - side)];
       dot = e->args[static_cast<size_t>(side)].get();
-    } else if (e->op != ExprOp::Dot4U8S8) {
+    } else if (!is_dot(e)) {
       return nullptr;
     }
     llvm::Value* sum = acc ? emit_expr(*acc, guarded) : llvm::Constant::getNullValue(val_type(DType::Int32));
     llvm::Value* a = emit_expr(dot->args[0], guarded);
     llvm::Value* b = emit_expr(dot->args[1], guarded);
+    if (dot->op == ExprOp::Dot4S8S8) {
+      // sdot reads its operands as byte vectors: four bytes per int32 lane, in the same order.
+      auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), static_cast<unsigned>(4 * lanes_));
+      return b_.CreateIntrinsic(llvm::Intrinsic::aarch64_neon_sdot, {val_type(DType::Int32), bytes},
+                                {splat(sum), b_.CreateBitCast(splat(a), bytes), b_.CreateBitCast(splat(b), bytes)});
+    }
     const llvm::Intrinsic::ID id = lanes_ == 16  ? llvm::Intrinsic::x86_avx512_vpdpbusd_512
                                    : lanes_ == 8 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
                                                  : llvm::Intrinsic::x86_avx512_vpdpbusd_128;
@@ -1023,6 +1033,7 @@ CodegenOptions codegen_options(int vector_bits, const std::string& features) {
   CodegenOptions o;
   o.vector_bits = vector_bits;
   o.int8_dot = (has("+avx512vnni") && (vector_bits == 512 || has("+avx512vl"))) || (has("+avxvnni") && vector_bits <= 256);
+  o.int8_sdot = has("+dotprod");
   return o;
 }
 

@@ -20,10 +20,12 @@ struct CodegenOptions {
   /// Vectors of Dot4U8S8 as x86's vpdpbusd (AVX512-VNNI, or AVX-VNNI up to 256 bits); without it they
   /// expand into byte multiplies, which is what any other target runs.
   bool int8_dot = false;
+  /// Vectors of Dot4S8S8 as AArch64's sdot (+dotprod); without it they expand likewise.
+  bool int8_sdot = false;
 };
 
 /// The options for a target's LLVM feature string ("+avx512f,+avx512vnni,..."): int8_dot when it has
-/// VNNI at the width of its vectors.
+/// VNNI at the width of its vectors, int8_sdot when it has +dotprod.
 CodegenOptions codegen_options(int vector_bits, const std::string& features);
 
 /// Adds the functions to `module` (whose target triple and data layout must be set).

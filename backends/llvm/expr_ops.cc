@@ -292,16 +292,20 @@ llvm::Value* emit_binary_op(llvm::IRBuilder<>& b, ExprOp op, DType t, llvm::Valu
       llvm::Value* r = op == ExprOp::Shl ? b.CreateShl(x, amount) : b.CreateLShr(x, amount);
       return b.CreateSelect(big, zero, r);
     }
-    case ExprOp::Dot4U8S8: {
-      // Byte j of x zero-extended times byte j of y sign-extended, summed; LLVM 19 does not form
-      // vpdpbusd, sdot or SMLAD from this itself (codegen.cc emits vpdpbusd where the target has it).
+    case ExprOp::Dot4U8S8:
+    case ExprOp::Dot4S8S8: {
+      // Byte j of x zero-extended (Dot4S8S8: sign-extended) times byte j of y sign-extended, summed;
+      // LLVM 19 does not form vpdpbusd, sdot or SMLAD from this itself (codegen.cc emits vpdpbusd
+      // and sdot where the target has them).
+      const bool x_signed = op == ExprOp::Dot4S8S8;
       if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(ty)) {
         // Vectors as bytes, widened, multiplied, and summed pairwise twice: the shape x86's
         // instruction selection turns into vpmaddwd (two multiply-adds a lane) and a vphaddd.
         const unsigned n = vt->getNumElements();
         auto* bytes = llvm::FixedVectorType::get(b.getInt8Ty(), 4 * n);
         auto* wide = llvm::FixedVectorType::get(b.getInt32Ty(), 4 * n);
-        llvm::Value* p = b.CreateMul(b.CreateZExt(b.CreateBitCast(x, bytes), wide), b.CreateSExt(b.CreateBitCast(y, bytes), wide));
+        llvm::Value* xw = x_signed ? b.CreateSExt(b.CreateBitCast(x, bytes), wide) : b.CreateZExt(b.CreateBitCast(x, bytes), wide);
+        llvm::Value* p = b.CreateMul(xw, b.CreateSExt(b.CreateBitCast(y, bytes), wide));
         for (unsigned width = 4 * n; width > n; width /= 2) {
           std::vector<int> even, odd;
           for (unsigned i = 0; i < width / 2; ++i) {
@@ -314,7 +318,8 @@ llvm::Value* emit_binary_op(llvm::IRBuilder<>& b, ExprOp op, DType t, llvm::Valu
       }
       llvm::Value* sum = zero;
       for (unsigned j = 0; j < 4; ++j) {
-        llvm::Value* xb = b.CreateAnd(b.CreateLShr(x, llvm::ConstantInt::get(ty, 8 * j)), llvm::ConstantInt::get(ty, 255));
+        llvm::Value* xb = x_signed ? b.CreateAShr(b.CreateShl(x, llvm::ConstantInt::get(ty, 24 - 8 * j)), llvm::ConstantInt::get(ty, 24))
+                                   : b.CreateAnd(b.CreateLShr(x, llvm::ConstantInt::get(ty, 8 * j)), llvm::ConstantInt::get(ty, 255));
         llvm::Value* yb = b.CreateAShr(b.CreateShl(y, llvm::ConstantInt::get(ty, 24 - 8 * j)), llvm::ConstantInt::get(ty, 24));
         sum = b.CreateAdd(sum, b.CreateMul(xb, yb));
       }

@@ -81,6 +81,13 @@ JitFunction::JitFunction(const lower::LoweredFunc& f, bool optimize) : impl_(std
   impl_->fn = addr.toPtr<void (*)(void**, void*)>();
 }
 
+std::string jit_host_features() {
+  std::string out;
+  for (const auto& f : llvm::sys::getHostCPUFeatures())
+    if (f.getValue()) out += (out.empty() ? "+" : ",+") + f.getKey().str();
+  return out;
+}
+
 JitFunction::~JitFunction() = default;
 
 void JitFunction::run(const std::vector<void*>& buffers, void* parallel) const {

@@ -10,6 +10,10 @@
 
 namespace kiln::llvm_backend {
 
+/// The host CPU's LLVM feature string ("+avx2,+fma,..." or "+neon,+dotprod,..."): what the JIT
+/// compiles for, so that a caller can lay a model out for the same machine.
+std::string jit_host_features();
+
 class JitFunction {
  public:
   /// Compiles `f` for the host CPU at O3 (or O0 with optimize = false, to check codegen alone).

@@ -40,7 +40,7 @@ bool matmul_runs_as_dot4(const Graph& g, const Node& n, size_t b) {
 
 }  // namespace
 
-int use_int8_dot_products(Graph& g) {
+int use_int8_dot_products(Graph& g, bool signed_bytes) {
   int moved = 0;
   for (Node& n : g.nodes) {
     if (!n.domain.empty()) continue;
@@ -51,6 +51,7 @@ int use_int8_dot_products(Graph& g) {
     n.op_type += "Dot4";
     n.domain = "kiln";
     n.opset = 1;  // kiln's ops have one version
+    if (signed_bytes) n.attrs["dot"] = AttrValue(std::string("s8s8"));
     ++moved;
   }
   return moved;

@@ -25,7 +25,9 @@ namespace kiln {
 
 /// Renames every op of `g` that "What moves" names to its *Dot4 form; returns how many. For the
 /// targets where that measured faster (toolchain/layout_target.h): x86, with VNNI (one vpdpbusd)
-/// and without (a vpmaddwd and a horizontal add, codegen's expansion).
-int use_int8_dot_products(Graph& g);
+/// and without (a vpmaddwd and a horizontal add, codegen's expansion), and AArch64. With
+/// `signed_bytes`, each gets the attribute dot = "s8s8": its lowering sums signed-by-signed dot
+/// products, AArch64's sdot (scheduler/te/ops/dot4_form.h).
+int use_int8_dot_products(Graph& g, bool signed_bytes = false);
 
 }  // namespace kiln

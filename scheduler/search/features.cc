@@ -137,7 +137,8 @@ void count_ops(const Expr& e, std::array<double, kNumOpSlots>& c) {
     case ExprOp::BitXor:
     case ExprOp::Shl:
     case ExprOp::Shr: c[kIntMath] += 1; break;
-    case ExprOp::Dot4U8S8: c[kIntMad] += 4; break;  // four multiply-adds
+    case ExprOp::Dot4U8S8:
+    case ExprOp::Dot4S8S8: c[kIntMad] += 4; break;  // four multiply-adds
     case ExprOp::Add:
     case ExprOp::Sub: {
       for (int side = 0; side < 2; ++side) {

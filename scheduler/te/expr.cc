@@ -68,6 +68,7 @@ const char* expr_op_name(ExprOp op) {
     case ExprOp::Shl: return "<<";
     case ExprOp::Shr: return ">>";
     case ExprOp::Dot4U8S8: return "dot4_u8s8";
+    case ExprOp::Dot4S8S8: return "dot4_s8s8";
   }
   return "?";
 }
@@ -199,6 +200,10 @@ Expr floormod(const Expr& a, const Expr& b) { return binary(ExprOp::FloorMod, a,
 Expr dot4_u8s8(const Expr& a, const Expr& b) {
   check(a->dtype == DType::Int32, "dot4_u8s8 reads int32 operands, not " + dtype_name(a->dtype));
   return binary(ExprOp::Dot4U8S8, a, b);
+}
+Expr dot4_s8s8(const Expr& a, const Expr& b) {
+  check(a->dtype == DType::Int32, "dot4_s8s8 reads int32 operands, not " + dtype_name(a->dtype));
+  return binary(ExprOp::Dot4S8S8, a, b);
 }
 Expr byte_quad(const std::function<Expr(int64_t)>& byte) {
   Expr quad = byte(0);

@@ -26,6 +26,8 @@ enum class ExprOp {
   // (what x86's vpdpbusd computes per lane). An int8 convolution or matmul whose reduction runs four
   // channels at a time (frontend/layout/int8_dot_layout.h) is a sum of these.
   Dot4U8S8,
+  // The same with a's bytes signed too (what AArch64's sdot computes per lane).
+  Dot4S8S8,
 };
 const char* expr_op_name(ExprOp op);
 bool is_unary(ExprOp op);
@@ -82,9 +84,11 @@ Expr floordiv(const Expr& a, const Expr& b);
 Expr floormod(const Expr& a, const Expr& b);
 /// ExprOp::Dot4U8S8 of two int32 values (each four packed bytes).
 Expr dot4_u8s8(const Expr& a, const Expr& b);
-/// A Dot4U8S8 operand built at run time: the int32 whose byte j is byte(j), an int32 in [0, 255].
+/// ExprOp::Dot4S8S8 of two int32 values.
+Expr dot4_s8s8(const Expr& a, const Expr& b);
+/// A Dot4 operand built at run time: the int32 whose byte j is byte(j), an int32 in [0, 255].
 Expr byte_quad(const std::function<Expr(int64_t j)>& byte);
-/// A Dot4U8S8 operand packed at compile time: the int32 whose byte j is the low byte of byte(j)
+/// A Dot4 operand packed at compile time: the int32 whose byte j is the low byte of byte(j)
 /// (a weight's two's complement byte).
 int32_t byte_quad_bits(const std::function<int64_t(int64_t j)>& byte);
 /// Index helpers: an Int64 expression plus/times a constant.

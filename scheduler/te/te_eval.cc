@@ -225,10 +225,14 @@ class Evaluator {
         uint64_t bits = static_cast<uint64_t>(wrap_to_dtype(x, in)) & (dtype_size(in) == 8 ? ~0ull : ((1ull << (8 * dtype_size(in))) - 1));
         return make_val(out, 0, uy >= 64 ? 0 : static_cast<int64_t>(bits >> uy));
       }
-      case ExprOp::Dot4U8S8: {
+      case ExprOp::Dot4U8S8:
+      case ExprOp::Dot4S8S8: {
         int64_t sum = 0;
-        for (int j = 0; j < 4; ++j)
-          sum += static_cast<int64_t>((ux >> (8 * j)) & 0xff) * static_cast<int8_t>((uy >> (8 * j)) & 0xff);
+        for (int j = 0; j < 4; ++j) {
+          const auto a_byte = static_cast<uint8_t>((ux >> (8 * j)) & 0xff);
+          const int64_t a = op == ExprOp::Dot4U8S8 ? a_byte : static_cast<int8_t>(a_byte);
+          sum += a * static_cast<int8_t>((uy >> (8 * j)) & 0xff);
+        }
         return make_val(out, 0, wrap_to_dtype(sum, DType::Int32));
       }
       default: throw Error(std::string("tensor expression: ") + expr_op_name(op) + " on " + dtype_name(in));

@@ -14,6 +14,7 @@
 // uint8 ones: the second term and the bias are one int32 per output channel, as QLinearConv's
 // symmetric-weight path computes them (nn_conv_lowering.cc), and padding taps, which read zx + s,
 // add nothing. int32 arithmetic wraps in both, so the accumulator is the same integer.
+#include "scheduler/te/ops/dot4_form.h"
 #include "scheduler/te/ops/nn_lowering_common.h"
 
 namespace kiln::te::nn_lower {
@@ -78,9 +79,9 @@ struct QuadGeometry {
   }
 };
 
-// The input as int32 quads of unsigned bytes (int8_dot_layout.h) in QuadGeometry's dims, padded with
-// the zero point `zx`; `shift` is 128 for int8 inputs, 0 for uint8.
-TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeometry& g, int64_t zx, int64_t shift) {
+// The input as int32 quads of bytes (int8_dot_layout.h) in QuadGeometry's dims, padded with the zero
+// point `zx`, each byte shifted as `form` says (dot4_form.h).
+TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeometry& g, int64_t zx, const Dot4Form& form) {
   const DType i32 = DType::Int32;
   const nn::Window& win = g.win;
   return compute(c.name("quads"), "pad", i32, g.input_shape(x->shape[0], x->shape[1]), [&](const std::vector<Expr>& idx) {
@@ -107,7 +108,7 @@ TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeom
         inside = and_cond(inside, window_inside(win, a, x->shape[2 + a], at_x));
         xi.push_back(at_x);
       }
-      return guarded(inside, cast(i32, at(x, xi)), int_imm(zx, i32)) + int_imm(shift, i32);
+      return form.byte(guarded(inside, cast(i32, at(x, xi)), int_imm(zx, i32)) + int_imm(form.shift, i32));
     });
   });
 }
@@ -160,9 +161,9 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
            "constant bias (the layout stage checks these)");
   const QuadAxis axis = w->shape()[1] % 4 == 0 ? QuadAxis::Channels : QuadAxis::KernelWidth;
   const DType i32 = DType::Int32;
-  const int64_t shift = x->dtype == DType::Int8 ? 128 : 0;
+  const Dot4Form form = dot4_form(c.node(), x->dtype);
   const QuadGeometry geo(axis, nn::forward_window(c.node(), spatial(x->shape), spatial(w->shape()), false));
-  TensorRef quads = packed_input(c, x, geo, zx->get_int(0), shift);
+  TensorRef quads = packed_input(c, x, geo, zx->get_int(0), form);
   auto wq_values = std::make_shared<const Tensor>(packed_weights(*w, geo));
   TensorRef wq = placeholder(c.name("weight_quads"), i32, wq_values->shape(), wq_values);
   const int64_t per_group_in = wq_values->shape()[1], per_group_out = w->shape()[0] / group;
@@ -192,9 +193,9 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
                            }
                            std::vector<Expr> xi{idx[0], in};
                            for (const auto* part : {&kq_dim, &phases, &rows, &column}) xi.insert(xi.end(), part->begin(), part->end());
-                           return dot4_u8s8(at(quads, xi), at(wq, wi));
+                           return form.dot(at(quads, xi), at(wq, wi));
                          });
-  c.set_output(0, requantized_conv_output(c, minus_channel_constants(c, c.name("acc"), sum, zx->get_int(0) + shift, *sums, bias)));
+  c.set_output(0, requantized_conv_output(c, minus_channel_constants(c, c.name("acc"), sum, zx->get_int(0) + form.shift, *sums, bias)));
 }
 
 }  // namespace

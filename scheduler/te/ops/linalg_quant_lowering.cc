@@ -3,6 +3,7 @@
 // ONNX's reference computes in; since a stage's result is rounded to its dtype, each such rounding
 // point is its own stage here (a quantized output can flip when a .5 boundary moves).
 #include "scheduler/te/narrow_codes.h"
+#include "scheduler/te/ops/dot4_form.h"
 #include "scheduler/te/ops/linalg_common.h"
 
 namespace kiln::te {
@@ -158,16 +159,18 @@ bool is_simple_zero_point(const LowerContext& c, size_t zp, bool per_column, int
 }
 
 // sum_k a * b of an 8-bit A and a constant int8 B [k, n], four k at a time (kiln's *Dot4 ops,
-// frontend/layout/int8_dot_layout.h): A's rows packed into int32 quads of unsigned bytes (A + 128 for
-// int8, the instruction's unsigned operand; k past the end reads 0), B packed at compile time into
-// [ceil(k / 4), n] quads (zero past the end), summed as Dot4U8S8 terms: one vpdpbusd per 16 columns
-// with VNNI. The result is sum_k (a + shift) * b; `shift` says what was added.
+// frontend/layout/int8_dot_layout.h): A's rows packed into int32 quads of bytes, shifted as the op's
+// Dot4Form says (dot4_form.h: A + 128 for int8 into vpdpbusd's unsigned operand, A - 128 for uint8
+// into sdot's signed one; k past the end reads 0), B packed at compile time into [ceil(k / 4), n]
+// quads (zero past the end), summed as Dot4 terms: one vpdpbusd per 16 columns with VNNI. The
+// result is sum_k (a + shift) * b; `shift` says what was added.
 TensorRef dot4_matmul_sum(const LowerContext& c, const std::string& name, size_t a_in, const Tensor& b,
                           const MatMulShape& s, int64_t* shift) {
   const linalg::MatMulDims& d = s.d;
   const DType i32 = DType::Int32;
   const int64_t quads = (d.k + 3) / 4;
-  *shift = c.dtype(a_in) == DType::Int8 ? 128 : 0;
+  const Dot4Form form = dot4_form(c.node(), c.dtype(a_in));
+  *shift = form.shift;
   const TensorRef& a = c.input(a_in);
   Shape aq_shape = a->shape;
   aq_shape.back() = quads;
@@ -175,7 +178,7 @@ TensorRef dot4_matmul_sum(const LowerContext& c, const std::string& name, size_t
     return byte_quad([&](int64_t j) {
       std::vector<Expr> ai = idx;
       ai.back() = idx.back() * 4 + j;
-      Expr byte = cast(i32, at(a, ai)) + int_imm(*shift, i32);
+      Expr byte = form.byte(cast(i32, at(a, ai)) + int_imm(*shift, i32));
       return d.k % 4 != 0 ? select(ai.back() < int_imm(d.k), byte, int_imm(0, i32)) : byte;
     });
   });
@@ -191,7 +194,7 @@ TensorRef dot4_matmul_sum(const LowerContext& c, const std::string& name, size_t
     std::vector<Expr> ai = broadcast_indices(batch, d.batch, d.a_batch);
     if (!s.a_vector) ai.push_back(s.row(idx));
     ai.push_back(r[0]);
-    return dot4_u8s8(at(aq, ai), at(bq, {r[0], s.col(idx)}));
+    return form.dot(at(aq, ai), at(bq, {r[0], s.col(idx)}));
   });
 }
 

@@ -766,20 +766,57 @@ namespace {
 
 // ---- four-byte dot products -------------------------------------------------------------------------
 
-// C[i] = C[i] + dot4_u8s8(A[i], B[i]) over `n` int32 lanes, vectorized.
-LoweredFunc dot4_accumulate(int64_t n) {
+// C[i] = C[i] + dot4_u8s8(A[i], B[i]) (with `signed_a`, dot4_s8s8) over `n` int32 lanes, vectorized.
+LoweredFunc dot4_accumulate(int64_t n, bool signed_a = false) {
   BufferRef A = lower::make_buffer("A", DType::Int32, n), B = lower::make_buffer("B", DType::Int32, n),
             C = lower::make_buffer("C", DType::Int32, n);
   Expr i = te::var("i");
-  return {"dot4", {A, B, C}, vloop(i, n, lower::store(C, i, at(C, i) + te::dot4_u8s8(at(A, i), at(B, i)))), {}};
+  const Expr dot = signed_a ? te::dot4_s8s8(at(A, i), at(B, i)) : te::dot4_u8s8(at(A, i), at(B, i));
+  return {"dot4", {A, B, C}, vloop(i, n, lower::store(C, i, at(C, i) + dot)), {}};
 }
 
-// What the instruction computes, lane by lane: bytes of a unsigned times bytes of b signed.
-int32_t dot4_of(uint32_t a, uint32_t b, int32_t acc) {
+// What the instruction computes, lane by lane: bytes of a unsigned (`signed_a`: signed) times bytes
+// of b signed.
+int32_t dot4_of(uint32_t a, uint32_t b, int32_t acc, bool signed_a = false) {
   int64_t sum = acc;
-  for (int j = 0; j < 4; ++j) sum += static_cast<int64_t>((a >> (8 * j)) & 0xff) * static_cast<int8_t>((b >> (8 * j)) & 0xff);
+  for (int j = 0; j < 4; ++j) {
+    const auto a_byte = static_cast<uint8_t>((a >> (8 * j)) & 0xff);
+    sum += (signed_a ? static_cast<int8_t>(a_byte) : a_byte) * static_cast<int64_t>(static_cast<int8_t>((b >> (8 * j)) & 0xff));
+  }
   return static_cast<int32_t>(static_cast<uint32_t>(sum));
 }
+
+// Lanes of random words and the extreme bytes (0, 255 / -128, 127, and an accumulator that wraps).
+struct Dot4Lanes {
+  std::vector<uint32_t> a, b, c;
+  explicit Dot4Lanes(int64_t n) : a(static_cast<size_t>(n)), b(a.size()), c(a.size()) {
+    uint32_t state = 12345;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = next();
+      b[i] = next();
+      c[i] = next();
+    }
+    a[0] = 0xffffffffu, b[0] = 0x80808080u;  // 255 (or -1) * -128, four times
+    a[1] = 0xffffffffu, b[1] = 0x7f7f7f7fu;  // 255 (or -1) * 127
+    c[2] = 0x7fffffffu, a[2] = 0x01010101u, b[2] = 0x01010101u;  // wraps past INT32_MAX
+    a[3] = 0x80808080u, b[3] = 0x80808080u;  // -128 * -128 (or 128 * -128)
+  }
+  // Runs `f` (dot4_accumulate) compiled for `target` on these lanes and checks every one.
+  void check(const LoweredFunc& f, const Target& target, bool signed_a) const {
+    Compiled compiled({f}, target);
+    Buffers bufs(f);
+    auto* pa = static_cast<uint32_t*>(bufs["A"].data());
+    auto* pb = static_cast<uint32_t*>(bufs["B"].data());
+    auto* pc = static_cast<uint32_t*>(bufs["C"].data());
+    std::copy(a.begin(), a.end(), pa);
+    std::copy(b.begin(), b.end(), pb);
+    std::copy(c.begin(), c.end(), pc);
+    bufs.run(compiled.kernel("dot4"), nullptr);
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(static_cast<int32_t>(pc[i]), dot4_of(a[i], b[i], static_cast<int32_t>(c[i]), signed_a)) << "lane " << i;
+  }
+};
 
 // A target with AVX512-VNNI computes acc + dot4 as one vpdpbusd; one without expands it into byte
 // multiplies. Both give the instruction's lanes exactly, extreme bytes (0, 255 / -128, 127) and an
@@ -797,30 +834,28 @@ TEST(CodegenSchedule, Dot4IsOneVpdpbusdWhereTheTargetHasItAndExactEverywhere) {
   EXPECT_NE(avx_vnni.find("@llvm.x86.avx512.vpdpbusd.256"), std::string::npos) << avx_vnni;
   EXPECT_EQ(avx_vnni.find("@llvm.x86.avx512.vpdpbusd.512"), std::string::npos) << avx_vnni;
 
-  std::vector<uint32_t> a(static_cast<size_t>(n)), b(a.size()), c(a.size());
-  uint32_t state = 12345;
-  auto next = [&] { return state = state * 1664525u + 1013904223u; };
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = next();
-    b[i] = next();
-    c[i] = next();
-  }
-  a[0] = 0xffffffffu, b[0] = 0x80808080u;  // 255 * -128, four times
-  a[1] = 0xffffffffu, b[1] = 0x7f7f7f7fu;  // 255 * 127
-  c[2] = 0x7fffffffu, a[2] = 0x01010101u, b[2] = 0x01010101u;  // wraps past INT32_MAX
+  const Dot4Lanes lanes(n);
   for (const Target& target : runnable_targets()) {
     SCOPED_TRACE(target.name);
-    Compiled compiled({f}, target);
-    Buffers bufs(f);
-    auto* pa = static_cast<uint32_t*>(bufs["A"].data());
-    auto* pb = static_cast<uint32_t*>(bufs["B"].data());
-    auto* pc = static_cast<uint32_t*>(bufs["C"].data());
-    std::copy(a.begin(), a.end(), pa);
-    std::copy(b.begin(), b.end(), pb);
-    std::copy(c.begin(), c.end(), pc);
-    bufs.run(compiled.kernel("dot4"), nullptr);
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_EQ(static_cast<int32_t>(pc[i]), dot4_of(a[i], b[i], static_cast<int32_t>(c[i]))) << "lane " << i;
+    lanes.check(f, target, false);
+  }
+}
+
+// The signed-by-signed form is one sdot per 4 lanes on AArch64 with +dotprod (neoverse-n1) and
+// none without (cortex-a72, and x86); exact on every target this machine runs (there, the
+// expansion; the sdot path runs bit-exact against ONNX Runtime under qemu-aarch64:
+// ctest ort.zoo.aarch64-neoverse-n1.*).
+TEST(CodegenSchedule, Dot4S8S8IsOneSdotWhereTheTargetHasItAndExactEverywhere) {
+  const int64_t n = 16 + 8 + 4 + 1;
+  LoweredFunc f = dot4_accumulate(n, true);
+  const std::string n1 = module_ir(f, load_target("aarch64-neoverse-n1"));
+  EXPECT_NE(n1.find("@llvm.aarch64.neon.sdot.v4i32.v16i8"), std::string::npos) << n1;
+  EXPECT_EQ(module_ir(f, load_target("aarch64-cortex-a72")).find("sdot"), std::string::npos);
+  EXPECT_EQ(module_ir(f, load_target("x86_64-avx512-vnni")).find("vpdpbusd"), std::string::npos);
+  const Dot4Lanes lanes(n);
+  for (const Target& target : runnable_targets()) {
+    SCOPED_TRACE(target.name);
+    lanes.check(f, target, true);
   }
 }
 

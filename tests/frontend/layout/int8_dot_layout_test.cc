@@ -7,6 +7,7 @@
 #include "frontend/reference/interpreter.h"
 #include "targets/target.h"
 #include "tests/frontend/test_models.h"
+#include "toolchain/layout_target.h"
 #include "toolchain/pipeline.h"
 
 namespace kiln {
@@ -135,20 +136,42 @@ TEST(Int8DotLayout, AsymmetricWeightsAndNarrowUnevenConvsStay) {
 }
 
 // The dot-product form computes the reference's integers: compiled for x86-64 without VNNI the
-// Dot4U8S8 terms expand into byte multiplies (this runs on every x86 machine).
+// Dot4 terms expand into byte multiplies (this runs on every x86 machine). Both forms: unsigned
+// by signed bytes (x86's, int8 inputs shifted by +128) and signed by signed (AArch64's sdot, uint8
+// inputs shifted by -128), which the expansion computes as sdot does.
 TEST(Int8DotConv, ExpandedDotProductsMatchTheReferenceExactly) {
 #if !defined(__x86_64__)
   GTEST_SKIP() << "runs x86-64 code";
 #endif
-  for (DType x : {DType::Int8, DType::UInt8}) {
-    SCOPED_TRACE(dtype_name(x));
-    ModelBuilder b = dot4_convs(x);
-    const Graph original = testing::prepared_graph(b);
-    Graph g = original;
-    ASSERT_EQ(use_int8_dot_products(g), 5);
-    expect_reference_integers(original, g, "x86_64-generic",
-                              {{"x", input_of(x, {1, 8, 7, 9})}, {"x1", input_of(x, {1, 1, 11, 10})}});
+  for (const bool signed_bytes : {false, true})
+    for (DType x : {DType::Int8, DType::UInt8}) {
+      SCOPED_TRACE(dtype_name(x) + (signed_bytes ? " s8s8" : " u8s8"));
+      ModelBuilder b = dot4_convs(x);
+      const Graph original = testing::prepared_graph(b);
+      Graph g = original;
+      ASSERT_EQ(use_int8_dot_products(g, signed_bytes), 5);
+      expect_reference_integers(original, g, "x86_64-generic",
+                                {{"x", input_of(x, {1, 8, 7, 9})}, {"x1", input_of(x, {1, 1, 11, 10})}});
+    }
+}
+
+// Which targets lay int8 out as dot products, and in which form: every x86-64 one (vpdpbusd, or
+// its expansion), AArch64 with +dotprod (sdot), not AArch64 without it (NEON's expansion measured
+// more instructions than the per-channel form), nor a microcontroller.
+TEST(Int8DotLayout, TargetsWithADotProductOrAFasterExpansion) {
+  for (const char* name : {"x86_64-generic", "x86_64-avx2", "x86_64-avx512", "x86_64-avx512-vnni", "x86_64-avx2-vnni"}) {
+    const LayoutTarget t = layout_target(load_target(name));
+    EXPECT_TRUE(t.int8_dot && !t.signed_dot) << name;
   }
+  const LayoutTarget n1 = layout_target(load_target("aarch64-neoverse-n1"));
+  EXPECT_TRUE(n1.int8_dot && n1.signed_dot);
+  for (const char* name : {"aarch64-cortex-a72", "aarch64-cortex-a53", "cortex-m4", "cortex-m7"})
+    EXPECT_FALSE(layout_target(load_target(name)).int8_dot) << name;
+  ModelBuilder b = dot4_convs(DType::UInt8);
+  Graph g = testing::prepared_graph(b);
+  ASSERT_EQ(use_int8_dot_products(g, true), 5);
+  for (const Node& n : g.nodes)
+    if (n.domain == "kiln") EXPECT_EQ(n.attr_string("dot", ""), "s8s8") << n.name;
 }
 
 // On a CPU with AVX512-VNNI the host target lays the convs out as dot products itself and runs them
@@ -218,6 +241,9 @@ TEST(Int8DotMatMul, ConstantInt8MatricesMoveAndMatchTheReferenceExactly) {
     ASSERT_EQ(use_int8_dot_products(g), 3);
     const std::map<std::string, Tensor> in = {{"a", input_of(a, {2, 3, 10})}, {"v", input_of(a, {10})}};
     for (const char* target : {"host", "x86_64-generic"}) expect_reference_integers(original, g, target, in);
+    Graph s8s8 = original;  // AArch64's form, expanded here
+    ASSERT_EQ(use_int8_dot_products(s8s8, true), 3);
+    expect_reference_integers(original, s8s8, "x86_64-generic", in);
   }
 }
 
