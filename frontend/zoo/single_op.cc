@@ -85,6 +85,30 @@ ModelBuilder build_qmatmul(const ZooOptions& o) {
   return b;
 }
 
+// ONNX Runtime's dynamic quantization of a linear layer (quantize_dynamic, how int8 transformers
+// are shipped for CPUs): A's range measured at run time (DynamicQuantizeLinear to uint8), an integer
+// matmul by a constant int8 B (MatMulInteger, B symmetric), the int32 result cast to float and
+// scaled by A's scale times B's.
+ModelBuilder build_dqmatmul(const ZooOptions& o) {
+  require_positive(o.m, "m");
+  require_positive(o.n, "n");
+  require_positive(o.k, "k");
+  WeightInit w(o.seed);
+  ModelBuilder b("dqmatmul", 13);
+  b.input("A", DType::Float32, Shape{o.m, o.k});
+  std::vector<double> q(static_cast<size_t>(o.k * o.n));
+  for (double& v : q) v = std::round(w.uniform(-127.0, 127.0));
+  b.initializer("B", Tensor::from_doubles(DType::Int8, {o.k, o.n}, q));
+  b.initializer("b_scale", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{1.0 / 127}));
+  b.node("DynamicQuantizeLinear", {"A"}, {"A.q", "A.scale", "A.zero"}, "quantize");
+  b.node("MatMulInteger", {"A.q", "B", "A.zero"}, {"Y.int"}, "matmul");
+  b.node("Cast", {"Y.int"}, {"Y.float"}, "cast").attr("to", int64_t{1});
+  b.node("Mul", {"A.scale", "b_scale"}, {"Y.scale"}, "scales");
+  b.node("Mul", {"Y.float", "Y.scale"}, {"Y"}, "rescale");
+  b.output("Y", DType::Float32, Shape{o.m, o.n});
+  return b;
+}
+
 // Both operands are inputs, as attention's Q x K^T and A x V, whose right-hand side is computed at
 // run time and so cannot be repacked when compiling: [batch, m, k] x [batch, k, n].
 ModelBuilder build_batch_matmul(const ZooOptions& o) {

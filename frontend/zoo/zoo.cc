@@ -21,6 +21,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"mobilenet_v2", build_mobilenet_v2},
       {"matmul", build_matmul},
       {"qmatmul", build_qmatmul},
+      {"dqmatmul", build_dqmatmul},
       {"batch_matmul", build_batch_matmul},
       {"conv2d", build_conv2d},
       {"depthwise", build_depthwise},

@@ -154,6 +154,39 @@ TEST(LowerDag, AReductionToUnitInnerAxesAccumulatesAlongTheLastAxisWithMore) {
   EXPECT_LT(testing::max_error(f, dag), 1e-5) << text;
 }
 
+// A reduction to one element: a min, a max or an integer sum combines a vector of partial results
+// (order-free, so the same value); a float sum keeps its one accumulator and its order. The
+// innermost reduction axis, 37, leaves a tail past its whole vectors.
+TEST(LowerDag, AnOrderFreeReductionToOneElementKeepsAVectorOfPartialResults) {
+  using V = std::vector<te::Expr>;
+  te::TensorRef x = te::placeholder("x", DType::Float32, {3, 37});
+  te::TensorRef n = te::placeholder("n", DType::Int32, {3, 37});
+  auto whole = [&](const std::string& name, const te::TensorRef& in, te::Reducer r, const Shape& out) {
+    return te::reduce(name, "reduction", in->dtype, out, r, {3, 37}, [&](const V&, const V& k) { return te::at(in, {k[0], k[1]}); });
+  };
+  for (const te::TensorRef& t : {whole("hi", x, te::Reducer::Max, {}), whole("lo", x, te::Reducer::Min, {1, 1}),
+                                 whole("total", x, te::Reducer::Sum, {})}) {
+    const te::ComputeDAG dag = te::make_dag({t});
+    const lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
+    const std::string text = lower::print_func(f);
+    EXPECT_EQ(text.find(".parts") != std::string::npos, t->name != "total") << text;
+    EXPECT_LT(testing::max_error(f, dag), t->name == "total" ? 1e-5 : 1e-30) << text;  // min and max exact
+  }
+  // The integer sum, run on integers (max_error fills floats): exact, wrapping as int32 does.
+  const te::ComputeDAG dag = te::make_dag({whole("count", n, te::Reducer::Sum, {})});
+  const lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
+  ASSERT_NE(lower::print_func(f).find(".parts"), std::string::npos) << lower::print_func(f);
+  std::vector<int32_t> values(111), result(1, 0);
+  uint32_t want = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = static_cast<int32_t>(i * 2654435761u);  // large values, so the sum wraps
+    want += static_cast<uint32_t>(values[i]);
+  }
+  llvm_backend::JitFunction jit(f);
+  jit.run({values.data(), result.data()});
+  EXPECT_EQ(result[0], static_cast<int32_t>(want));
+}
+
 // SiLU after a matmul, y = mm * sigmoid(mm): the sigmoid inlines into the Mul, so the Mul finishes
 // the matmul as a bias would (before, the matmul had two readers and both ran as passes of their own).
 TEST(LowerDag, SilusSigmoidFoldsIntoTheMatmulsEpilogue) {
