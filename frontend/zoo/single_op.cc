@@ -55,25 +55,37 @@ ModelBuilder build_matmul(const ZooOptions& o) {
   return b;
 }
 
+namespace {
+
+// The sizes of an int8 matmul model, checked, and its builder with the float input A [m, k] and
+// the int8 weight B [k, n] (symmetric: uniform in [-127, 127]).
+ModelBuilder int8_matmul_model(const std::string& name, const ZooOptions& o, WeightInit& w) {
+  require_positive(o.m, "m");
+  require_positive(o.n, "n");
+  require_positive(o.k, "k");
+  ModelBuilder b(name, 13);
+  b.input("A", DType::Float32, Shape{o.m, o.k});
+  std::vector<double> q(static_cast<size_t>(o.k * o.n));
+  for (double& v : q) v = std::round(w.uniform(-127.0, 127.0));
+  b.initializer("B", Tensor::from_doubles(DType::Int8, {o.k, o.n}, q));
+  return b;
+}
+
+}  // namespace
+
 // The int8 form of `matmul`, as ONNX Runtime's quantizer writes a linear layer in QOperator form:
 // float A -> QuantizeLinear (uint8, zero point 128) -> QLinearMatMul with int8 weights (symmetric,
 // a scale per column) -> DequantizeLinear. The scales keep the output's spread inside uint8.
 ModelBuilder build_qmatmul(const ZooOptions& o) {
-  require_positive(o.m, "m");
-  require_positive(o.n, "n");
-  require_positive(o.k, "k");
   WeightInit w(o.seed);
-  ModelBuilder b("qmatmul", 13);
-  b.input("A", DType::Float32, Shape{o.m, o.k});
-  std::vector<double> q(static_cast<size_t>(o.k * o.n)), col_scales(static_cast<size_t>(o.n));
-  for (double& v : q) v = std::round(w.uniform(-127.0, 127.0));
+  ModelBuilder b = int8_matmul_model("qmatmul", o, w);
+  std::vector<double> col_scales(static_cast<size_t>(o.n));
   for (double& s : col_scales) s = w.uniform(0.7, 1.3) / 127.0;
   const double a_scale = 1.0 / 127;  // A in [-1, 1)
   // sum_k of k products of uniform values spreads as sqrt(k / 9): four of those span the output.
   const double y_scale = 4.0 * std::sqrt(static_cast<double>(o.k) / 9.0) / 127.0;
   b.initializer("a_scale", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{a_scale}));
   b.initializer("a_zero", Tensor::from_ints(DType::UInt8, {}, std::vector<int64_t>{128}));
-  b.initializer("B", Tensor::from_doubles(DType::Int8, {o.k, o.n}, q));
   b.initializer("b_scale", Tensor::from_doubles(DType::Float32, {o.n}, col_scales));
   b.initializer("b_zero", Tensor::from_ints(DType::Int8, {o.n}, std::vector<int64_t>(static_cast<size_t>(o.n), 0)));
   b.initializer("y_scale", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{y_scale}));
@@ -90,15 +102,8 @@ ModelBuilder build_qmatmul(const ZooOptions& o) {
 // matmul by a constant int8 B (MatMulInteger, B symmetric), the int32 result cast to float and
 // scaled by A's scale times B's.
 ModelBuilder build_dqmatmul(const ZooOptions& o) {
-  require_positive(o.m, "m");
-  require_positive(o.n, "n");
-  require_positive(o.k, "k");
   WeightInit w(o.seed);
-  ModelBuilder b("dqmatmul", 13);
-  b.input("A", DType::Float32, Shape{o.m, o.k});
-  std::vector<double> q(static_cast<size_t>(o.k * o.n));
-  for (double& v : q) v = std::round(w.uniform(-127.0, 127.0));
-  b.initializer("B", Tensor::from_doubles(DType::Int8, {o.k, o.n}, q));
+  ModelBuilder b = int8_matmul_model("dqmatmul", o, w);
   b.initializer("b_scale", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{1.0 / 127}));
   b.node("DynamicQuantizeLinear", {"A"}, {"A.q", "A.scale", "A.zero"}, "quantize");
   b.node("MatMulInteger", {"A.q", "B", "A.zero"}, {"Y.int"}, "matmul");
