@@ -171,7 +171,9 @@ TEST(Int8DotLayout, TargetsWithADotProductOrAFasterExpansion) {
   Graph g = testing::prepared_graph(b);
   ASSERT_EQ(use_int8_dot_products(g, true), 5);
   for (const Node& n : g.nodes)
-    if (n.domain == "kiln") EXPECT_EQ(n.attr_string("dot", ""), "s8s8") << n.name;
+    if (n.domain == "kiln") {
+      EXPECT_EQ(n.attr_string("dot", ""), "s8s8") << n.name;
+    }
 }
 
 // On a CPU with AVX512-VNNI the host target lays the convs out as dot products itself and runs them
