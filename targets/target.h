@@ -97,4 +97,9 @@ std::optional<std::string> host_target_name();
 /// load_target(host_target_name()); throws TargetError when there is no host target.
 Target host_target();
 
+/// Whether LLVM feature string `features` ("+avx2,+fma,-avx512f") turns `feature` ("+avx2") on.
+inline bool has_feature(const std::string& features, const std::string& feature) {
+  return ("," + features + ",").find("," + feature + ",") != std::string::npos;
+}
+
 }  // namespace kiln

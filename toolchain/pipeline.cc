@@ -158,7 +158,7 @@ LayoutTarget layout_target(int vector_bits, const std::string& triple, const std
   // expansion ran 1.33x the instructions of the per-channel form on DS-CNN (bench/RESULTS.md), so
   // not there. Not on a microcontroller: its arena would hold the packed copy of the input.
   if (triple.starts_with("aarch64")) {
-    const bool sdot = ("," + features + ",").find(",+dotprod,") != std::string::npos;
+    const bool sdot = has_feature(features, "+dotprod");
     return {vector_bits, sdot, sdot};
   }
   return {vector_bits, triple.starts_with("x86_64")};

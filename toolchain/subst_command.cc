@@ -44,10 +44,12 @@ int print_rules() {
                              return lines.size();
                            }(),
                            verified.size());
-  std::cout << fmt::format("{} merge rules (multi-output):\n", subst::merge_rules().size());
-  for (const subst::Rule& r : subst::merge_rules()) std::cout << "  " << r.name << ": " << subst::to_string(r) << "\n";
-  std::cout << fmt::format("{} sum rules (two convs of one input added):\n", subst::sum_rules().size());
-  for (const subst::Rule& r : subst::sum_rules()) std::cout << "  " << r.name << ": " << subst::to_string(r) << "\n";
+  auto list = [](const std::string& what, const std::vector<subst::Rule>& rules) {
+    std::cout << fmt::format("{} {}:\n", rules.size(), what);
+    for (const subst::Rule& r : rules) std::cout << "  " << r.name << ": " << subst::to_string(r) << "\n";
+  };
+  list("merge rules (multi-output)", subst::merge_rules());
+  list("sum rules (two convs of one input added)", subst::sum_rules());
   std::cout << fmt::format("{} rules searched by default (merges, sums, and the rewrites that add no operator, once up to "
                            "ewadd/ewmul argument order)\n",
                            subst::default_rules().size());

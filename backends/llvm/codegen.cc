@@ -18,6 +18,7 @@
 #include "backends/llvm/index_analysis.h"
 #include "frontend/ir/error.h"
 #include "scheduler/te/compute.h"
+#include "targets/target.h"
 
 namespace kiln::llvm_backend {
 
@@ -1029,7 +1030,7 @@ std::vector<GpuKernel> emit_gpu_kernels(const lower::LoweredFunc& f, const Codeg
 }
 
 CodegenOptions codegen_options(int vector_bits, const std::string& features) {
-  auto has = [&](const std::string& f) { return ("," + features + ",").find("," + f + ",") != std::string::npos; };
+  auto has = [&](const std::string& f) { return has_feature(features, f); };
   CodegenOptions o;
   o.vector_bits = vector_bits;
   o.int8_dot = (has("+avx512vnni") && (vector_bits == 512 || has("+avx512vl"))) || (has("+avxvnni") && vector_bits <= 256);

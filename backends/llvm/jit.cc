@@ -67,7 +67,7 @@ JitFunction::JitFunction(const lower::LoweredFunc& f, bool optimize) : impl_(std
   // Vector width from the host's features: 512 bits with AVX-512, else 256 with AVX, else 128.
   llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
   int bits = features.lookup("avx512f") ? 512 : features.lookup("avx") ? 256 : 128;
-  emit_functions({f}, codegen_options(bits, tm->getTargetFeatureString().str()), *mod);
+  emit_functions({f}, codegen_options(bits, jit_host_features()), *mod);
   std::string cpu = llvm::sys::getHostCPUName().str();
   for (llvm::Function& fn : *mod) {
     if (fn.isDeclaration()) continue;

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "frontend/passes/channel_constant.h"
+#include "frontend/passes/infer_shapes.h"
+#include "frontend/passes/node_emitter.h"
 
 namespace kiln {
 namespace {
@@ -141,39 +143,26 @@ int fold_into_conv(Graph& g) {
 
 int batch_norms_to_affine(Graph& g) {
   int rewritten = 0;
-  std::vector<Node> out;
-  out.reserve(g.nodes.size());
-  for (Node& n : g.nodes) {
-    const Value* x = n.op_type == "BatchNormalization" && n.domain.empty() && !n.inputs.empty() ? &g.value(n.inputs[0]) : nullptr;
-    std::optional<ChannelAffine> a;
-    if (x && x->typed && x->shape.size() >= 2 && is_float(x->dtype)) a = channel_affine(g, n, n.inputs[0], x->shape[1]);
-    if (!a) {
-      out.push_back(std::move(n));
-      continue;
-    }
+  for (size_t i = g.nodes.size(); i-- > 0;) {  // from the end, so replacing a node moves none still to visit
+    const Node n = g.nodes[i];
+    if (n.op_type != "BatchNormalization" || !n.domain.empty() || n.inputs.empty()) continue;
+    const Value& x = g.value(n.inputs[0]);
+    if (!x.typed || x.shape.size() < 2 || !is_float(x.dtype)) continue;
+    const std::optional<ChannelAffine> a = channel_affine(g, n, n.inputs[0], x.shape[1]);
+    if (!a) continue;
     // [C, 1, ...]: broadcast along the channel axis of an N x C x ... input.
-    Shape per_channel(x->shape.size() - 1, 1);
-    per_channel[0] = x->shape[1];
+    Shape per_channel(x.shape.size() - 1, 1);
+    per_channel[0] = x.shape[1];
     auto constant = [&](const std::string& what, const std::vector<double>& v) {
-      return g.add_constant(n.name + "." + what, Tensor::from_doubles(x->dtype, per_channel, v));
+      return g.add_constant(n.name + "." + what, Tensor::from_doubles(x.dtype, per_channel, v));
     };
-    Node mul;
-    mul.op_type = "Mul";
-    mul.opset = 14;
-    mul.name = n.name + ".scale";
-    mul.guards = n.guards;
-    mul.inputs = {n.inputs[0], constant("scale", a->scale)};
-    mul.outputs = {g.add_value(n.name + ".scaled", x->dtype, x->shape)};
-    Node add = mul;
-    add.op_type = "Add";
-    add.name = n.name + ".shift";
-    add.inputs = {mul.outputs[0], constant("shift", a->shift)};
-    add.outputs = {n.outputs[0]};
-    out.push_back(std::move(mul));
-    out.push_back(std::move(add));
+    NodeEmitter emit(g, n);
+    const std::string scaled = emit.op("Mul", {n.inputs[0], constant("scale", a->scale)});
+    emit.op("Add", {scaled, constant("shift", a->shift)}, {}, n.outputs[0]);
+    replace_node(g, i, emit.nodes());
     ++rewritten;
   }
-  g.nodes = std::move(out);
+  if (rewritten > 0) infer_shapes(g, {.only_untyped = true});  // the scaled values NodeEmitter leaves untyped
   return rewritten;
 }
 

@@ -846,11 +846,16 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     for (size_t k = s.reduce_axes.size() - 1; k-- > 0;)
       steps = for_loop(s.reduce_axes[k].var, s.reduce_axes[k].extent, ForKind::Serial, steps);
     const Expr epi = epilogue ? te::substitute(epilogue_expr, unit) : nullptr;
-    return allocate(parts, allocate(acc, block({for_loop(lane, L, ForKind::Vectorized, store(parts, lane, te::substitute(init, unit))),
-                                                steps, store(acc, te::int_imm(0), load(parts, te::int_imm(0))),
-                                                for_loop(lane, L - 1, ForKind::Serial,
-                                                         store(acc, te::int_imm(0),
-                                                               combine_reduction(s.reducer, a, load(parts, lane + 1)))),
+    // Every lane starts from the reducer's identity and the result from the stage's own init, so
+    // an init is combined once: a min or max takes its init (it may be combined again), an integer
+    // sum 0, a product 1.
+    const bool idempotent = s.reducer == te::Reducer::Max || s.reducer == te::Reducer::Min;
+    const Expr start = te::substitute(init, unit);
+    const Expr identity = idempotent ? start : te::int_imm(s.reducer == te::Reducer::Prod ? 1 : 0, s.dtype);
+    return allocate(parts, allocate(acc, block({for_loop(lane, L, ForKind::Vectorized, store(parts, lane, identity)), steps,
+                                                store(acc, te::int_imm(0), start),
+                                                for_loop(lane, L, ForKind::Serial,
+                                                         store(acc, te::int_imm(0), combine_reduction(s.reducer, a, load(parts, lane)))),
                                                 store(out, te::substitute(out_index, unit), finished(epi, a))})));
   }
   // Accumulators for every element of the innermost spatial axis, so the reduction steps are vector
