@@ -254,6 +254,35 @@ std::vector<Axiom> make_axioms() {
       cv([](int64_t n, int64_t ch, int64_t h, int64_t k, std::mt19937_64& r) {
         return LeafValues{{"x", ints({n, ch, h, h}, r)}, {"w", ints({k, ch, 1, 1}, r)}, {"b", ints({k}, r)}};
       }));
+  // The same four facts for depthwise convs (kernels [c, 1, 3, 3], MobileOne's training-time
+  // branches) and for convs at stride 2 (each stage's first block), where "same" is PyTorch's
+  // symmetric k / 2 padding: the 1x1 kernel enlarged to 3x3 is centred on the same input pixel.
+  for (const int64_t group : {int64_t{1}, int64_t{0}})
+    for (const int64_t stride : {int64_t{1}, int64_t{2}}) {
+      if (group == 1 && stride == 1) continue;  // stated above
+      const std::string kind = std::string(group == 0 ? "depthwise " : "") + (stride == 2 ? "stride-2 " : "");
+      auto k = [=](const TermRef& in, const TermRef& kernel) { return conv(in, kernel, true, false, group, stride); };
+      auto kb = [=](const TermRef& in, const TermRef& kernel, const TermRef& bias) {
+        return conv_bias(in, kernel, bias, true, false, group, stride);
+      };
+      // x [n, c, h, h]; kernels [k, c, e, e] or, depthwise, [c, 1, e, e]; biases one per filter.
+      auto kernels = [=](int64_t extent, bool biases) {
+        return cv([=](int64_t n, int64_t ch, int64_t h, int64_t kk, std::mt19937_64& r) {
+          const Shape ws = group == 0 ? Shape{ch, 1, extent, extent} : Shape{kk, ch, extent, extent};
+          LeafValues l{{"x", ints({n, ch, h, h}, r)}, {"w", ints(ws, r)}, {"v", ints(ws, r)}};
+          if (biases) {
+            l["b"] = ints({ws[0]}, r);
+            l["c"] = ints({ws[0]}, r);
+          }
+          return l;
+        });
+      };
+      add(kind + "conv is linear in its kernel", k(x, ewadd(w, v)), ewadd(k(x, w), k(x, v)), kernels(3, false));
+      add(kind + "biased convs of one input add as one conv by the summed kernels and biases",
+          ewadd(kb(x, w, b), kb(x, v, c)), kb(x, ewadd(w, v), ewadd(b, c)), kernels(3, true));
+      add(kind + "enlarging a 1x1 kernel keeps a same conv", k(x, w), k(x, enlarge(w, 1)), kernels(1, false));
+      add(kind + "enlarging a 1x1 kernel keeps a same conv with a bias", kb(x, w, b), kb(x, enlarge(w, 1), b), kernels(1, true));
+    }
   add("conv of concatenated channels is a sum of convs", conv(concat(1, x, y), concat(1, w, v)), ewadd(conv(x, w), conv(y, v)),
       cv([](int64_t n, int64_t c, int64_t h, int64_t k, std::mt19937_64& r) {
         const int64_t c2 = 1 + c % 3;

@@ -146,15 +146,26 @@ std::set<std::string> epilogue_values(const Graph& g) {
   return fused;
 }
 
-double graph_cost(const Graph& g, const Roofline& r, const std::set<std::string>& moved_slices) {
+double graph_cost(const Graph& g, const Roofline& r, const std::set<std::string>& moved_slices,
+                  const std::set<std::string>& folded) {
   double seconds = 0;
-  std::set<std::string> constant;  // values computed from constants alone: folded before run time
+  std::set<std::string> constant = folded;  // values computed from constants alone: folded before run time
   std::set<std::string> slice_outputs, fused;
   for (const Node& n : g.nodes) {
     seconds += node_cost(g, n, r, constant, slice_outputs, fused, moved_slices);
     if (n.op_type == "Slice" && !n.outputs.empty()) slice_outputs.insert(n.outputs[0]);
   }
   return seconds;
+}
+
+std::set<std::string> values_of_constants(const Graph& g) {
+  std::set<std::string> constant;
+  for (const Node& n : g.nodes)
+    if (!n.inputs.empty() && std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
+          return in.empty() || g.value(in).constant || constant.count(in);
+        }))
+      constant.insert(n.outputs.begin(), n.outputs.end());
+  return constant;
 }
 
 double nodes_cost(const Graph& g, const std::vector<const Node*>& nodes, const Roofline& r,

@@ -36,7 +36,13 @@ double graph_cost(const Graph& g, const Roofline& r);
 /// graph_cost with the Slices whose outputs are in `moved_slices` free: their readers only reshape
 /// or move data (Reshape, Transpose, ...), and kiln fuses a Slice into that pass (partition.h's
 /// injective chains). graph_cost(g, r) finds them in g itself.
-double graph_cost(const Graph& g, const Roofline& r, const std::set<std::string>& moved_slices);
+/// `folded`: values g reads that some other graph computes from constants alone (a kernel sum the
+/// search leaves unfolded), which fold before run time as initializers do.
+double graph_cost(const Graph& g, const Roofline& r, const std::set<std::string>& moved_slices,
+                  const std::set<std::string>& folded = {});
+
+/// The values of g computed from constants alone by its nodes: folded before run time.
+std::set<std::string> values_of_constants(const Graph& g);
 
 /// The element-wise ops a conv's or matmul's epilogue takes in (Relu, Add, Mul, Clip, ...).
 bool is_elementwise(const Node& n);

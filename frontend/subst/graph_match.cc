@@ -228,12 +228,14 @@ class Matcher {
     if (has_bias != (t->args.size() == 3)) return false;
     const Shape& w = shape(n.inputs[1]);
     if (w.size() != 4 || shape(n.inputs[0]).size() != 4) return false;
-    if (!all_equal(n.attr_ints("strides", {1, 1}), 1) || !all_equal(n.attr_ints("dilations", {1, 1}), 1)) return false;
+    if (!all_equal(n.attr_ints("strides", {1, 1}), t->stride) || !all_equal(n.attr_ints("dilations", {1, 1}), 1)) return false;
     if (w[2] % 2 == 0 || w[3] % 2 == 0) return false;
     const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
     const std::vector<int64_t> pads = n.attr_ints("pads", {0, 0, 0, 0});
     const bool valid = (auto_pad == "NOTSET" || auto_pad == "VALID") && all_equal(pads, 0);
-    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" ||
+    // ONNX's SAME_* pads by the output size, which at stride 2 may be one-sided: only explicit
+    // symmetric pads are the term's "same" there.
+    const bool same = (t->stride == 1 && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) ||
                       (auto_pad == "NOTSET" && pads == std::vector<int64_t>{(w[2] - 1) / 2, (w[3] - 1) / 2, (w[2] - 1) / 2, (w[3] - 1) / 2});
     if (!(t->same ? same : valid)) return false;
     const int64_t group = n.attr_int("group", 1);
@@ -346,14 +348,8 @@ class RhsWriter {
     if (t.op == "conv" || t.op == "enlarge") return 4;
     return rank(*t.args[0]);
   }
-  std::pair<int64_t, int64_t> kernel_extent(const Term& t) const {
-    if (t.op == "leaf") {
-      const Shape& s = g_.value(m_.leaves.at(t.name)).shape;
-      if (s.size() != 4) throw Error("subst: kernel leaf '" + t.name + "' is not 4-d");
-      return {s[2], s[3]};
-    }
-    if (t.op == "enlarge") return {3, 3};
-    return kernel_extent(*t.args[0]);
+  KernelShape kernel(const Term& t) const {
+    return kernel_shape(t, [&](const std::string& leaf) { return g_.value(m_.leaves.at(leaf)).shape; });
   }
   int64_t axis_of(int64_t term_axis, size_t r) const { return world_axis(matrix_, term_axis, r); }
 
@@ -388,11 +384,10 @@ class RhsWriter {
       return emit(op == "pool_avg" ? "AveragePool" : "MaxPool", a, at, into);
     }
     if (op == "conv") {
-      const auto [kh, kw] = kernel_extent(*t.args[1]);
-      int64_t group = t.group;
-      if (group == 0) group = g_.value(a[1]).shape.at(0);  // depthwise: a leaf kernel's count
-      Attributes at = {{"group", AttrValue(group)}, {"strides", AttrValue(std::vector<int64_t>{1, 1})}};
-      at["pads"] = AttrValue(t.same ? std::vector<int64_t>{(kh - 1) / 2, (kw - 1) / 2, (kh - 1) / 2, (kw - 1) / 2}
+      const KernelShape k = kernel(*t.args[1]);
+      const int64_t group = t.group == 0 ? k.filters : t.group;  // depthwise: one group per filter
+      Attributes at = {{"group", AttrValue(group)}, {"strides", AttrValue(std::vector<int64_t>{t.stride, t.stride})}};
+      at["pads"] = AttrValue(t.same ? std::vector<int64_t>{(k.height - 1) / 2, (k.width - 1) / 2, (k.height - 1) / 2, (k.width - 1) / 2}
                                     : std::vector<int64_t>{0, 0, 0, 0});
       if (!t.relu) return emit("Conv", a, at, into);
       return emit("Relu", {emit("Conv", a, at)}, {}, into);
@@ -457,7 +452,10 @@ std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const Gra
       Match replay{c.leaves, {}, {}};
       bool ok = true;
       for (size_t k = 0; k < rule.lhs.size() && ok; ++k) ok = mm.match(rule.lhs[k], c.roots[k], replay, again);
-      if (ok) out.emplace_back(i, std::move(c));
+      // Rewriting what folds before run time (a kernel sum the search left unfolded) changes nothing
+      // that runs: not a match.
+      const bool folds = std::all_of(c.roots.begin(), c.roots.end(), [&](const std::string& v) { return readers.constant_values().count(v) != 0; });
+      if (ok && !folds) out.emplace_back(i, std::move(c));
     }
   }
   return out;
@@ -469,7 +467,8 @@ std::vector<Match> find_matches(const Graph& g, const Rule& rule) {
   return out;
 }
 
-GraphReaders::GraphReaders(const Graph& g) : outputs_(g.outputs), epilogue_values_(subst::epilogue_values(g)) {
+GraphReaders::GraphReaders(const Graph& g)
+    : outputs_(g.outputs), epilogue_values_(subst::epilogue_values(g)), constant_values_(values_of_constants(g)) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (const std::string& in : g.nodes[i].inputs) nodes_[in].push_back(i);
     if (g.nodes[i].op_type == "Slice" && !g.nodes[i].outputs.empty()) slice_outputs_.insert(g.nodes[i].outputs[0]);
@@ -543,7 +542,10 @@ std::optional<double> cost_change(const Graph& g, const GraphReaders& readers, c
         std::all_of(readers.nodes(root).begin(), readers.nodes(root).end(),
                     [&](size_t i) { return reshapes_or_moves(g.nodes[i].op_type); }))
       moved.insert(root);
-  return graph_cost(rhs, r, moved) - nodes_cost(g, dying, r, readers.slice_outputs(), readers.epilogue_values()) +
+  std::set<std::string> folded;
+  for (const auto& [leaf, v] : m.leaves)
+    if (readers.constant_values().count(v)) folded.insert(v);
+  return graph_cost(rhs, r, moved, folded) - nodes_cost(g, dying, r, readers.slice_outputs(), readers.epilogue_values()) +
          readers_change;
 }
 

@@ -53,14 +53,19 @@ class GraphReaders {
   bool made_by_slice(const std::string& value) const { return slice_outputs_.count(value) != 0; }
   const std::set<std::string>& slice_outputs() const { return slice_outputs_; }
   const std::set<std::string>& epilogue_values() const { return epilogue_values_; }
+  /// Values computed from constants alone (values_of_constants): a rewrite that reads one reads a
+  /// weight.
+  const std::set<std::string>& constant_values() const { return constant_values_; }
 
  private:
   std::vector<std::string> outputs_;  // the graph's
   std::unordered_map<std::string, std::vector<size_t>> nodes_;
   std::set<std::string> slice_outputs_;
   std::set<std::string> epilogue_values_;
+  std::set<std::string> constant_values_;
 };
 /// Every match of every rule, as (index into `rules`, match), by rule: one reading of `g` for all.
+/// Matches whose outputs are all computed from constants alone are left out: they fold anyway.
 std::vector<std::pair<size_t, Match>> find_all_matches(const Graph& g, const GraphReaders& readers,
                                                        const std::vector<Rule>& rules);
 

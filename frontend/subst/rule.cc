@@ -55,7 +55,7 @@ class TermReader {
   }
 
   // One parameter of `t`'s bracket: "axis 1", "at 2", "at extent(w, 0)", "valid", "relu",
-  // "depthwise", "group 2", "from 1".
+  // "depthwise", "group 2", "stride 2", "from 1".
   void param(Term& t) {
     const std::string key = word();
     if (key == "axis") t.axis = number();
@@ -76,6 +76,7 @@ class TermReader {
     else if (key == "relu") t.relu = true;
     else if (key == "depthwise") t.group = 0;
     else if (key == "group") t.group = number();
+    else if (key == "stride") t.stride = number();
     else if (key == "from") t.from = number();
     else fail("unknown parameter '" + key + "'");
   }
@@ -209,21 +210,36 @@ const std::vector<Rule>& merge_rules() {
 const std::vector<Rule>& sum_rules() {
   static const std::vector<Rule> rules = [] {
     std::vector<Rule> out;
-    const TermRef x = leaf("x"), w = leaf("w"), v = leaf("v"), u = leaf("u"), b = leaf("b"), c = leaf("c");
+    const TermRef x = leaf("x"), y = leaf("y"), w = leaf("w"), v = leaf("v"), b = leaf("b"), c = leaf("c");
+    // Which kernel is 1x1 and enlarged to the other's 3x3. Both orders are rules: a match binds an
+    // Add's operands in the first order that fits the left side, and it fits either.
+    enum class Small { Neither, First, Second };
     // The kernels (and biases) are constants wherever a model has them, so the rewritten side's sum
     // and enlarge fold at compile time and one conv is left: with a 1x1 branch, RepVGG's
-    // structural re-parameterization.
-    for (const bool enlarged : {false, true})
-      for (const bool bias : {false, true}) {
-        const TermRef second = enlarged ? u : v;
-        const TermRef second_kernel = enlarged ? enlarge(u, 1) : v;
-        auto one = [&](const TermRef& kernel, const TermRef& bias_term) {
-          return bias ? conv_bias(x, kernel, bias_term) : conv(x, kernel);
-        };
-        out.push_back({std::string(enlarged ? "enlarge and sum" : "sum") + " two convs" + (bias ? " with biases" : ""),
-                       {ewadd(one(w, b), one(second, c))},
-                       {one(ewadd(w, second_kernel), bias ? ewadd(b, c) : TermRef())}});
-      }
+    // structural re-parameterization. The chained form adds a conv to a running sum that already
+    // holds one (MobileOne's `out += conv_i(x)` over four branches), so each branch folds in one
+    // step, without reassociating the sum first.
+    for (const int64_t group : {int64_t{1}, int64_t{0}})
+      for (const int64_t stride : {int64_t{1}, int64_t{2}})
+        for (const bool bias : {false, true})
+          for (const Small small : {Small::Neither, Small::First, Small::Second})
+            for (const bool chained : {false, true}) {
+              auto one = [&](const TermRef& kernel, const TermRef& bias_term) {
+                return bias ? conv_bias(x, kernel, bias_term, true, false, group, stride)
+                            : conv(x, kernel, true, false, group, stride);
+              };
+              const TermRef first_kernel = small == Small::First ? enlarge(w, 1) : w;
+              const TermRef second_kernel = small == Small::Second ? enlarge(v, 1) : v;
+              const TermRef summed = one(ewadd(first_kernel, second_kernel), bias ? ewadd(b, c) : TermRef());
+              const TermRef first = one(w, b), second = one(v, c);
+              std::string name = std::string(small == Small::Neither ? "sum" : "enlarge and sum") + " two " +
+                                 (group == 0 ? "depthwise " : "") + (stride == 2 ? "stride-2 " : "") + "convs" +
+                                 (bias ? " with biases" : "") + (chained ? " in a running sum" : "");
+              if (small == Small::First) name += " (the first 1x1)";
+              out.push_back({name,
+                             {chained ? ewadd(ewadd(first, y), second) : ewadd(first, second)},
+                             {chained ? ewadd(summed, y) : summed}});
+            }
     return out;
   }();
   return rules;

@@ -43,9 +43,10 @@ const std::vector<Rule>& verified_rules();
 /// fused relu, both alike), a 1x1 conv enlarged to 3x3 and merged with a 3x3 one, and matmuls.
 const std::vector<Rule>& merge_rules();
 
-/// Two convs of one input whose outputs are added, as one conv by the summed kernels (and biases),
-/// a 1x1 kernel enlarged to 3x3 first: single-output rules of more operators than the generator
-/// enumerates, each proved from the axioms (`Rules.SumRulesAreProved`).
+/// Two convs of one input whose outputs are added (directly, or into a running sum), as one conv by
+/// the summed kernels (and biases), a 1x1 kernel enlarged to 3x3 first; plain and depthwise, at
+/// stride 1 and 2: single-output rules of more operators than the generator enumerates, each proved
+/// from the axioms (`Rules.SumRulesAreProved`).
 const std::vector<Rule>& sum_rules();
 
 }  // namespace kiln::subst

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "frontend/ir/error.h"
+
 namespace kiln::subst {
 namespace {
 
@@ -25,18 +27,20 @@ TermRef smul(TermRef x, TermRef scalar) { return make("smul", {std::move(x), std
 TermRef biasadd(TermRef x, TermRef b) { return make("biasadd", {std::move(x), std::move(b)}); }
 TermRef transpose(TermRef x) { return make("transpose", {std::move(x)}); }
 TermRef matmul(TermRef a, TermRef b) { return make("matmul", {std::move(a), std::move(b)}); }
-TermRef conv(TermRef x, TermRef w, bool same, bool relu, int64_t group) {
+TermRef conv(TermRef x, TermRef w, bool same, bool relu, int64_t group, int64_t stride) {
   return make("conv", {std::move(x), std::move(w)}, [&](Term& t) {
     t.same = same;
     t.relu = relu;
     t.group = group;
+    t.stride = stride;
   });
 }
-TermRef conv_bias(TermRef x, TermRef w, TermRef b, bool same, bool relu, int64_t group) {
+TermRef conv_bias(TermRef x, TermRef w, TermRef b, bool same, bool relu, int64_t group, int64_t stride) {
   return make("conv", {std::move(x), std::move(w), std::move(b)}, [&](Term& t) {
     t.same = same;
     t.relu = relu;
     t.group = group;
+    t.stride = stride;
   });
 }
 TermRef enlarge(TermRef w, int64_t from) {
@@ -80,6 +84,7 @@ std::string to_string(const TermRef& t) {
     if (!t->same) params.push_back("valid");
     if (t->relu) params.push_back("relu");
     if (t->group != 1) params.push_back(t->group == 0 ? "depthwise" : "group " + std::to_string(t->group));
+    if (t->stride != 1) params.push_back("stride " + std::to_string(t->stride));
   }
   if (t->op == "enlarge") params.push_back("from " + std::to_string(t->from));
   std::string s = t->op;
@@ -91,6 +96,30 @@ std::string to_string(const TermRef& t) {
   s += "(";
   for (size_t i = 0; i < t->args.size(); ++i) s += (i ? ", " : "") + to_string(t->args[i]);
   return s + ")";
+}
+
+KernelShape kernel_shape(const Term& kernel, const std::function<Shape(const std::string&)>& leaf_shape) {
+  if (kernel.op == "leaf") {
+    const Shape s = leaf_shape(kernel.name);
+    if (s.size() != 4) throw Error("term kernel '" + kernel.name + "' is not 4-d");
+    return {s[0], s[2], s[3]};
+  }
+  if (kernel.op == "enlarge") {
+    KernelShape k = kernel_shape(*kernel.args[0], leaf_shape);
+    k.height = k.width = 3;
+    return k;
+  }
+  if (kernel.op == "concat") {  // the extents along the axis add (axis 1, input channels, has none here)
+    KernelShape a = kernel_shape(*kernel.args[0], leaf_shape);
+    const KernelShape b = kernel_shape(*kernel.args[1], leaf_shape);
+    if (kernel.axis == 0) a.filters += b.filters;
+    if (kernel.axis == 2) a.height += b.height;
+    if (kernel.axis == 3) a.width += b.width;
+    return a;
+  }
+  // Element-wise operators keep their first operand's shape.
+  if (kernel.op == "ewadd" || kernel.op == "ewmul" || kernel.op == "smul") return kernel_shape(*kernel.args[0], leaf_shape);
+  throw Error("term " + to_string(std::make_shared<Term>(kernel)) + " is not a kernel");
 }
 
 std::vector<std::string> leaves(const TermRef& t) {

@@ -65,13 +65,16 @@ class TermWriter {
       n.attr("kernel_shape", std::vector<int64_t>{3, 3}).attr("pads", std::vector<int64_t>{1, 1, 1, 1});
       if (op == "pool_avg") n.attr("count_include_pad", int64_t{1});
     } else if (op == "conv") {
-      int64_t group = t.group;
-      if (group == 0) {  // depthwise: one group per kernel row, read from the leaf kernel
-        if (t.args[1]->op != "leaf") throw Error(to_string(std::make_shared<Term>(t)) + ": a depthwise conv needs a leaf kernel");
-        group = leaves_.at(t.args[1]->name).shape().at(0);
-      }
+      const KernelShape k = kernel_shape(*t.args[1], [&](const std::string& leaf) {
+        auto it = leaves_.find(leaf);
+        if (it == leaves_.end()) throw Error("term kernel: leaf '" + leaf + "' has no value");
+        return it->second.shape();
+      });
+      const int64_t group = t.group == 0 ? k.filters : t.group;  // depthwise: one group per filter
       const std::string conv_out = t.relu ? out + ".conv" : out;
-      b_.node("Conv", args, {conv_out}).attr("auto_pad", std::string(t.same ? "SAME_UPPER" : "VALID")).attr("group", group);
+      auto n = b_.node("Conv", args, {conv_out});
+      n.attr("group", group).attr("strides", std::vector<int64_t>{t.stride, t.stride});
+      if (t.same) n.attr("pads", std::vector<int64_t>{(k.height - 1) / 2, (k.width - 1) / 2, (k.height - 1) / 2, (k.width - 1) / 2});
       if (t.relu) b_.node("Relu", {conv_out}, {out});
     } else {
       throw Error("term operator '" + op + "' is not known");

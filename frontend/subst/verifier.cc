@@ -37,7 +37,7 @@ class Encoding {
     f_.emplace("split1", c.function("split1", i, i, t, t));
     f_.emplace("extent", c.function("extent", i, t, i));
     z3::sort_vector conv_args(c);
-    for (int k = 0; k < 3; ++k) conv_args.push_back(i);  // same, relu, group
+    for (int k = 0; k < 4; ++k) conv_args.push_back(i);  // same, relu, group, stride
     conv_args.push_back(t);
     conv_args.push_back(t);
     f_.emplace("conv", c.function("conv", conv_args, t));
@@ -74,6 +74,7 @@ class Encoding {
       args.push_back(c_.int_val(t->same ? 1 : 0));
       args.push_back(c_.int_val(t->relu ? 1 : 0));
       args.push_back(c_.int_val(t->group));
+      args.push_back(c_.int_val(t->stride));
       for (const z3::expr& arg : a) args.push_back(arg);
       return a.size() == 3 ? f_.at("convb")(args) : f(args);
     }
@@ -86,13 +87,13 @@ class Encoding {
   // right operand, a bias add as many as its matrix, and enlarging a kernel keeps its filter count.
   std::vector<z3::expr> extent_facts() {
     const z3::expr x = c_.constant("e_x", tensor_), w = c_.constant("e_w", tensor_), b = c_.constant("e_b", tensor_);
-    const z3::expr p = c_.int_const("e_p"), q = c_.int_const("e_q"), g = c_.int_const("e_g");
+    const z3::expr p = c_.int_const("e_p"), q = c_.int_const("e_q"), g = c_.int_const("e_g"), st = c_.int_const("e_s");
     const z3::func_decl& extent = f_.at("extent");
     z3::expr_vector conv_args(c_);
-    for (const z3::expr& e : {p, q, g, x, w}) conv_args.push_back(e);
+    for (const z3::expr& e : {p, q, g, st, x, w}) conv_args.push_back(e);
     z3::expr_vector all(c_), two(c_), enl(c_), biased(c_), biased_args(c_);
-    for (const z3::expr& e : {p, q, g, x, w}) all.push_back(e);
-    for (const z3::expr& e : {p, q, g, x, w, b}) {
+    for (const z3::expr& e : {p, q, g, st, x, w}) all.push_back(e);
+    for (const z3::expr& e : {p, q, g, st, x, w, b}) {
       biased.push_back(e);
       biased_args.push_back(e);
     }

@@ -17,6 +17,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"inception_v3", build_inception_v3},
       {"nasnet_mobile", build_nasnet_mobile},
       {"repvgg_a0", build_repvgg_a0},
+      {"mobileone_s0", build_mobileone_s0},
       {"resnet3d18", build_resnet3d18},
       {"mobilenet_v2", build_mobilenet_v2},
       {"matmul", build_matmul},

@@ -11,6 +11,7 @@ ModelBuilder build_resnext50(const ZooOptions& o);
 ModelBuilder build_inception_v3(const ZooOptions& o);
 ModelBuilder build_nasnet_mobile(const ZooOptions& o);
 ModelBuilder build_repvgg_a0(const ZooOptions& o);
+ModelBuilder build_mobileone_s0(const ZooOptions& o);
 ModelBuilder build_resnet3d18(const ZooOptions& o);
 ModelBuilder build_mobilenet_v2(const ZooOptions& o);
 ModelBuilder build_matmul(const ZooOptions& o);

@@ -132,7 +132,7 @@ TEST(GraphMatch, SumsTwoConvsOfOneInputOnlyWithTheKernelsOfOneShape) {
   }
   const Rule& enlarged = sum_rule("enlarge and sum two convs with biases");
   const std::vector<Match> m = find_matches(g, enlarged);
-  ASSERT_EQ(m.size(), 1u);  // u is the 1x1 kernel
+  ASSERT_EQ(m.size(), 1u);  // v is the 1x1 kernel
   const std::optional<Graph> one = apply_match(g, enlarged, m[0]);
   ASSERT_TRUE(one);
   EXPECT_EQ(count_op(*one, "Conv"), 1);
@@ -143,6 +143,54 @@ TEST(GraphMatch, SumsTwoConvsOfOneInputOnlyWithTheKernelsOfOneShape) {
   o.cost = roofline_for(512, 1);
   const SearchResult r = optimize_graph_substitutions(g, default_rules(), o);
   EXPECT_EQ(count_op(r.graph, "Conv"), 1);
+  expect_same_outputs(g, r.graph);
+}
+
+// MobileOne's training-time depthwise block: a 1x1 branch, a skip branch (the per-channel affine a
+// lone batch norm folds to) and three 3x3 branches, summed one after another as PyTorch's `out +=`
+// writes them, at stride 1 and, without the skip, at stride 2. The search sums every conv into one.
+// A stride-2 conv padded SAME_UPPER (one-sided on an even map) is not the term's "same": not summed.
+TEST(GraphMatch, SumsDepthwiseAndStridedBranchesOfARunningSum) {
+  ModelBuilder b("mobileone_block");
+  b.input("x", DType::Float32, Shape{1, 8, 6, 6});
+  uint32_t seed = 1;
+  auto conv = [&](const std::string& name, int64_t k, int64_t stride, bool depthwise, const std::string& auto_pad = "") {
+    b.initializer(name + ".w", random_weights({8, depthwise ? 1 : 8, k, k}, seed++));
+    b.initializer(name + ".b", random_weights({8}, seed++));
+    auto n = b.node("Conv", {"x", name + ".w", name + ".b"}, {name});
+    n.attr("strides", std::vector<int64_t>{stride, stride}).attr("group", int64_t{depthwise ? 8 : 1});
+    if (!auto_pad.empty()) n.attr("auto_pad", auto_pad);
+    else n.attr("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+    return name;
+  };
+  auto add = [&](const std::string& x, const std::string& y, const std::string& out) {
+    b.node("Add", {x, y}, {out});
+    return out;
+  };
+  b.initializer("skip.scale", random_weights({1, 8, 1, 1}, seed++));
+  b.initializer("skip.shift", random_weights({1, 8, 1, 1}, seed++));
+  b.node("Mul", {"x", "skip.scale"}, {"skip.mul"});
+  b.node("Add", {"skip.mul", "skip.shift"}, {"skip"});
+  std::string sum = add(conv("scale", 1, 1, true), "skip", "sum");
+  for (int i = 0; i < 3; ++i) sum = add(sum, conv("dw" + std::to_string(i), 3, 1, true), "sum" + std::to_string(i));
+  b.node("Relu", {sum}, {"y"});
+  std::string strided = add(conv("s.scale", 1, 2, false), conv("s.conv0", 3, 2, false), "s.sum");
+  strided = add(strided, conv("s.conv1", 3, 2, false), "s.sum1");
+  add(conv("u.conv0", 3, 2, false, "SAME_UPPER"), conv("u.conv1", 3, 2, false, "SAME_UPPER"), "u.sum");
+  b.output("y", DType::Float32, Shape{1, 8, 6, 6});
+  b.output(strided, DType::Float32, Shape{1, 8, 3, 3});
+  b.output("u.sum", DType::Float32, Shape{1, 8, 3, 3});
+  const Graph g = testing::prepared_graph(b);
+  ASSERT_EQ(count_op(g, "Conv"), 9);
+  SearchOptions o;
+  o.cost = roofline_for(512, 1);
+  const SearchResult r = optimize_graph_substitutions(g, default_rules(), o);
+  // One depthwise conv (the skip's affine stays apart), one strided conv, the two SAME_UPPER ones.
+  EXPECT_EQ(count_op(r.graph, "Conv"), 4);
+  // Each rewrite sums one branch in; none rewrites the kernels' sums, which fold.
+  EXPECT_EQ(r.log.size(), 5u);
+  for (const Node& n : r.graph.nodes)
+    if (n.op_type == "Conv" && n.attr_ints("strides") == std::vector<int64_t>{1, 1}) EXPECT_EQ(n.attr_int("group", 1), 8);
   expect_same_outputs(g, r.graph);
 }
 

@@ -128,6 +128,34 @@ TEST(CnnZoo, RepVggA0sDeployFormIsThePublishedOne) {
   EXPECT_NEAR(macs, 1.4e9, 0.05 * 1.4e9);
 }
 
+// MobileOne-S0 (Vasu et al., CVPR 2023, table 4) publishes its deploy form: 2.1 M parameters and
+// 275 M multiply-adds at 224 x 224. The zoo writes the training form, four conv branches per block
+// (one in the stem) besides the 1x1 and skip branches; its deploy form is each block's first conv
+// branch with a bias, and the classifier: those counted from the graph.
+TEST(CnnZoo, MobileOneS0sDeployFormIsThePublishedOne) {
+  testing::TempDir dir;
+  const std::string path = dir.path("model.onnx");
+  build_zoo_model("mobileone_s0", ZooOptions{}).save(path);
+  const Graph g = load_model(path, {});
+  double params = 0, macs = 0;
+  int blocks = 0, branches = 0;
+  for (const Node& n : g.nodes) {
+    const bool conv_branch = n.op_type == "Conv" && n.outputs[0].find(".rbr_conv.") != std::string::npos;
+    branches += conv_branch;
+    const bool deployed = conv_branch && n.outputs[0].find(".rbr_conv.0.") != std::string::npos;
+    if (!deployed && n.op_type != "Gemm") continue;
+    const Shape& w = g.value(n.inputs[1]).shape;
+    const auto out_channels = static_cast<double>(w[0]);  // Gemm with transB, like a conv
+    params += static_cast<double>(num_elements(w)) + out_channels;
+    macs += static_cast<double>(num_elements(w)) * static_cast<double>(num_elements(g.value(n.outputs[0]).shape)) / out_channels;
+    blocks += deployed;
+  }
+  EXPECT_EQ(blocks, 1 + 2 * (2 + 8 + 10 + 1));
+  EXPECT_EQ(branches, 1 + 4 * 2 * (2 + 8 + 10 + 1));
+  EXPECT_NEAR(params, 2.1e6, 0.03 * 2.1e6);
+  EXPECT_NEAR(macs, 275e6, 0.02 * 275e6);
+}
+
 struct SmallRun {
   const char* model;
   int64_t size;
@@ -171,7 +199,7 @@ TEST_P(CnnReference, OutputsAreFiniteBoundedAndInputDependent) {
 INSTANTIATE_TEST_SUITE_P(CnnZoo, CnnReference,
                          ::testing::Values(SmallRun{"resnet18", 32, 1000}, SmallRun{"resnet50", 32, 1000}, SmallRun{"resnext50", 32, 1000}, SmallRun{"inception_v3", 75, 1000},
                                            SmallRun{"mobilenet_v2", 32, 1000}, SmallRun{"resnet3d18", 8, 400},
-                                           SmallRun{"repvgg_a0", 32, 1000}),
+                                           SmallRun{"repvgg_a0", 32, 1000}, SmallRun{"mobileone_s0", 32, 1000}),
                          [](const auto& info) { return std::string(info.param.model); });
 
 TEST(CnnZoo, SameSeedSameBytes) {
