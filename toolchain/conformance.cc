@@ -127,6 +127,7 @@ std::vector<Tensor> run_engine(const ConformanceOptions& o, const Graph& g, cons
     TempDir dir("kiln-conformance");
     PipelineOptions po;
     po.substitutions = o.substitutions;
+    po.subst_min_gain = o.subst_min_gain;
     compile_graph(g, c, dir.path(), po);
     if (o.compile_only) return {};
     return run_package(dir.path(), c.target, inputs, 1).outputs;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "frontend/ir/graph.h"
+#include "frontend/subst/optimizer.h"
 #include "toolchain/schedule_choice.h"
 
 namespace kiln {
@@ -31,6 +32,9 @@ struct ConformanceOptions {
   /// Compiled engine: search the verified graph substitutions first (`kiln compile --subst`), so
   /// the rewritten graph is what is checked.
   bool substitutions = false;
+  /// With substitutions: how much cheaper a rewritten graph must be to be kept (0: any gain, so
+  /// that a test checks rewrites the default would judge not worth it).
+  double subst_min_gain = subst::SearchOptions{}.min_gain;
 };
 
 struct ConformanceResult {

@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
   std::string shard;
   conformance->add_option("--shard", shard, "K/N: only every N-th case, starting at the K-th (0-based)");
   conformance->add_flag("--subst", conf.substitutions, "Compiled engine: search the verified graph substitutions first");
+  conformance->add_option("--subst-min-gain", conf.subst_min_gain,
+                          "With --subst: the fraction by which a rewritten graph must be cheaper to be kept")
+      ->check(CLI::Range(0.0, 1.0));
   conformance->add_flag("-v,--verbose", conf.verbose, "Print every case, with the reason for unsupported ones");
   std::string conf_schedule = "default";
   conformance->add_option("--schedule", conf_schedule,

@@ -134,6 +134,7 @@ Graph optimize_graph(const Graph& model, LayoutTarget target, const PipelineOpti
     subst::SearchOptions so;
     so.cost = subst::roofline_for(target.vector_bits, 1);
     so.measured = o.subst_costs;
+    so.min_gain = o.subst_min_gain;
     const subst::SearchResult r = subst::optimize_graph_substitutions(g, subst::default_rules(), so);
     if (o.on_subst) o.on_subst(g, r);
     g = r.graph;

@@ -25,6 +25,7 @@
 #include "frontend/ir/graph.h"
 #include "frontend/partition/partition.h"
 #include "frontend/passes/bind_input_shapes.h"
+#include "frontend/subst/optimizer.h"
 #include "scheduler/tasks/task.h"
 #include "toolchain/compile_target.h"
 #include "toolchain/layout_target.h"
@@ -45,6 +46,8 @@ struct PipelineOptions {
   /// Search the verified graph substitutions (frontend/subst/optimizer.h) after fold; off by default
   /// until it has made every model of bench/ at least as fast (bench/RESULTS.md).
   bool substitutions = false;
+  /// How much cheaper (a fraction) a rewritten graph must be to be kept (subst::SearchOptions).
+  double subst_min_gain = subst::SearchOptions{}.min_gain;
   /// When set, what a graph costs to the substitution search (toolchain/subst_costs.h: tuning
   /// records); unset, its roofline (frontend/subst/graph_cost.h).
   std::function<double(const Graph&)> subst_costs;

@@ -213,7 +213,7 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
       ++r.repeated;
       continue;
     }
-    if (cost < best_cost) {
+    if (cost < (1 - o.min_gain) * best_cost) {
       best = graph;
       best_cost = cost;
       best_log = *log;
