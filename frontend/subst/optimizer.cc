@@ -213,7 +213,7 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
       ++r.repeated;
       continue;
     }
-    if (cost < (1 - o.min_gain) * best_cost) {
+    if (cost < best_cost) {
       best = graph;
       best_cost = cost;
       best_log = *log;
@@ -226,6 +226,11 @@ SearchResult optimize_graph_substitutions(const Graph& g, const std::vector<Rule
       ++r.generated;
       queue.push({cost + *change, graph, &rules[index], std::move(m), log, cost});
     }
+  }
+  if (best_cost > (1 - o.min_gain) * r.initial_cost) {  // within the estimate's resolution: kept as it was
+    best = std::make_shared<const Graph>(g);
+    best_cost = r.initial_cost;
+    best_log.clear();
   }
   r.graph = *best;
   infer_shapes(r.graph);  // the kept graph's new weights folded

@@ -27,7 +27,8 @@ namespace kiln::subst {
 struct SearchOptions {
   double alpha = 1.05;  // TASO's relaxation: graphs up to 5% costlier than the best stay in the search
   int budget = 200;     // graphs expanded at most
-  /// A graph replaces the best found only when it is cheaper by this fraction of the best's cost.
+  /// The cheapest graph found is kept only when it is cheaper than the input by this fraction of
+  /// the input's cost; otherwise the input is.
   /// The estimate does not resolve smaller differences (the roofline's 1 us per kernel is a guess;
   /// records are noisy), and a rewrite is a risk of its own (new tasks, other fusions): BERT-base's
   /// query/key/value merges, 0.02% cheaper by the roofline, measured 1-2% slower.

@@ -340,6 +340,12 @@ TEST(Optimizer, MergesLinearLayersOfOneInput) {
   const SearchResult r = optimize_graph_substitutions(g, default_rules(), o);
   EXPECT_EQ(count_op(r.graph, "MatMul"), 1) << format_rewrites(r);
   expect_same_outputs(g, r.graph);
+  // Asked for more than the merge saves, the search keeps the input as it was.
+  o.min_gain = 0.99 * (r.initial_cost - r.final_cost) / r.initial_cost + 0.01;
+  const SearchResult kept = optimize_graph_substitutions(g, default_rules(), o);
+  EXPECT_TRUE(kept.log.empty());
+  EXPECT_EQ(kept.final_cost, kept.initial_cost);
+  EXPECT_EQ(count_op(kept.graph, "MatMul"), 2);
 }
 
 }  // namespace
