@@ -189,8 +189,11 @@ TEST(GraphMatch, SumsDepthwiseAndStridedBranchesOfARunningSum) {
   EXPECT_EQ(count_op(r.graph, "Conv"), 4);
   // Each rewrite sums one branch in; none rewrites the kernels' sums, which fold.
   EXPECT_EQ(r.log.size(), 5u);
-  for (const Node& n : r.graph.nodes)
-    if (n.op_type == "Conv" && n.attr_ints("strides") == std::vector<int64_t>{1, 1}) EXPECT_EQ(n.attr_int("group", 1), 8);
+  for (const Node& n : r.graph.nodes) {
+    if (n.op_type == "Conv" && n.attr_ints("strides") == std::vector<int64_t>{1, 1}) {
+      EXPECT_EQ(n.attr_int("group", 1), 8);
+    }
+  }
   expect_same_outputs(g, r.graph);
 }
 

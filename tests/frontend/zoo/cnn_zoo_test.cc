@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <set>
 
 #include "frontend/ir/error.h"
@@ -104,56 +106,54 @@ TEST_P(PublishedCnn, InspectMatchesPublishedParamsAndMacs) {
 INSTANTIATE_TEST_SUITE_P(CnnZoo, PublishedCnn, ::testing::ValuesIn(kPublished),
                          [](const auto& info) { return std::string(info.param.model); });
 
-// RepVGG-A0 (Ding et al., CVPR 2021, table 4) publishes its deploy form: 8.30 M parameters and
-// 1.4 G multiply-adds ("FLOPs" there) at 224 x 224. The zoo writes the training form, whose deploy
-// form is one 3x3 conv with a bias per block and the classifier: those counted from the graph.
-TEST(CnnZoo, RepVggA0sDeployFormIsThePublishedOne) {
+// A re-parameterizable network's deploy form, counted from the training form the zoo writes: the
+// convs `kept` picks, each with a bias, and the classifier (a Gemm with transB, like a conv).
+struct DeployForm {
+  double params = 0, macs = 0;
+  int convs = 0;
+  Graph graph;
+};
+DeployForm deploy_form(const std::string& model, const std::function<bool(const Graph&, const Node&)>& kept) {
   testing::TempDir dir;
   const std::string path = dir.path("model.onnx");
-  build_zoo_model("repvgg_a0", ZooOptions{}).save(path);
-  const Graph g = load_model(path, {});
-  double params = 0, macs = 0;
-  int blocks = 0;
-  for (const Node& n : g.nodes) {
-    const bool dense = n.op_type == "Conv" && g.value(n.inputs[1]).shape[2] == 3;
-    if (!dense && n.op_type != "Gemm") continue;
-    const Shape& w = g.value(n.inputs[1]).shape;
-    const auto out_channels = static_cast<double>(w[0]);  // Gemm with transB, like a conv
-    params += static_cast<double>(num_elements(w)) + out_channels;
-    macs += static_cast<double>(num_elements(w)) * static_cast<double>(num_elements(g.value(n.outputs[0]).shape)) / out_channels;
-    blocks += dense;
+  build_zoo_model(model, ZooOptions{}).save(path);
+  DeployForm d;
+  d.graph = load_model(path, {});
+  for (const Node& n : d.graph.nodes) {
+    const bool conv = n.op_type == "Conv" && kept(d.graph, n);
+    if (!conv && n.op_type != "Gemm") continue;
+    const Shape& w = d.graph.value(n.inputs[1]).shape;
+    const auto out_channels = static_cast<double>(w[0]);
+    d.params += static_cast<double>(num_elements(w)) + out_channels;
+    d.macs += static_cast<double>(num_elements(w)) * static_cast<double>(num_elements(d.graph.value(n.outputs[0]).shape)) / out_channels;
+    d.convs += conv;
   }
-  EXPECT_EQ(blocks, 22);
-  EXPECT_NEAR(params, 8.30e6, 0.005 * 8.30e6);
-  EXPECT_NEAR(macs, 1.4e9, 0.05 * 1.4e9);
+  return d;
+}
+
+// RepVGG-A0 (Ding et al., CVPR 2021, table 4) publishes its deploy form: 8.30 M parameters and
+// 1.4 G multiply-adds ("FLOPs" there) at 224 x 224. Its deploy form is one 3x3 conv with a bias per
+// block, and the classifier.
+TEST(CnnZoo, RepVggA0sDeployFormIsThePublishedOne) {
+  const DeployForm d = deploy_form("repvgg_a0", [](const Graph& g, const Node& n) { return g.value(n.inputs[1]).shape[2] == 3; });
+  EXPECT_EQ(d.convs, 22);
+  EXPECT_NEAR(d.params, 8.30e6, 0.005 * 8.30e6);
+  EXPECT_NEAR(d.macs, 1.4e9, 0.05 * 1.4e9);
 }
 
 // MobileOne-S0 (Vasu et al., CVPR 2023, table 4) publishes its deploy form: 2.1 M parameters and
-// 275 M multiply-adds at 224 x 224. The zoo writes the training form, four conv branches per block
-// (one in the stem) besides the 1x1 and skip branches; its deploy form is each block's first conv
-// branch with a bias, and the classifier: those counted from the graph.
+// 275 M multiply-adds at 224 x 224. The zoo writes four conv branches per block (one in the stem)
+// besides the 1x1 and skip branches; the deploy form is each block's first conv branch with a
+// bias, and the classifier.
 TEST(CnnZoo, MobileOneS0sDeployFormIsThePublishedOne) {
-  testing::TempDir dir;
-  const std::string path = dir.path("model.onnx");
-  build_zoo_model("mobileone_s0", ZooOptions{}).save(path);
-  const Graph g = load_model(path, {});
-  double params = 0, macs = 0;
-  int blocks = 0, branches = 0;
-  for (const Node& n : g.nodes) {
-    const bool conv_branch = n.op_type == "Conv" && n.outputs[0].find(".rbr_conv.") != std::string::npos;
-    branches += conv_branch;
-    const bool deployed = conv_branch && n.outputs[0].find(".rbr_conv.0.") != std::string::npos;
-    if (!deployed && n.op_type != "Gemm") continue;
-    const Shape& w = g.value(n.inputs[1]).shape;
-    const auto out_channels = static_cast<double>(w[0]);  // Gemm with transB, like a conv
-    params += static_cast<double>(num_elements(w)) + out_channels;
-    macs += static_cast<double>(num_elements(w)) * static_cast<double>(num_elements(g.value(n.outputs[0]).shape)) / out_channels;
-    blocks += deployed;
-  }
-  EXPECT_EQ(blocks, 1 + 2 * (2 + 8 + 10 + 1));
+  auto branch = [](const Node& n, const std::string& which) { return n.outputs[0].find(".rbr_conv." + which) != std::string::npos; };
+  const DeployForm d = deploy_form("mobileone_s0", [&](const Graph&, const Node& n) { return branch(n, "0."); });
+  const auto branches = std::count_if(d.graph.nodes.begin(), d.graph.nodes.end(),
+                                      [&](const Node& n) { return n.op_type == "Conv" && branch(n, ""); });
+  EXPECT_EQ(d.convs, 1 + 2 * (2 + 8 + 10 + 1));
   EXPECT_EQ(branches, 1 + 4 * 2 * (2 + 8 + 10 + 1));
-  EXPECT_NEAR(params, 2.1e6, 0.03 * 2.1e6);
-  EXPECT_NEAR(macs, 275e6, 0.02 * 275e6);
+  EXPECT_NEAR(d.params, 2.1e6, 0.03 * 2.1e6);
+  EXPECT_NEAR(d.macs, 275e6, 0.02 * 275e6);
 }
 
 struct SmallRun {
