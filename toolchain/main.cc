@@ -117,6 +117,11 @@ int main(int argc, char** argv) {
   compile->add_flag("--subst", compile_subst,
                     "Search the verified graph substitutions (TASO) before layout, ranked by --records' latencies when given "
                     "(tune with --subst too for records that apply)");
+  double compile_subst_min_gain = kiln::subst::SearchOptions{}.min_gain;
+  compile->add_option("--subst-min-gain", compile_subst_min_gain,
+                      "With --subst: the fraction by which the rewritten graph must be cheaper, by the estimate, to be kept")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   std::string compile_schedule = "default";
   kiln::ScheduleChoice compile_choice;
   compile->add_option("--schedule", compile_schedule, "default, random (a random program from each task's sketches; with a CUDA target a random shared-memory tile per matmul and conv), gpu-serial (the default GPU schedule, its threads run one after another on a CPU target) or gpu-serial-random (random GPU tiles, run so)")->capture_default_str();
@@ -242,6 +247,7 @@ int main(int argc, char** argv) {
       po.bindings = compile_bindings.parse();
       po.dump = kiln::StageDump(compile_dump_after);
       po.substitutions = compile_subst;
+      po.subst_min_gain = compile_subst_min_gain;
       if (compile_subst && !compile_choice.records_path.empty())  // the search ranks graphs by the records too
         po.subst_costs = kiln::record_graph_costs(kiln::measure::load_records(compile_choice.records_path), co.target.name,
                                                   co.target.vector_bits);
