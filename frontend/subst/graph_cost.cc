@@ -94,6 +94,16 @@ Epilogue epilogue_role(const Node& n, const std::set<std::string>& fused) {
   return is_elementwise(n) && reads_one ? Epilogue::Fused : Epilogue::None;
 }
 
+// Whether every input of `n` is a constant or in `constant` (computed from constants alone); if so,
+// `n`'s outputs join `constant`: they fold before run time.
+bool folds_from_constants(const Graph& g, const Node& n, std::set<std::string>& constant) {
+  const bool of_constants = std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
+    return in.empty() || g.value(in).constant || constant.count(in);
+  });
+  if (of_constants) constant.insert(n.outputs.begin(), n.outputs.end());
+  return of_constants;
+}
+
 // One node's estimate; `constant` holds the values computed from constants alone so far, `fused`
 // the values computed in the epilogue of a conv or matmul (partition.h's phase 0: an anchor absorbs
 // the element-wise chain after it, so the chain costs no pass over memory of its own).
@@ -101,10 +111,7 @@ double node_cost(const Graph& g, const Node& n, const Roofline& r, std::set<std:
                  const std::set<std::string>& slice_outputs, std::set<std::string>& fused,
                  const std::set<std::string>& moved_slices) {
   static const std::set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape"};
-  const bool of_constants = std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
-    return in.empty() || g.value(in).constant || constant.count(in);
-  });
-  if (of_constants) constant.insert(n.outputs.begin(), n.outputs.end());
+  const bool of_constants = folds_from_constants(g, n, constant);
   if (!of_constants && cuts_channel_blocks(g, n, r.channel_block))  // out of the blocks and back: two passes, twice
     return 4 * bytes_of(g, n.outputs[0]) / r.bytes_per_second + 2 * r.seconds_per_node;
   if (of_constants || n.outputs.empty() || views.count(n.op_type) || runs_in_place(g, n, slice_outputs)) return 0;
@@ -160,11 +167,7 @@ double graph_cost(const Graph& g, const Roofline& r, const std::set<std::string>
 
 std::set<std::string> values_of_constants(const Graph& g) {
   std::set<std::string> constant;
-  for (const Node& n : g.nodes)
-    if (!n.inputs.empty() && std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) {
-          return in.empty() || g.value(in).constant || constant.count(in);
-        }))
-      constant.insert(n.outputs.begin(), n.outputs.end());
+  for (const Node& n : g.nodes) folds_from_constants(g, n, constant);
   return constant;
 }
 
