@@ -7,7 +7,10 @@
 # headed `# sN` in `kiln dump MODEL --dump-after lower`, or in `kiln compile ... --dump-after lower`
 # with records): its 1-thread time, each half's time at 2 threads, and the time lost against a
 # perfect split, the biggest losses first (ORDER `lost`, the default) or the longest 1-thread times
-# first (ORDER `time`); the first 25 loops, or $TOP. Not part of ctest.
+# first (ORDER `time`); the first 25 loops, or $TOP. Its third line is the 2-thread run with each
+# loop's halves in turns, one core after the other: near the 1-thread time when moving data between
+# the cores is cheap, far above it when the host puts the two vCPUs far apart (bench/RESULTS.md, "Two
+# threads on this host"; bench/native/cross_core_read.c tells which). Not part of ctest.
 set -euo pipefail
 pkg=${1:?usage: bench/parallel_profile.sh PKG [REPEAT] [lost|time]}
 repeat=${2:-10}
@@ -29,6 +32,7 @@ cc -O2 -no-pie -I "$pkg" -DKP_HEADER="\"$name.h\"" -DKP_M="$name" -DKP_NUM_INPUT
   "$root/bench/native/parallel_profile.c" "$pkg/lib$name.a" -lpthread -lm -o "$work/profile"
 "$work/profile" 1 "$repeat" >"$work/t1"
 "$work/profile" 2 "$repeat" >"$work/t2"
+"$work/profile" turns "$repeat" >"$work/turns"
 nm "$work/profile" >"$work/syms"
 python3 - "$work" "$order" "$top" <<'PY'
 import re, sys
@@ -44,6 +48,7 @@ def calls(f):
 one, two = calls(f"{work}/t1"), calls(f"{work}/t2")
 print(open(f"{work}/t1").readline().strip())
 print(open(f"{work}/t2").readline().strip())
+print(open(f"{work}/turns").readline().strip(), "(the halves one after the other: near the 1-thread time unless moving data between the cores, or the host, costs)")
 t1 = sum(c[2] for c in one)
 t2 = sum(c[2] + c[4] for c in two)
 print(f"parallel loops: {len(one)}; 1 thread {t1 / 1e3:.2f} ms, 2 threads {t2 / 1e3:.2f} ms, a perfect split {t1 / 2e3:.2f} ms")

@@ -4,6 +4,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/IntrinsicsAArch64.h>
+#include <llvm/IR/IntrinsicsARM.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -509,7 +510,9 @@ class FuncEmitter {
   // Dot4U8S8 as vpdpbusd on a vector of 4, 8 or 16 lanes (CodegenOptions::int8_dot), a Dot4S8S8
   // as sdot on 2 or 4 (int8_sdot); nullptr otherwise.
   llvm::Value* emit_dot4_instruction(const ExprNode* e, bool guarded) {
-    if (!vec_var_ || e->dtype != DType::Int32 || lanes_ > opts_.vector_bits / 32) return nullptr;
+    if (e->dtype != DType::Int32) return nullptr;
+    if (opts_.int8_smlad && (!vec_var_ || lanes_ == 1)) return emit_dot4_smlad(e, guarded);
+    if (!vec_var_ || lanes_ > opts_.vector_bits / 32) return nullptr;
     auto is_dot = [&](const ExprNode* x) {
       return (x->op == ExprOp::Dot4U8S8 && opts_.int8_dot && (lanes_ == 4 || lanes_ == 8 || lanes_ == 16)) ||
              (x->op == ExprOp::Dot4S8S8 && opts_.int8_sdot && (lanes_ == 2 || lanes_ == 4));
@@ -537,6 +540,38 @@ class FuncEmitter {
                                    : lanes_ == 8 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
                                                  : llvm::Intrinsic::x86_avx512_vpdpbusd_128;
     return b_.CreateIntrinsic(id, {}, {splat(sum), splat(a), splat(b)});
+  }
+
+  // acc + dot4(a, b), or dot4(a, b) alone, of one lane on 32-bit Arm with the DSP extension: each
+  // operand's bytes 0 and 2, then 1 and 3 (SXTB16, or UXTB16 for Dot4U8S8's unsigned side, the second
+  // through the rotation by 8 the instruction has for free) as two 16-bit halves, and two SMLADs,
+  // each adding two products to the accumulator. The products of bytes fit 16 x 16 bits, and SMLAD's
+  // sum wraps as the int32 sum does (it only sets the Q flag), so the result is the same integer:
+  // six instructions for four multiply-adds. nullptr when `e` is no dot4.
+  llvm::Value* emit_dot4_smlad(const ExprNode* e, bool guarded) {
+    auto is_dot = [](const ExprNode* x) { return x->op == ExprOp::Dot4U8S8 || x->op == ExprOp::Dot4S8S8; };
+    const Expr* acc = nullptr;
+    const ExprNode* dot = e;
+    if (e->op == ExprOp::Add && (is_dot(e->args[0].get()) || is_dot(e->args[1].get()))) {
+      const size_t side = is_dot(e->args[1].get()) ? 1 : 0;
+      acc = &e->args[1 - side];
+      dot = e->args[side].get();
+    } else if (!is_dot(e)) {
+      return nullptr;
+    }
+    // Inside a vectorized loop of one lane the values are vectors of one.
+    auto lane = [&](llvm::Value* v) { return v->getType()->isVectorTy() ? b_.CreateExtractElement(v, uint64_t{0}) : v; };
+    llvm::Value* sum = acc ? lane(emit_expr(*acc, guarded)) : b_.getInt32(0);
+    llvm::Value* a = lane(emit_expr(dot->args[0], guarded));
+    llvm::Value* b = lane(emit_expr(dot->args[1], guarded));
+    auto halves = [&](llvm::Value* v, bool is_signed, bool odd) {
+      if (odd) v = b_.CreateIntrinsic(llvm::Intrinsic::fshr, {b_.getInt32Ty()}, {v, v, b_.getInt32(8)});
+      return b_.CreateIntrinsic(is_signed ? llvm::Intrinsic::arm_sxtb16 : llvm::Intrinsic::arm_uxtb16, {}, {v});
+    };
+    const bool a_signed = dot->op == ExprOp::Dot4S8S8;
+    for (bool odd : {false, true})
+      sum = b_.CreateIntrinsic(llvm::Intrinsic::arm_smlad, {}, {halves(a, a_signed, odd), halves(b, true, odd), sum});
+    return splat(sum);
   }
 
   // ---- statements --------------------------------------------------------------------------------
@@ -1035,6 +1070,7 @@ CodegenOptions codegen_options(int vector_bits, const std::string& features) {
   o.vector_bits = vector_bits;
   o.int8_dot = (has("+avx512vnni") && (vector_bits == 512 || has("+avx512vl"))) || (has("+avxvnni") && vector_bits <= 256);
   o.int8_sdot = has("+dotprod");
+  o.int8_smlad = has("+dsp");
   return o;
 }
 

@@ -22,10 +22,13 @@ struct CodegenOptions {
   bool int8_dot = false;
   /// Vectors of Dot4S8S8 as AArch64's sdot (+dotprod); without it they expand likewise.
   bool int8_sdot = false;
+  /// Scalar Dot4U8S8 and Dot4S8S8 as two SMLADs of byte pairs (32-bit Arm with the DSP extension:
+  /// Cortex-M4, M7); without it, four multiplies of bytes picked by shifts.
+  bool int8_smlad = false;
 };
 
 /// The options for a target's LLVM feature string ("+avx512f,+avx512vnni,..."): int8_dot when it has
-/// VNNI at the width of its vectors, int8_sdot when it has +dotprod.
+/// VNNI at the width of its vectors, int8_sdot when it has +dotprod, int8_smlad when it has +dsp.
 CodegenOptions codegen_options(int vector_bits, const std::string& features);
 
 /// Adds the functions to `module` (whose target triple and data layout must be set).

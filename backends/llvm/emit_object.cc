@@ -23,6 +23,7 @@
 #include <mutex>
 #include <set>
 
+#include "backends/llvm/expand_roundeven.h"
 #include "frontend/ir/error.h"
 
 namespace kiln::llvm_backend {
@@ -144,6 +145,7 @@ void optimize_and_emit(llvm::Module& m, llvm::TargetMachine& tm, llvm::raw_pwrit
       f.addFnAttr("target-cpu", tm.getTargetCPU());
       if (!tm.getTargetFeatureString().empty()) f.addFnAttr("target-features", tm.getTargetFeatureString());
     }
+  expand_roundeven_without_instruction(m, tm);
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;

@@ -7,6 +7,11 @@
  * names it from the symbol table: <m>_kernel.sN.taskK is statement N of `kiln dump --dump-after lower`),
  * each half's time, how late the worker started and how long the caller waited for it. With THREADS=1
  * the same loops run whole on the caller, timed the same way, so the two outputs compare loop by loop.
+ * With THREADS=turns the two halves run one after the other (the worker starts when the caller's half
+ * is done): the same split and the same moves of data between the cores, without running together. Its
+ * time near the 1-thread time says the split costs nothing; far above it, that moving data between the
+ * cores costs (or, when it changes from one run of the script to the next, that the host slows the
+ * second core: a shared host's neighbours).
  *
  * Inputs are filled with a fixed pattern in [-0.5, 0.5): timing, not values. With KP_EVERY set in the
  * environment, every run's time goes to stderr (to see whether run times are bimodal).
@@ -19,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include KP_HEADER
@@ -49,7 +55,7 @@ typedef struct {
   long long caller_ns, worker_ns, worker_delay_ns, wait_ns;
 } call_record;
 static call_record records[kMaxCalls];
-static int num_records, recording, serial;
+static int num_records, recording, serial, turns;
 
 static struct {
   task_fn fn;
@@ -89,8 +95,9 @@ static void profiled_parallel_for(void* user, int64_t n, task_fn fn, void* closu
     job.lo = half;
     job.hi = n;
     atomic_store(&job_done, 0);
-    atomic_fetch_add(&generation, 1);
+    if (!turns) atomic_fetch_add(&generation, 1);
     for (int64_t i = 0; i < half; ++i) fn(closure, i);
+    if (turns) atomic_fetch_add(&generation, 1);
     const long long t1 = now_ns();
     while (!atomic_load(&job_done)) __builtin_ia32_pause();
     r.caller_ns = t1 - t0;
@@ -103,10 +110,11 @@ static void profiled_parallel_for(void* user, int64_t n, task_fn fn, void* closu
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s THREADS(1|2) REPEAT\n", argv[0]);
+    fprintf(stderr, "usage: %s 1|2|turns REPEAT\n", argv[0]);
     return 2;
   }
-  serial = atoi(argv[1]) == 1;
+  serial = strcmp(argv[1], "1") == 0;
+  turns = strcmp(argv[1], "turns") == 0;
   const int repeat = atoi(argv[2]);
   const long long sizes[] = KP_SIZES; /* bytes of each input, each output, then the workspace */
   enum { kArgs = sizeof sizes / sizeof sizes[0] };
@@ -131,7 +139,7 @@ int main(int argc, char** argv) {
     if (r > 0 && (best < 0 || t < best)) best = t;
     if (getenv("KP_EVERY")) fprintf(stderr, "run %d: %.3f ms\n", r, t / 1e6);
   }
-  printf("best %.3f ms over %d run(s), %s\n", best / 1e6, repeat, serial ? "1 thread" : "2 threads");
+  printf("best %.3f ms over %d run(s), %s\n", best / 1e6, repeat, serial ? "1 thread" : turns ? "2 threads in turns" : "2 threads");
   for (int i = 0; i < num_records; ++i) {
     const call_record* c = &records[i];
     printf("call %d fn %p n %lld caller_us %.1f worker_us %.1f worker_delay_us %.1f wait_us %.1f\n", i, c->fn,

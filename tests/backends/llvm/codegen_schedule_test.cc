@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,7 @@
 
 #include "backends/llvm/codegen.h"
 #include "backends/llvm/emit_object.h"
+#include "backends/llvm/expand_roundeven.h"
 #include "frontend/ir/error.h"
 #include "scheduler/lower/loop_ir.h"
 #include "targets/target.h"
@@ -117,6 +119,13 @@ std::string module_ir(const LoweredFunc& f, const Target& t) {
   llvm::raw_string_ostream os(ir);
   mod.print(os, nullptr);
   return ir;
+}
+
+// How many times `what` occurs in `text`.
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
 }
 
 // The pthread pool of the compiled object, as a parallel hook.
@@ -856,6 +865,79 @@ TEST(CodegenSchedule, Dot4S8S8IsOneSdotWhereTheTargetHasItAndExactEverywhere) {
   for (const Target& target : runnable_targets()) {
     SCOPED_TRACE(target.name);
     lanes.check(f, target, true);
+  }
+}
+
+// On a Cortex-M with the DSP extension each dot4 is two SMLADs of byte pairs: UXTB16 for the
+// unsigned side of Dot4U8S8, SXTB16 for signed bytes. Exact against ONNX Runtime on QEMU's M4 and M7
+// (ctest ort.zoo.cortex-m{4,7}.{qmatmul,ds_cnn_int8,ds_cnn_qdq}: every byte value of both sides).
+TEST(CodegenSchedule, Dot4IsTwoSmladsOnACortexMWithTheDspExtension) {
+  const Target m4 = load_target("cortex-m4");
+  ASSERT_NE(m4.features.find("+dsp"), std::string::npos);
+  const std::string u8s8 = module_ir(dot4_accumulate(7), m4);
+  EXPECT_EQ(count_of(u8s8, "call i32 @llvm.arm.smlad("), 2) << u8s8;
+  EXPECT_EQ(count_of(u8s8, "call i32 @llvm.arm.uxtb16("), 2) << u8s8;
+  EXPECT_EQ(count_of(u8s8, "call i32 @llvm.arm.sxtb16("), 2) << u8s8;
+  const std::string s8s8 = module_ir(dot4_accumulate(7, true), load_target("cortex-m7"));
+  EXPECT_EQ(count_of(s8s8, "call i32 @llvm.arm.smlad("), 2) << s8s8;
+  EXPECT_EQ(count_of(s8s8, "call i32 @llvm.arm.sxtb16("), 4) << s8s8;
+  EXPECT_EQ(module_ir(dot4_accumulate(7), load_target("x86_64-generic")).find("smlad"), std::string::npos);
+}
+
+// Round-half-to-even where the target has no rounding instruction (x86-64 without SSE4.1, the
+// Cortex-M4 and M7) is float arithmetic, not a libm call per element; with one (AVX2, AArch64) it
+// stays the instruction. Every kind of value rounds exactly as the C library's nearbyint in the
+// default mode: ties both ways, the sign of a zero result, the last values below 2^23 (2^52) where
+// the sum's rounding matters, larger ones, infinities, NaN and subnormals.
+TEST(CodegenSchedule, RoundToEvenWithoutAnInstructionIsArithmeticAndExact) {
+  const std::vector<double> values{0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.4, 0.0, -0.0, 0.49999997, 3.5000002, 8388607.5,
+                                   -8388606.5, 8388608.0, 8388609.0, 4194303.5, 4194304.5, -4194305.5, 16777217.0,
+                                   4503599627370495.5, -4503599627370494.5, 4503599627370497.0, 1e30, -1e30,
+                                   std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                                   std::numeric_limits<double>::quiet_NaN(), 1e-40, -1e-40, 1e-310, -1e-310, 123.456, -7.5};
+  const int64_t n = static_cast<int64_t>(values.size());
+  for (DType t : {DType::Float32, DType::Float64}) {
+    SCOPED_TRACE(dtype_name(t));
+    BufferRef A = lower::make_buffer("A", t, n), C = lower::make_buffer("C", t, n);
+    Expr i = te::var("i");
+    LoweredFunc f{"round", {A, C}, vloop(i, n, lower::store(C, i, te::unary(te::ExprOp::Round, at(A, i)))), {}};
+    // Which targets expand it: the pass reports how many calls it replaced.
+    auto expanded = [&](const std::string& name) {
+      const Target target = load_target(name);
+      llvm::LLVMContext ctx;
+      llvm::Module mod("round", ctx);
+      auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(target));
+      llvm_backend::configure_module(mod, *tm);
+      llvm_backend::emit_functions({f}, llvm_backend::codegen_options(target.vector_bits, target.features), mod);
+      return llvm_backend::expand_roundeven_without_instruction(mod, *tm);
+    };
+    EXPECT_GT(expanded("x86_64-generic"), 0);
+    EXPECT_EQ(expanded("x86_64-avx2"), 0);
+    EXPECT_EQ(expanded("aarch64-cortex-a72"), 0);
+    // The M4's FPU is single precision: its doubles are library calls, additions included.
+    if (t == DType::Float32) EXPECT_GT(expanded("cortex-m4"), 0);
+    else EXPECT_EQ(expanded("cortex-m4"), 0);
+    for (const Target& target : runnable_targets()) {
+      SCOPED_TRACE(target.name);
+      Compiled compiled({f}, target);
+      Buffers bufs(f);
+      for (int64_t k = 0; k < n; ++k) bufs["A"].set(k, values[static_cast<size_t>(k)]);
+      bufs.run(compiled.kernel("round"), nullptr);
+      for (int64_t k = 0; k < n; ++k) {
+        const double v = values[static_cast<size_t>(k)];
+        if (t == DType::Float32) {
+          const float want = std::nearbyint(static_cast<float>(v));
+          const float got = static_cast<const float*>(bufs["C"].data())[k];
+          if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << v;
+          else EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "value " << v << " gave " << got;
+        } else {
+          const double want = std::nearbyint(v);
+          const double got = static_cast<const double*>(bufs["C"].data())[k];
+          if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << v;
+          else EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want)) << "value " << v << " gave " << got;
+        }
+      }
+    }
   }
 }
 

@@ -156,8 +156,9 @@ TEST(Int8DotConv, ExpandedDotProductsMatchTheReferenceExactly) {
 }
 
 // Which targets lay int8 out as dot products, and in which form: every x86-64 one (vpdpbusd, or
-// its expansion), AArch64 with +dotprod (sdot), not AArch64 without it (NEON's expansion measured
-// more instructions than the per-channel form), nor a microcontroller.
+// its expansion), AArch64 with +dotprod (sdot), a Cortex-M with the DSP extension (SMLAD, unsigned
+// by signed bytes as x86's), not AArch64 without +dotprod (NEON's expansion measured more
+// instructions than the per-channel form), nor an Arm core without DSP.
 TEST(Int8DotLayout, TargetsWithADotProductOrAFasterExpansion) {
   for (const char* name : {"x86_64-generic", "x86_64-avx2", "x86_64-avx512", "x86_64-avx512-vnni", "x86_64-avx2-vnni"}) {
     const LayoutTarget t = layout_target(load_target(name));
@@ -165,8 +166,12 @@ TEST(Int8DotLayout, TargetsWithADotProductOrAFasterExpansion) {
   }
   const LayoutTarget n1 = layout_target(load_target("aarch64-neoverse-n1"));
   EXPECT_TRUE(n1.int8_dot && n1.signed_dot);
-  for (const char* name : {"aarch64-cortex-a72", "aarch64-cortex-a53", "cortex-m4", "cortex-m7"})
-    EXPECT_FALSE(layout_target(load_target(name)).int8_dot) << name;
+  for (const char* name : {"cortex-m4", "cortex-m7"}) {
+    const LayoutTarget t = layout_target(load_target(name));
+    EXPECT_TRUE(t.int8_dot && !t.signed_dot) << name;
+  }
+  for (const char* name : {"aarch64-cortex-a72", "aarch64-cortex-a53"}) EXPECT_FALSE(layout_target(load_target(name)).int8_dot) << name;
+  EXPECT_FALSE(layout_target(32, "thumbv7m-none-eabi", "").int8_dot);  // a Cortex-M3: no DSP extension
   ModelBuilder b = dot4_convs(DType::UInt8);
   Graph g = testing::prepared_graph(b);
   ASSERT_EQ(use_int8_dot_products(g, true), 5);
