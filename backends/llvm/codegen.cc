@@ -141,6 +141,66 @@ class FuncEmitter {
     return b_.CreateVectorSplat(static_cast<unsigned>(lanes_), v);
   }
 
+  // ---- index width -------------------------------------------------------------------------------
+  // On a 32-bit core without vectors (a Cortex-M) the loop variables and the arithmetic of scalar
+  // load and store indices are 32-bit, elsewhere 64-bit (te's Int64). In 64 bits every index add,
+  // compare and clamp took two or more instructions there, and the clamps of guarded loads many more
+  // (docs/cortex-m.md). 32 bits hold every index: a buffer on such a core has fewer than 2^31
+  // elements, and so has each partial sum of the affine forms lowering builds (a padded position
+  // one row or column outside is a small negative number). An index read from data (Gather's) is
+  // truncated; one past 2^31 is out of bounds anyway, and the clamp still keeps the load inside its
+  // buffer. As data (Range's values, a cast), a variable is sign-extended back to 64 bits.
+  bool narrow_index() const { return m_.getDataLayout().getPointerSizeInBits(0) == 32 && opts_.vector_bits <= 32; }
+  llvm::Value* index_const(int64_t v) {
+    return llvm::ConstantInt::get(narrow_index() ? b_.getInt32Ty() : b_.getInt64Ty(), static_cast<uint64_t>(v));
+  }
+  llvm::Value* as_i64(llvm::Value* v) {
+    return v->getType()->isIntegerTy(32) ? b_.CreateSExt(v, b_.getInt64Ty()) : v;
+  }
+  llvm::Value* as_index(llvm::Value* v) {
+    return narrow_index() && v->getType()->isIntegerTy(64) ? b_.CreateTrunc(v, b_.getInt32Ty()) : v;
+  }
+  // A scalar access's index (see "index width").
+  llvm::Value* emit_index(const Expr& index) {
+    if (!narrow_index() || vec_var_) return emit_expr(index, false);
+    return as_index(emit_narrow(index));
+  }
+  llvm::Value* emit_narrow(const Expr& expr) {
+    const ExprNode* e = expr.get();
+    if (e->dtype == DType::Int64) switch (e->op) {
+        case ExprOp::IntImm:
+          if (e->int_value >= INT32_MIN && e->int_value <= INT32_MAX) return index_const(e->int_value);
+          break;
+        case ExprOp::Var:
+          if (auto it = vars_.find(e); it != vars_.end()) return as_index(it->second);
+          break;
+        case ExprOp::Add:
+        case ExprOp::Sub:
+        case ExprOp::Mul:
+        case ExprOp::Div:
+        case ExprOp::Mod:
+        case ExprOp::FloorDiv:
+        case ExprOp::FloorMod:
+        case ExprOp::Min:
+        case ExprOp::Max:
+          return emit_binary_op(b_, e->op, DType::Int64, as_index(emit_narrow(e->args[0])), as_index(emit_narrow(e->args[1])));
+        case ExprOp::Select:
+          return b_.CreateSelect(emit_narrow_condition(e->args[0]), as_index(emit_narrow(e->args[1])),
+                                 as_index(emit_narrow(e->args[2])));
+        default: break;
+      }
+    return emit_expr(expr, false);
+  }
+  // A condition of an index: comparisons of indices in 32 bits, through and/or/not.
+  llvm::Value* emit_narrow_condition(const Expr& cond) {
+    const ExprNode* e = cond.get();
+    if (te::is_comparison(e->op) && e->args[0]->dtype == DType::Int64)
+      return emit_binary_op(b_, e->op, DType::Int64, as_index(emit_narrow(e->args[0])), as_index(emit_narrow(e->args[1])));
+    if ((e->op == ExprOp::And || e->op == ExprOp::Or) && e->dtype == DType::Bool)
+      return emit_binary_op(b_, e->op, DType::Bool, emit_narrow_condition(e->args[0]), emit_narrow_condition(e->args[1]));
+    return emit_expr(cond, false);
+  }
+
   // ---- buffers -----------------------------------------------------------------------------------
   // Global buffers are bound lazily: a stage touches a few of a model's thousands of tensors.
   void bind_params() {
@@ -236,7 +296,7 @@ class FuncEmitter {
     if (buf->scope != lower::BufferScope::GpuPerThread || gpu_kernel_) return idx;
     if (!thread_index_) throw InternalError("codegen: per-thread buffer '" + buf->name + "' used outside a thread loop in " + name_);
     if (vec_var_) throw InternalError("codegen: per-thread buffer '" + buf->name + "' inside a vectorized loop in " + name_);
-    return b_.CreateAdd(idx, b_.CreateMul(thread_index_, b_.getInt64(static_cast<uint64_t>(buf->size))));
+    return b_.CreateAdd(idx, b_.CreateMul(as_i64(thread_index_), b_.getInt64(static_cast<uint64_t>(buf->size))));
   }
 
   // ---- vector memory access ----------------------------------------------------------------------
@@ -304,7 +364,7 @@ class FuncEmitter {
 
   llvm::Value* emit_load(const ExprNode* e, bool guarded) {
     const Expr& index = e->args[0];
-    if (!vec_var_) return scalar_load(e, emit_expr(index, false), guarded);
+    if (!vec_var_) return scalar_load(e, emit_index(index), guarded);
     const Buffer* buf = buffer_of(e->tensor.get());
     if (lane_private_.count(buf)) return to_value(lane_private_load(buf, index, guarded), buf->dtype);
     auto coeff = vector_coeff(index);
@@ -383,7 +443,7 @@ class FuncEmitter {
     llvm::Type* mt = mem_type(buf->dtype);
     llvm::Value* basep = base_of(buf);
     if (!vec_var_) {
-      b_.CreateStore(to_mem(value, buf->dtype), b_.CreateGEP(mt, basep, this_threads_copy(buf, emit_expr(s->index, false))));
+      b_.CreateStore(to_mem(value, buf->dtype), b_.CreateGEP(mt, basep, this_threads_copy(buf, emit_index(s->index))));
       return;
     }
     llvm::Value* mem = to_mem(value, buf->dtype);
@@ -474,7 +534,7 @@ class FuncEmitter {
     if (e == vec_var_) return b_.CreateAdd(splat(vec_base_), lane_numbers());
     auto it = vars_.find(e);
     if (it == vars_.end()) throw InternalError("codegen: unbound variable " + e->name + " in " + name_);
-    return splat(it->second);
+    return splat(as_i64(it->second));
   }
 
   llvm::Value* emit_expr(const Expr& expr, bool guarded) {
@@ -620,12 +680,12 @@ class FuncEmitter {
     auto* exit = llvm::BasicBlock::Create(ctx_, name + ".exit", fn_);
     b_.CreateBr(head);
     b_.SetInsertPoint(head);
-    llvm::PHINode* v = b_.CreatePHI(b_.getInt64Ty(), 2, name);
+    llvm::PHINode* v = b_.CreatePHI(lo->getType(), 2, name);
     v->addIncoming(lo, pre);
     b_.CreateCondBr(b_.CreateICmpSLT(v, hi), loop, exit);
     b_.SetInsertPoint(loop);
     body(v);
-    llvm::Value* next = b_.CreateAdd(v, b_.getInt64(static_cast<uint64_t>(step)));
+    llvm::Value* next = b_.CreateAdd(v, llvm::ConstantInt::get(lo->getType(), static_cast<uint64_t>(step)));
     v->addIncoming(next, b_.GetInsertBlock());
     b_.CreateBr(head);
     b_.SetInsertPoint(exit);
@@ -657,7 +717,7 @@ class FuncEmitter {
       }
     const ExprNode* var = s->var.get();
     for (; from < s->extent; ++from) {
-      vars_[var] = b_.getInt64(static_cast<uint64_t>(from));
+      vars_[var] = index_const(from);
       ranges_[var] = {from, from};
       emit_stmt(s->body[0]);
     }
@@ -714,7 +774,7 @@ class FuncEmitter {
       }
       if (lanes > 1) return emit_vector_tail(s, main, lanes);
       ranges_[var] = {0, last};
-      counted_loop(b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(s->extent)), 1, var->name + ".tail",
+      counted_loop(index_const(0), index_const(s->extent), 1, var->name + ".tail",
                    [&](llvm::Value* v) {
                      vars_[var] = v;
                      emit_stmt(s->body[0]);
@@ -725,7 +785,7 @@ class FuncEmitter {
     if (s->for_kind == ForKind::Unrolled && s->extent <= 16) {
       // Fully unrolled: the body once per iteration with the variable bound to a constant.
       for (int64_t i = 0; i < s->extent; ++i) {
-        vars_[var] = b_.getInt64(static_cast<uint64_t>(i));
+        vars_[var] = index_const(i);
         ranges_[var] = {i, i};
         emit_stmt(s->body[0]);
       }
@@ -736,7 +796,7 @@ class FuncEmitter {
     // nested loops of any kind: their variable is scalar and every lane runs the same iterations,
     // while values in the body stay vectors computed with the vector variable.
     ranges_[var] = {0, last};
-    counted_loop(b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(s->extent)), 1, var->name, [&](llvm::Value* v) {
+    counted_loop(index_const(0), index_const(s->extent), 1, var->name, [&](llvm::Value* v) {
       vars_[var] = v;
       emit_stmt(s->body[0]);
       vars_.erase(var);
@@ -787,7 +847,7 @@ class FuncEmitter {
   // (not inbounds) GEP: a prefetch may name a place past the buffer, and the hint never faults.
   void emit_prefetch(const Stmt& s) {
     const lower::Buffer* buf = s->buffer.get();
-    llvm::Value* index = vec_var_ ? emit_uniform_scalar(s->index) : emit_expr(s->index, false);
+    llvm::Value* index = vec_var_ ? emit_uniform_scalar(s->index) : emit_index(s->index);
     llvm::Value* p = b_.CreateGEP(mem_type(buf->dtype), base_of(buf), index);
     llvm::Function* fn = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {p->getType()});
     b_.CreateCall(fn, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
@@ -989,7 +1049,7 @@ void FuncEmitter::emit_parallel(const Stmt& s) {
   b_.CreateStore(buffers_arg_, b_.CreateStructGEP(closure_ty, closure, 0));
   b_.CreateStore(parallel_arg_, b_.CreateStructGEP(closure_ty, closure, 1));
   for (size_t i = 0; i < captured.size(); ++i)
-    b_.CreateStore(vars_.at(captured[i]), b_.CreateStructGEP(closure_ty, closure, var_field(i)));
+    b_.CreateStore(as_i64(vars_.at(captured[i])), b_.CreateStructGEP(closure_ty, closure, var_field(i)));
   for (size_t i = 0; i < locals.size(); ++i)
     b_.CreateStore(base_.at(locals[i]), b_.CreateStructGEP(closure_ty, closure, local_field(i)));
   auto* par_ty = parallel_struct_type(ctx_);

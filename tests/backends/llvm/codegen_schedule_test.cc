@@ -884,6 +884,32 @@ TEST(CodegenSchedule, Dot4IsTwoSmladsOnACortexMWithTheDspExtension) {
   EXPECT_EQ(module_ir(dot4_accumulate(7), load_target("x86_64-generic")).find("smlad"), std::string::npos);
 }
 
+// On a 32-bit core without vectors (Cortex-M4, M7) loop variables and index arithmetic are 32-bit,
+// sign-extended to 64 only where a variable is a value (here, stored as a float); 64-bit targets
+// keep 64-bit indices. Exactness there: every node test compiled and run on QEMU's M4
+// (ctest conformance.onnx_node.cortex_m4) and the models on the M7 (conformance.models.cortex_m7).
+TEST(CodegenSchedule, IndicesAre32BitOnA32BitCoreWithoutVectors) {
+  const int64_t n = 30;
+  BufferRef A = lower::make_buffer("A", DType::Float32, n), C = lower::make_buffer("C", DType::Float32, n);
+  Expr i = te::var("i"), j = te::var("j");
+  // C[5i + j] = A[clamp-free neighbour: j > 0 ? 5i + j - 1 : 5i] + float(j)
+  Expr at_left = te::select(te::binary(te::ExprOp::Gt, j, imm(0)), i * imm(5) + j - imm(1), i * imm(5));
+  LoweredFunc f{"rows", {A, C},
+                loop(i, 6, loop(j, 5, lower::store(C, i * imm(5) + j, at(A, at_left) + te::cast(DType::Float32, j)))), {}};
+  for (const char* name : {"cortex-m4", "cortex-m7"}) {
+    const std::string ir = module_ir(f, load_target(name));
+    EXPECT_NE(ir.find("phi i32"), std::string::npos) << name << "\n" << ir;
+    EXPECT_EQ(ir.find("phi i64"), std::string::npos) << name << "\n" << ir;
+    EXPECT_EQ(ir.find("mul i64"), std::string::npos) << name << "\n" << ir;
+    EXPECT_NE(ir.find("sext i32"), std::string::npos) << name << ": j as a value\n" << ir;
+  }
+  for (const char* name : {"x86_64-generic", "aarch64-cortex-a72"}) {
+    const std::string ir = module_ir(f, load_target(name));
+    EXPECT_NE(ir.find("phi i64"), std::string::npos) << name << "\n" << ir;
+    EXPECT_EQ(ir.find("phi i32"), std::string::npos) << name << "\n" << ir;
+  }
+}
+
 // Round-half-to-even where the target has no rounding instruction (x86-64 without SSE4.1, the
 // Cortex-M4 and M7) is float arithmetic, not a libm call per element; with one (AVX2, AArch64) it
 // stays the instruction. Every kind of value rounds exactly as the C library's nearbyint in the
