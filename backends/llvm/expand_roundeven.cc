@@ -30,10 +30,18 @@ int expand_roundeven_without_instruction(llvm::Module& m, llvm::TargetMachine& t
         vt = vt.getHalfNumVectorElementsVT(m.getContext());
       // Legal only: the x86 and Arm backends mark it Custom or LibCall where they call roundevenf.
       if (lowering->isOperationLegal(llvm::ISD::FROUNDEVEN, vt)) continue;
-      // Only where the float addition itself is an instruction (not a soft-float call).
-      if (!lowering->isOperationLegalOrCustom(llvm::ISD::FADD, lowering->getValueType(dl, scalar))) continue;
       llvm::IRBuilder<> b(c);
       llvm::Value* x = c->getArgOperand(0);
+      // Rounding in the current mode, which is to nearest even (the M7's VRINTR; LLVM 19 selects no
+      // VRINTN for roundeven there).
+      if (lowering->isOperationLegal(llvm::ISD::FNEARBYINT, vt)) {
+        c->replaceAllUsesWith(b.CreateUnaryIntrinsic(llvm::Intrinsic::nearbyint, x));
+        c->eraseFromParent();
+        ++replaced;
+        continue;
+      }
+      // Only where the float addition itself is an instruction (not a soft-float call).
+      if (!lowering->isOperationLegalOrCustom(llvm::ISD::FADD, lowering->getValueType(dl, scalar))) continue;
       const double big = std::ldexp(1.0, scalar->isFloatTy() ? 23 : 52);
       llvm::Constant* k = llvm::ConstantFP::get(t, big);
       llvm::Value* ax = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);

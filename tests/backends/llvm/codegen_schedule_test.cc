@@ -911,8 +911,8 @@ TEST(CodegenSchedule, IndicesAre32BitOnA32BitCoreWithoutVectors) {
 }
 
 // Round-half-to-even where the target has no rounding instruction (x86-64 without SSE4.1, the
-// Cortex-M4 and M7) is float arithmetic, not a libm call per element; with one (AVX2, AArch64) it
-// stays the instruction. Every kind of value rounds exactly as the C library's nearbyint in the
+// Cortex-M4) is float arithmetic, not a libm call per element; on the M7 it is nearbyint (VRINTR);
+// with one (AVX2, AArch64) it stays the instruction. Every kind of value rounds exactly as the C library's nearbyint in the
 // default mode: ties both ways, the sign of a zero result, the last values below 2^23 (2^52) where
 // the sum's rounding matters, larger ones, infinities, NaN and subnormals.
 TEST(CodegenSchedule, RoundToEvenWithoutAnInstructionIsArithmeticAndExact) {
@@ -940,9 +940,11 @@ TEST(CodegenSchedule, RoundToEvenWithoutAnInstructionIsArithmeticAndExact) {
     EXPECT_GT(expanded("x86_64-generic"), 0);
     EXPECT_EQ(expanded("x86_64-avx2"), 0);
     EXPECT_EQ(expanded("aarch64-cortex-a72"), 0);
-    // The M4's FPU is single precision: its doubles are library calls, additions included.
+    // The M4's FPU is single precision: its doubles are library calls, additions included. The M7
+    // rounds both in the current mode in one instruction (nearbyint, VRINTR).
     if (t == DType::Float32) EXPECT_GT(expanded("cortex-m4"), 0);
     else EXPECT_EQ(expanded("cortex-m4"), 0);
+    EXPECT_GT(expanded("cortex-m7"), 0);
     for (const Target& target : runnable_targets()) {
       SCOPED_TRACE(target.name);
       Compiled compiled({f}, target);
