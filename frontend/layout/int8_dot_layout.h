@@ -25,7 +25,8 @@ namespace kiln {
 
 /// Renames every op of `g` that "What moves" names to its *Dot4 form; returns how many. For the
 /// targets where that measured faster (toolchain/layout_target.h): x86, with VNNI (one vpdpbusd)
-/// and without (a vpmaddwd and a horizontal add, codegen's expansion), and AArch64. With
+/// and without (a vpmaddwd and a horizontal add, codegen's expansion), AArch64 with sdot, and
+/// Cortex-M with the DSP extension (two SMLADs of byte pairs, codegen.cc). With
 /// `signed_bytes`, each gets the attribute dot = "s8s8": its lowering sums signed-by-signed dot
 /// products, AArch64's sdot (scheduler/te/ops/dot4_form.h).
 int use_int8_dot_products(Graph& g, bool signed_bytes = false);

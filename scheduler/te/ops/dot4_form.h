@@ -5,7 +5,8 @@
 /// as x + 128; AArch64's sdot multiplies signed by signed, so a uint8 input is packed as x - 128.
 /// Either way the weights are signed bytes and the shift comes off with the zero point's constant
 /// (shift * sum of the weights), so the integers are the same. The layout stage says which one the
-/// target has in the op's `dot` attribute ("u8s8", the default, or "s8s8").
+/// target has in the op's `dot` attribute ("u8s8", the default, or "s8s8"). A Cortex-M's SMLAD takes
+/// either (UXTB16 or SXTB16 widens the input's bytes), and gets u8s8.
 #pragma once
 #include <cstdint>
 
