@@ -157,8 +157,8 @@ LayoutTarget layout_target(int vector_bits, const std::string& triple, const std
   // add, which measured faster than a multiply-add per channel with SSE2, AVX2 and AVX-512 alike
   // (bench/RESULTS.md). On AArch64 with +dotprod as sdot's signed bytes; without it NEON's
   // expansion ran 1.33x the instructions of the per-channel form on DS-CNN (bench/RESULTS.md), so
-  // not there. On a Cortex-M with the DSP extension (M4, M7) as two SMLADs of byte pairs, at the
-  // price of the packed copy of the input in the arena (bench/RESULTS.md, docs/cortex-m.md).
+  // not there. On a Cortex-M with the DSP extension (M4, M7) as two SMLADs of byte pairs; the packed
+  // copy of the input may add to the arena (DS-CNN's stayed at its lower bound: bench/RESULTS.md).
   if (triple.starts_with("aarch64")) {
     const bool sdot = has_feature(features, "+dotprod");
     return {vector_bits, sdot, sdot};

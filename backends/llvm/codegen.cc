@@ -191,7 +191,7 @@ class FuncEmitter {
       }
     return emit_expr(expr, false);
   }
-  // A condition of an index: comparisons of indices in 32 bits, through and/or/not.
+  // A condition of an index: comparisons of indices in 32 bits, through and/or.
   llvm::Value* emit_narrow_condition(const Expr& cond) {
     const ExprNode* e = cond.get();
     if (te::is_comparison(e->op) && e->args[0]->dtype == DType::Int64)
@@ -566,14 +566,15 @@ class FuncEmitter {
     return emit_binary_op(b_, e->op, e->args[0]->dtype, x, y);
   }
 
-  // acc + dot4(a, b), or dot4(a, b) alone, as one instruction when the target has it: a
-  // Dot4U8S8 as vpdpbusd on a vector of 4, 8 or 16 lanes (CodegenOptions::int8_dot), a Dot4S8S8
-  // as sdot on 2 or 4 (int8_sdot); nullptr otherwise.
+  // acc + dot4(a, b), or dot4(a, b) alone, in the instructions the target has for it: a Dot4U8S8
+  // as vpdpbusd on a vector of 4, 8 or 16 lanes (CodegenOptions::int8_dot), a Dot4S8S8 as sdot on 2
+  // or 4 (int8_sdot), either as two SMLADs in scalar code (int8_smlad); nullptr otherwise.
   llvm::Value* emit_dot4_instruction(const ExprNode* e, bool guarded) {
     if (e->dtype != DType::Int32) return nullptr;
-    if (opts_.int8_smlad && (!vec_var_ || lanes_ == 1)) return emit_dot4_smlad(e, guarded);
-    if (!vec_var_ || lanes_ > opts_.vector_bits / 32) return nullptr;
+    const bool smlad = opts_.int8_smlad && !vec_var_;
+    if (!smlad && (!vec_var_ || lanes_ > opts_.vector_bits / 32)) return nullptr;
     auto is_dot = [&](const ExprNode* x) {
+      if (smlad) return x->op == ExprOp::Dot4U8S8 || x->op == ExprOp::Dot4S8S8;
       return (x->op == ExprOp::Dot4U8S8 && opts_.int8_dot && (lanes_ == 4 || lanes_ == 8 || lanes_ == 16)) ||
              (x->op == ExprOp::Dot4S8S8 && opts_.int8_sdot && (lanes_ == 2 || lanes_ == 4));
     };
@@ -590,6 +591,7 @@ class FuncEmitter {
     llvm::Value* sum = acc ? emit_expr(*acc, guarded) : llvm::Constant::getNullValue(val_type(DType::Int32));
     llvm::Value* a = emit_expr(dot->args[0], guarded);
     llvm::Value* b = emit_expr(dot->args[1], guarded);
+    if (smlad) return emit_smlad_pairs(dot->op == ExprOp::Dot4S8S8, sum, a, b);
     if (dot->op == ExprOp::Dot4S8S8) {
       // sdot reads its operands as byte vectors: four bytes per int32 lane, in the same order.
       auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), static_cast<unsigned>(4 * lanes_));
@@ -602,36 +604,19 @@ class FuncEmitter {
     return b_.CreateIntrinsic(id, {}, {splat(sum), splat(a), splat(b)});
   }
 
-  // acc + dot4(a, b), or dot4(a, b) alone, of one lane on 32-bit Arm with the DSP extension: each
-  // operand's bytes 0 and 2, then 1 and 3 (SXTB16, or UXTB16 for Dot4U8S8's unsigned side, the second
-  // through the rotation by 8 the instruction has for free) as two 16-bit halves, and two SMLADs,
-  // each adding two products to the accumulator. The products of bytes fit 16 x 16 bits, and SMLAD's
-  // sum wraps as the int32 sum does (it only sets the Q flag), so the result is the same integer:
-  // six instructions for four multiply-adds. nullptr when `e` is no dot4.
-  llvm::Value* emit_dot4_smlad(const ExprNode* e, bool guarded) {
-    auto is_dot = [](const ExprNode* x) { return x->op == ExprOp::Dot4U8S8 || x->op == ExprOp::Dot4S8S8; };
-    const Expr* acc = nullptr;
-    const ExprNode* dot = e;
-    if (e->op == ExprOp::Add && (is_dot(e->args[0].get()) || is_dot(e->args[1].get()))) {
-      const size_t side = is_dot(e->args[1].get()) ? 1 : 0;
-      acc = &e->args[1 - side];
-      dot = e->args[side].get();
-    } else if (!is_dot(e)) {
-      return nullptr;
-    }
-    // Inside a vectorized loop of one lane the values are vectors of one.
-    auto lane = [&](llvm::Value* v) { return v->getType()->isVectorTy() ? b_.CreateExtractElement(v, uint64_t{0}) : v; };
-    llvm::Value* sum = acc ? lane(emit_expr(*acc, guarded)) : b_.getInt32(0);
-    llvm::Value* a = lane(emit_expr(dot->args[0], guarded));
-    llvm::Value* b = lane(emit_expr(dot->args[1], guarded));
+  // sum + dot4(a, b) on 32-bit Arm with the DSP extension: each operand's bytes 0 and 2, then 1 and
+  // 3 (SXTB16, or UXTB16 for Dot4U8S8's unsigned side; the second through the rotation by 8 the
+  // instruction has for free) as two 16-bit halves, and two SMLADs, each adding two products. The
+  // products of bytes fit 16 x 16 bits, and SMLAD's sum wraps as the int32 sum does (it only sets
+  // the Q flag), so the result is the same integer: six instructions for four multiply-adds.
+  llvm::Value* emit_smlad_pairs(bool a_signed, llvm::Value* sum, llvm::Value* a, llvm::Value* b) {
     auto halves = [&](llvm::Value* v, bool is_signed, bool odd) {
       if (odd) v = b_.CreateIntrinsic(llvm::Intrinsic::fshr, {b_.getInt32Ty()}, {v, v, b_.getInt32(8)});
       return b_.CreateIntrinsic(is_signed ? llvm::Intrinsic::arm_sxtb16 : llvm::Intrinsic::arm_uxtb16, {}, {v});
     };
-    const bool a_signed = dot->op == ExprOp::Dot4S8S8;
     for (bool odd : {false, true})
       sum = b_.CreateIntrinsic(llvm::Intrinsic::arm_smlad, {}, {halves(a, a_signed, odd), halves(b, true, odd), sum});
-    return splat(sum);
+    return sum;
   }
 
   // ---- statements --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ int expand_roundeven_without_instruction(llvm::Module& m, llvm::TargetMachine& t
   for (llvm::Function& f : m) {
     if (f.isDeclaration()) continue;
     const llvm::TargetLowering* lowering = tm.getSubtargetImpl(f)->getTargetLowering();
+    const llvm::DataLayout& dl = m.getDataLayout();
     std::vector<llvm::IntrinsicInst*> calls;
     for (llvm::Instruction& i : llvm::instructions(f))
       if (auto* c = llvm::dyn_cast<llvm::IntrinsicInst>(&i); c && c->getIntrinsicID() == llvm::Intrinsic::roundeven) calls.push_back(c);
@@ -24,11 +25,10 @@ int expand_roundeven_without_instruction(llvm::Module& m, llvm::TargetMachine& t
       llvm::Type* scalar = t->getScalarType();
       if (!scalar->isFloatTy() && !scalar->isDoubleTy()) continue;
       // The type instruction selection computes in: a vector wider than the registers is split.
-      const llvm::DataLayout& dl = m.getDataLayout();
       llvm::EVT vt = lowering->getValueType(dl, t);
       while (vt.isVector() && !lowering->isTypeLegal(vt) && vt.getVectorNumElements() > 1)
         vt = vt.getHalfNumVectorElementsVT(m.getContext());
-      // Legal only: the x86 and Arm backends mark it Custom or LibCall where they call roundevenf.
+      // Legal only: where LLVM 19 calls roundevenf (x86-64 without SSE4.1, the M4 and M7) it is Expand.
       if (lowering->isOperationLegal(llvm::ISD::FROUNDEVEN, vt)) continue;
       llvm::IRBuilder<> b(c);
       llvm::Value* x = c->getArgOperand(0);
