@@ -7,6 +7,7 @@
 #include <llvm/IR/IntrinsicsARM.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/TargetParser/Triple.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "backends/llvm/expr_ops.h"
 #include "backends/llvm/index_analysis.h"
+#include "backends/llvm/requantize.h"
 #include "frontend/ir/error.h"
 #include "scheduler/te/compute.h"
 #include "targets/target.h"
@@ -544,7 +546,9 @@ class FuncEmitter {
       case ExprOp::FloatImm: return constant(e);
       case ExprOp::Var: return emit_var(e);
       case ExprOp::Load: return emit_load(e, guarded);
-      case ExprOp::Cast: return emit_cast(b_, emit_expr(e->args[0], guarded), e->args[0]->dtype, e->dtype);
+      case ExprOp::Cast:
+        if (llvm::Value* v = emit_requantize(*e, guarded)) return v;
+        return emit_cast(b_, emit_expr(e->args[0], guarded), e->args[0]->dtype, e->dtype);
       case ExprOp::Reinterpret: {
         llvm::Value* v = emit_expr(e->args[0], guarded);
         return b_.CreateBitCast(v, value_type_like(v, e->dtype));
@@ -564,6 +568,21 @@ class FuncEmitter {
     llvm::Value* x = emit_expr(e->args[0], guarded);
     llvm::Value* y = emit_expr(e->args[1], guarded || logic);
     return emit_binary_op(b_, e->op, e->args[0]->dtype, x, y);
+  }
+
+  // A requantizing cast (requantize.h) in integer instructions where the target has them: 32-bit
+  // Arm with a VFP, whose vectors (of int8 lanes) are scalars to the core; nullptr otherwise.
+  llvm::Value* emit_requantize(const ExprNode& e, bool guarded) {
+    if (!opts_.arm_vfp) return nullptr;
+    const llvm::Triple triple(m_.getTargetTriple());
+    if (!triple.isARM() && !triple.isThumb()) return nullptr;
+    const std::optional<RequantizeForm> form = match_requantize(e);
+    if (!form) return nullptr;
+    llvm::Value* zero_point = nullptr;
+    if (form->zero_point)
+      zero_point = b_.CreateIntCast(emit_expr(form->zero_point, guarded), val_type(DType::Int32), is_signed(form->zero_point->dtype));
+    llvm::Value* v = emit_requantize_vcvtr(b_, *form, emit_expr(form->scaled, guarded), zero_point);
+    return b_.CreateTrunc(v, val_type(e.dtype));
   }
 
   // acc + dot4(a, b), or dot4(a, b) alone, in the instructions the target has for it: a Dot4U8S8
@@ -1116,6 +1135,8 @@ CodegenOptions codegen_options(int vector_bits, const std::string& features) {
   o.int8_dot = (has("+avx512vnni") && (vector_bits == 512 || has("+avx512vl"))) || (has("+avxvnni") && vector_bits <= 256);
   o.int8_sdot = has("+dotprod");
   o.int8_smlad = has("+dsp");
+  for (const char* fpu : {"+vfp2", "+vfp3", "+vfp4", "+fp-armv8"})
+    o.arm_vfp |= ("," + features).find(std::string(",") + fpu) != std::string::npos;
   return o;
 }
 

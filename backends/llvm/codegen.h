@@ -25,10 +25,15 @@ struct CodegenOptions {
   /// Scalar Dot4U8S8 and Dot4S8S8 as two SMLADs of byte pairs (32-bit Arm with the DSP extension:
   /// Cortex-M4, M7); without it, four multiplies of bytes picked by shifts.
   bool int8_smlad = false;
+  /// A VFP on a 32-bit Arm core (Cortex-M4F, M7): scalar int8 requantization through VCVTR, which
+  /// rounds to int32 in the current mode (backends/llvm/requantize.h). Codegen also checks the
+  /// module's triple, since AArch64 names its FPU +fp-armv8 too.
+  bool arm_vfp = false;
 };
 
 /// The options for a target's LLVM feature string ("+avx512f,+avx512vnni,..."): int8_dot when it has
-/// VNNI at the width of its vectors, int8_sdot when it has +dotprod, int8_smlad when it has +dsp.
+/// VNNI at the width of its vectors, int8_sdot when it has +dotprod, int8_smlad when it has +dsp, arm_vfp
+/// when it names a VFP (+vfp2.., +vfp3.., +vfp4.., +fp-armv8..).
 CodegenOptions codegen_options(int vector_bits, const std::string& features);
 
 /// Adds the functions to `module` (whose target triple and data layout must be set).

@@ -97,6 +97,35 @@ ModelBuilder build_qmatmul(const ZooOptions& o) {
   return b;
 }
 
+// Requantization's edge cases in one model, to check compiled code against the reference value by
+// value: an int8 input A [24, 1] times B = [1 1 1 1] with a scale per column, so column j's
+// accumulator is A's value times the multiplier b_scale[j] / 2: 0.5 and 1.5 put every odd input on
+// a tie (half to even), 500 saturates all but 0, and an infinite scale gives +-inf and, for 0,
+// NaN. Requantized to int8 with zero point 5 and to uint8 with 250 (both bounds, saturating adds),
+// then dequantized with scale 1 and zero point 0: the outputs are the stored integers.
+ModelBuilder build_requantize_edges(const ZooOptions&) {
+  ModelBuilder b("requantize_edges", 13);
+  const int64_t rows = 24, columns = 4;
+  b.input("A", DType::Int8, Shape{rows, 1});
+  b.initializer("B", Tensor::from_ints(DType::Int8, {1, columns}, std::vector<int64_t>(columns, 1)));
+  b.initializer("one", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{1.0}));
+  b.initializer("two", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{2.0}));
+  b.initializer("zero_i8", Tensor::from_ints(DType::Int8, {}, std::vector<int64_t>{0}));
+  b.initializer("b_scale", Tensor::from_doubles(DType::Float32, {columns}, std::vector<double>{1.0, 3.0, 1000.0, INFINITY}));
+  b.initializer("b_zero", Tensor::from_ints(DType::Int8, {columns}, std::vector<int64_t>(columns, 0)));
+  b.initializer("y_zero_i8", Tensor::from_ints(DType::Int8, {}, std::vector<int64_t>{5}));
+  b.initializer("y_zero_u8", Tensor::from_ints(DType::UInt8, {}, std::vector<int64_t>{250}));
+  b.initializer("zero_u8", Tensor::from_ints(DType::UInt8, {}, std::vector<int64_t>{0}));
+  for (const char* out : {"i8", "u8"}) {
+    const std::string y = std::string("Y.") + out;
+    b.node("QLinearMatMul", {"A", "one", "zero_i8", "B", "b_scale", "b_zero", "two", std::string("y_zero_") + out}, {y + ".q"},
+           y + ".requantize");
+    b.node("DequantizeLinear", {y + ".q", "one", std::string("zero_") + out}, {y}, y + ".stored");
+    b.output(y, DType::Float32, Shape{rows, columns});
+  }
+  return b;
+}
+
 // ONNX Runtime's dynamic quantization of a linear layer (quantize_dynamic, how int8 transformers
 // are shipped for CPUs): A's range measured at run time (DynamicQuantizeLinear to uint8), an integer
 // matmul by a constant int8 B (MatMulInteger, B symmetric), the int32 result cast to float and

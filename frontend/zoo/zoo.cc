@@ -23,6 +23,7 @@ const std::map<std::string, std::function<ModelBuilder(const ZooOptions&)>>& zoo
       {"matmul", build_matmul},
       {"qmatmul", build_qmatmul},
       {"dqmatmul", build_dqmatmul},
+      {"requantize_edges", build_requantize_edges},
       {"batch_matmul", build_batch_matmul},
       {"conv2d", build_conv2d},
       {"depthwise", build_depthwise},

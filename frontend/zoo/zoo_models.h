@@ -17,6 +17,7 @@ ModelBuilder build_mobilenet_v2(const ZooOptions& o);
 ModelBuilder build_matmul(const ZooOptions& o);
 ModelBuilder build_qmatmul(const ZooOptions& o);
 ModelBuilder build_dqmatmul(const ZooOptions& o);
+ModelBuilder build_requantize_edges(const ZooOptions& o);
 ModelBuilder build_batch_matmul(const ZooOptions& o);
 ModelBuilder build_conv2d(const ZooOptions& o);
 ModelBuilder build_depthwise(const ZooOptions& o);

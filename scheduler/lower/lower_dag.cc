@@ -454,6 +454,42 @@ Stmt transposed_tiles(const te::Stage& s, const Expr& body, const BufferRef& out
   return st;
 }
 
+// A scalar register tile: on a core without vectors (32-bit types have one lane) an int32 reduction
+// (an int8 conv's or matmul's) keeps kScalarAccumulators accumulators in general registers, up to
+// kScalarTileColumns columns by 2 blocks of the operand axis (output channels) when there is one,
+// else by rows. Each reduction step then loads and widens an input quad once for both channels
+// and a weight quad once for both columns, where one accumulator row per channel reloaded and
+// re-widened every input quad per channel (DS-CNN's pointwise convs on the M4: 1.9 instructions a
+// multiply-add, bench/RESULTS.md). Four accumulators leave a Thumb core's 13 general registers
+// the four widened weight halves, an input's two and the pointers.
+constexpr int64_t kScalarAccumulators = 4;
+constexpr int64_t kScalarTileColumns = 2;
+
+// A scalar tile's operand axis: an axis outside the rows (output channels) that some loads (weights) read along
+// and not along the columns, while the others (inputs) read along the columns and not along it. A
+// tile's blocks of it then share each input load, and its columns each weight load.
+std::optional<size_t> scalar_operand_axis(const te::Stage& s) {
+  const size_t rank = s.axes.size();
+  if (rank < 3) return std::nullopt;
+  const te::ExprNode* column = s.axes[rank - 1].get();
+  for (size_t a = rank - 2; a-- > 0;) {  // not the rows, which the tile takes apart
+    if (s.shape[a] < 2) continue;
+    bool along_axis = false, along_column = false, along_both = false;
+    te::visit_loads(s.body, [&](const Expr& l) {
+      const bool ua = reads_along(l, s.axes[a].get()), uc = reads_along(l, column);
+      along_both |= ua && uc;
+      along_axis |= ua && !uc;
+      along_column |= uc && !ua;
+    });
+    if (along_axis && along_column && !along_both) return a;
+  }
+  return std::nullopt;
+}
+
+bool scalar_register_tile(const te::Stage& s, const ScheduleParams& p) {
+  return lanes_for(s.dtype, p) == 1 && s.dtype == DType::Int32 && s.reducer == te::Reducer::Sum && !s.is_extern();
+}
+
 // A reduction whose rows are shorter than a vector (DS-CNN's 25 x 5 int8 maps in NCHW ran vectors of
 // 5 lanes) but whose last two axes every access walks as one run (h * W + w: the store, and each load
 // that reads along them, with h's stride W times w's) computes as one row of H * W: h is 0 and w runs
@@ -470,9 +506,10 @@ std::optional<MergedRows> merge_short_rows(const te::TensorRef& t, const std::ma
   const te::Stage& s = *t->stage;
   const size_t rank = s.axes.size();
   const int lanes = lanes_for(s.dtype, p);
-  if (s.reducer == te::Reducer::None || s.is_extern() || rank < 3 || lanes <= 1 || s.shape[rank - 1] >= lanes ||
-      s.shape[rank - 2] <= 1)
-    return std::nullopt;
+  // A scalar tile's rows are short when they leave a column outside the tiles.
+  const bool short_rows = rank >= 3 && (scalar_register_tile(s, p) ? s.shape[rank - 1] % kScalarTileColumns != 0
+                                                                   : lanes > 1 && s.shape[rank - 1] < lanes);
+  if (s.reducer == te::Reducer::None || s.is_extern() || !short_rows || s.shape[rank - 2] <= 1) return std::nullopt;
   const te::ExprNode *h = s.axes[rank - 2].get(), *w = s.axes[rank - 1].get();
   const int64_t width = s.shape[rank - 1];
   bool ok = true;
@@ -588,7 +625,9 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
   // split evenly into tiles of at most the accumulator budget (3/4 of the vector registers, as ORT's
   // 6 x 4 kernel on 32 registers); columns past the last whole J use the untiled scheme below.
   const int lanes = lanes_for(s.dtype, p);
-  if (rank >= 2 && lanes > 1 && s.dtype != DType::Bool && s.shape[rank - 1] >= lanes) {
+  // A core without vectors (a Cortex-M) tiles int32 reductions too (scalar_register_tile).
+  const bool scalar = scalar_register_tile(s, p);
+  if (rank >= 2 && (lanes > 1 || scalar) && s.dtype != DType::Bool && s.shape[rank - 1] >= lanes) {
     const int64_t e1 = s.shape[rank - 1], e2 = s.shape[rank - 2];
     bool reused_across_rows = false;
     te::visit_loads(s.body, [&](const Expr& l) {
@@ -599,11 +638,12 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     // untiled, one row at a time through a chain of dependent FMAs. Such a stage's innermost reduction
     // loops that pair with the rows or columns (a window's taps) run unrolled, so the loads that rows
     // share (row i, tap k+1 is row i+1, tap k) are loaded once (bench/RESULTS.md, issue 17 step 16).
-    const int64_t J = !reused_across_rows && e1 <= 4 * lanes ? e1 : e1 >= 2 * lanes ? 2 * lanes : lanes;
+    int64_t J = !reused_across_rows && e1 <= 4 * lanes ? e1 : e1 >= 2 * lanes ? 2 * lanes : lanes;
+    if (scalar) J = std::min<int64_t>(e1, kScalarTileColumns);
     const int64_t vectors = (J + lanes - 1) / lanes;
     if (!reused_across_rows) unrolled_from = window_taps_from(s);
     const int64_t budget = p.vector_registers * 3 / 4;
-    const std::optional<size_t> operand_axis = operand_block_axis(s);
+    const std::optional<size_t> operand_axis = scalar ? scalar_operand_axis(s) : operand_block_axis(s);
     // The operand's bytes per block of its axis (a conv's weights for one output-channel block): the
     // tile re-reads M of them for every row tile, so they should stay in the L2 cache.
     int64_t slice_bytes = 0;
@@ -628,11 +668,13 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       // One block loads a broadcast per FMA, which halves the FMA rate; two blocks whose slices fill up
       // to 3/4 of the L2 still win (ResNet-50's 7 x 7 convs, 295 KB of weights per block: 1.22x).
       if (M == 1 && fits(2, p.l2_bytes * 3 / 4)) M = 2;
+      if (scalar) M = s.shape[*operand_axis] % 2 == 0 ? 2 : 1;
     }
     // More rows pay only when some input's vector (read along the columns, not the rows) is reused
     // by every row, as a GEMM's right-hand operand is; otherwise (a depthwise conv: every row reads
     // its own vectors) four rows are enough to hide the FMA latency and spill nothing.
-    const int64_t most_rows = std::max<int64_t>(1, reused_across_rows ? budget / (M * vectors) : 4);
+    const int64_t most_rows = scalar ? std::max<int64_t>(1, kScalarAccumulators / (M * J))
+                                     : std::max<int64_t>(1, reused_across_rows ? budget / (M * vectors) : 4);
     const int64_t row_tiles = (e2 + most_rows - 1) / most_rows;
     const int64_t T = (e2 + row_tiles - 1) / row_tiles;
     const int64_t m1 = e1 / J, m2 = e2 / T;
@@ -715,7 +757,7 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
         return over_blocks(ForKind::Unrolled, [&](const Expr& a) {
           auto e = at(i0 + ii, jo * J + ji, a);
           return for_loop(ii, rows, ForKind::Unrolled,
-                          for_loop(ji, J, ForKind::Vectorized, make((a * rows + ii) * J + ji, e)));
+                          for_loop(ji, J, scalar ? ForKind::Unrolled : ForKind::Vectorized, make((a * rows + ii) * J + ji, e)));
         });
       };
       return allocate(acc, block({over_tile([&](const Expr& slot, const auto& e) { return store(acc, slot, e.init); }),

@@ -884,6 +884,31 @@ TEST(CodegenSchedule, Dot4IsTwoSmladsOnACortexMWithTheDspExtension) {
   EXPECT_EQ(module_ir(dot4_accumulate(7), load_target("x86_64-generic")).find("smlad"), std::string::npos);
 }
 
+// The int8 requantization (round, add the zero point, clamp, cast) is VCVTR, a saturating add and
+// a clamp SSAT can take on 32-bit Arm with a VFP (backends/llvm/requantize.h); AArch64, which
+// names its FPU +fp-armv8 too, and x86 keep the float code. Exactness on every edge case:
+// RequantizeVcvtr.CompiledPackagesPrintTheReferencesIntegersOnEveryEdge.
+TEST(CodegenSchedule, RequantizationIsVcvtrAndSaturatingIntegersOnA32BitArmCore) {
+  const int64_t n = 9;
+  BufferRef A = lower::make_buffer("A", DType::Float32, n), Z = lower::make_buffer("Z", DType::Int8, 1),
+            C = lower::make_buffer("C", DType::Int8, n);
+  Expr i = te::var("i");
+  const Expr v = te::unary(te::ExprOp::Round, at(A, i)) + te::cast(DType::Float32, at(Z, imm(0)));
+  const Expr q = te::cast(DType::Int8, te::min(te::max(v, te::float_imm(-128)), te::float_imm(127)));
+  LoweredFunc f{"requantize", {A, Z, C}, vloop(i, n, lower::store(C, i, q)), {}};
+  for (const char* name : {"cortex-m4", "cortex-m7"}) {
+    const std::string ir = module_ir(f, load_target(name));
+    EXPECT_NE(ir.find("@llvm.arm.vcvtr.f32("), std::string::npos) << name << "\n" << ir;
+    EXPECT_NE(ir.find("@llvm.sadd.sat.i32("), std::string::npos) << name << "\n" << ir;
+    EXPECT_EQ(ir.find("roundeven"), std::string::npos) << name << "\n" << ir;
+  }
+  for (const char* name : {"aarch64-cortex-a72", "x86_64-generic"}) {
+    const std::string ir = module_ir(f, load_target(name));
+    EXPECT_EQ(ir.find("vcvtr"), std::string::npos) << name << "\n" << ir;
+    EXPECT_NE(ir.find("roundeven"), std::string::npos) << name << "\n" << ir;
+  }
+}
+
 // On a 32-bit core without vectors (Cortex-M4, M7) loop variables and index arithmetic are 32-bit,
 // sign-extended to 64 only where a variable is a value (here, stored as a float); 64-bit targets
 // keep 64-bit indices. Exactness there: every node test compiled and run on QEMU's M4

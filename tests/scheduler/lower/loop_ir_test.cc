@@ -139,6 +139,42 @@ TEST(LowerDag, ShortRowsThatEveryAccessWalksAsOneRunMerge) {
   EXPECT_LT(testing::max_error(f3, dag3), 1e-5) << text3;
 }
 
+// On a core without vectors (a Cortex-M: 32-bit vectors, one int32 lane) an int32 reduction keeps a
+// scalar tile of four accumulators: an int8 pointwise conv's 25 x 5 maps merge into rows of 125
+// (odd rows would leave a column untiled) taken two pixels by two output channels; a matmul, with no
+// channel axis, two rows by two columns. Both compute what the evaluator computes; float32 keeps its
+// accumulator row.
+TEST(LowerDag, ACoreWithoutVectorsTilesInt32ReductionsInFourScalarAccumulators) {
+  using V = std::vector<te::Expr>;
+  const lower::ScheduleParams m4 = lower::schedule_params_for(32);
+  auto pointwise = [&](DType t) {
+    te::TensorRef x = te::placeholder("x", t, {1, 8, 25, 5});
+    te::TensorRef w = te::placeholder("w", t, {6, 8});
+    return te::make_dag({te::reduce("pw", "conv", t, {1, 6, 25, 5}, te::Reducer::Sum, {8}, [&](const V& i, const V& r) {
+      return te::at(x, {i[0], r[0], i[2], i[3]}) * te::at(w, {i[1], r[0]});
+    })});
+  };
+  const te::ComputeDAG conv = pointwise(DType::Int32);
+  lower::LoweredFunc f = lower::lower_dag(conv, "k", m4);
+  std::string text = lower::print_func(f);
+  EXPECT_NE(text.find("pw.tile: int32[4]"), std::string::npos) << text;
+  EXPECT_NE(text.find("unrolled for i1.m in 0..2"), std::string::npos) << text;
+  EXPECT_NE(text.find(" * 125) + "), std::string::npos) << text;
+  EXPECT_EQ(testing::max_error(f, conv), 0) << text;
+
+  te::TensorRef a = te::placeholder("a", DType::Int32, {7, 12});
+  te::TensorRef b = te::placeholder("b", DType::Int32, {12, 9});
+  const te::ComputeDAG mm = te::make_dag({te::reduce("mm", "matmul", DType::Int32, {7, 9}, te::Reducer::Sum, {12},
+                                                     [&](const V& i, const V& r) { return te::at(a, {i[0], r[0]}) * te::at(b, {r[0], i[1]}); })});
+  f = lower::lower_dag(mm, "k", m4);
+  text = lower::print_func(f);
+  EXPECT_NE(text.find("mm.tile: int32[4]"), std::string::npos) << text;
+  EXPECT_NE(text.find("unrolled for i0.i in 0..2"), std::string::npos) << text;
+  EXPECT_EQ(testing::max_error(f, mm), 0) << text;
+
+  EXPECT_EQ(lower::print_func(lower::lower_dag(pointwise(DType::Float32), "k", m4)).find(".tile"), std::string::npos);
+}
+
 // A reduction whose innermost output axes have one iteration (a global average pool in NCHW) keeps
 // its accumulators along the channels, a vector, instead of one scalar accumulator whose every add
 // waits for the last; each channel sums in the same order.

@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -12,10 +13,27 @@
 namespace kiln::testing {
 
 // Max abs difference between the JIT-compiled `f`, a lowering of `dag` whose parameters start with the
-// DAG's placeholders and include a buffer named as each output, and the evaluator.
+// DAG's placeholders and include a buffer named as each output, and the evaluator. Elements are
+// float32, or int32 (inputs then in [-100, 100]) where the placeholder or output is.
 inline double max_error(const lower::LoweredFunc& f, const te::ComputeDAG& dag, uint32_t seed = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::uniform_int_distribution<int32_t> ints(-100, 100);
+  // An int32 element lives in a float's four bytes.
+  auto put = [](float& slot, DType t, double v) {
+    if (t != DType::Int32) {
+      slot = static_cast<float>(v);
+      return;
+    }
+    const auto i = static_cast<int32_t>(v);
+    std::memcpy(&slot, &i, sizeof i);
+  };
+  auto get = [](const float& slot, DType t) {
+    if (t != DType::Int32) return static_cast<double>(slot);
+    int32_t i = 0;
+    std::memcpy(&i, &slot, sizeof i);
+    return static_cast<double>(i);
+  };
   std::map<const te::TensorNode*, Tensor> inputs;
   std::vector<std::vector<float>> storage;
   std::vector<void*> ptrs;
@@ -27,9 +45,10 @@ inline double max_error(const lower::LoweredFunc& f, const te::ComputeDAG& dag, 
     const te::TensorRef& p = dag.placeholders[i];
     Tensor t(p->dtype, p->shape);
     for (int64_t e = 0; e < num_elements(p->shape); ++e) {
-      float v = p->constant ? static_cast<float>(p->constant->get_double(e)) : dist(rng);  // a weight keeps its values
-      storage[i][static_cast<size_t>(e)] = v;
-      t.set_double(e, v);
+      // A weight keeps its values.
+      const double v = p->constant ? p->constant->get_double(e) : p->dtype == DType::Int32 ? ints(rng) : dist(rng);
+      put(storage[i][static_cast<size_t>(e)], p->dtype, v);
+      t.set_double(e, get(storage[i][static_cast<size_t>(e)], p->dtype));
     }
     inputs[p.get()] = std::move(t);
   }
@@ -43,7 +62,7 @@ inline double max_error(const lower::LoweredFunc& f, const te::ComputeDAG& dag, 
     if (at == f.params.size()) return INFINITY;  // no output buffer: as wrong as can be
     const auto& got = storage[at];
     for (int64_t e = 0; e < num_elements(dag.outputs[o]->shape); ++e)
-      err = std::max(err, std::abs(static_cast<double>(got[static_cast<size_t>(e)]) - want[o].get_double(e)));
+      err = std::max(err, std::abs(get(got[static_cast<size_t>(e)], dag.outputs[o]->dtype) - want[o].get_double(e)));
   }
   return err;
 }
