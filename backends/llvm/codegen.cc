@@ -1,6 +1,8 @@
 #include "backends/llvm/codegen.h"
 
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/IntrinsicsAArch64.h>
@@ -102,6 +104,7 @@ class FuncEmitter {
     bind_params();
     emit_stmt(f.body);
     b_.CreateRetVoid();
+    mark_distinct_buffers();
     return fn_;
   }
 
@@ -231,6 +234,51 @@ class FuncEmitter {
                                  : entry.CreateLoad(ptr, slot, buf->name);
     base_[buf] = p;
     return p;
+  }
+
+  // Tells LLVM that the buffers this function reads and writes do not overlap: each parameter buffer
+  // gets an alias scope, and every load and store through its base pointer says it touches that
+  // scope and none of the others. True by construction: workspace buffers share bytes only when
+  // their live ranges (statements, and a function is one statement) do not overlap, weights are
+  // their own memory, a view (an in-place Concat's input, a Slice) is read or written beside the
+  // other views only where their bytes are disjoint, and the caller's inputs and outputs must not
+  // overlap (the package header says so). Without it an int8 store could change any float, so every
+  // per-channel multiplier, zero point and offset was loaded again for each output (DS-CNN on the
+  // M4: bench/RESULTS.md).
+  void mark_distinct_buffers() {
+    if (gpu_kernel_) return;
+    std::vector<std::pair<const Buffer*, llvm::Value*>> globals;
+    for (const auto& [buf, p] : base_)
+      if (!buf->local) globals.emplace_back(buf, p);
+    if (globals.size() < 2) return;
+    std::sort(globals.begin(), globals.end(), [](const auto& a, const auto& b) { return a.first->name < b.first->name; });
+    llvm::MDBuilder md(ctx_);
+    llvm::MDNode* domain = md.createAnonymousAliasScopeDomain(name_);
+    std::unordered_map<llvm::Value*, size_t> which;
+    std::vector<llvm::Metadata*> scopes;
+    for (size_t i = 0; i < globals.size(); ++i) {
+      which[globals[i].second] = i;
+      scopes.push_back(md.createAnonymousAliasScope(domain, globals[i].first->name));
+    }
+    std::vector<llvm::MDNode*> own(globals.size()), others(globals.size());
+    for (size_t i = 0; i < globals.size(); ++i) {
+      own[i] = llvm::MDNode::get(ctx_, {scopes[i]});
+      std::vector<llvm::Metadata*> rest;
+      for (size_t j = 0; j < globals.size(); ++j)
+        if (j != i) rest.push_back(scopes[j]);
+      others[i] = llvm::MDNode::get(ctx_, rest);
+    }
+    for (llvm::BasicBlock& bb : *fn_)
+      for (llvm::Instruction& in : bb) {
+        llvm::Value* ptr = nullptr;
+        if (auto* ld = llvm::dyn_cast<llvm::LoadInst>(&in)) ptr = ld->getPointerOperand();
+        else if (auto* st = llvm::dyn_cast<llvm::StoreInst>(&in)) ptr = st->getPointerOperand();
+        if (!ptr) continue;
+        auto it = which.find(const_cast<llvm::Value*>(llvm::getUnderlyingObject(ptr)));
+        if (it == which.end()) continue;
+        in.setMetadata(llvm::LLVMContext::MD_alias_scope, own[it->second]);
+        in.setMetadata(llvm::LLVMContext::MD_noalias, others[it->second]);
+      }
   }
 
   const Buffer* buffer_of(const te::TensorNode* node) {
@@ -1045,6 +1093,7 @@ void FuncEmitter::emit_parallel(const Stmt& s) {
     inner.vars_[s->var.get()] = task->getArg(1);
     inner.emit_stmt(s->body[0]);
     inner.b_.CreateRetVoid();
+    inner.mark_distinct_buffers();
   }
 
   // The call site.

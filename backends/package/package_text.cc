@@ -84,7 +84,8 @@ std::string header_text(const ModelModule& mm) {
   h += fmt::format(
       "enum {{ {M}_OK = 0, {M}_ERR_NULL_ARGUMENT = 1, {M}_ERR_MISALIGNED_WORKSPACE = 2 }};\n\n"
       "/* Runs the model. ctx may be NULL. Returns {M}_OK or an error code; never aborts. Reentrant: any\n"
-      " * number of calls may run at once with distinct workspaces and outputs. */\n"
+      " * number of calls may run at once with distinct workspaces and outputs. The inputs, the outputs\n"
+      " * and the workspace must not overlap one another (the code assumes its buffers are distinct). */\n"
       "int {m}_run(const {m}_context* ctx, const {m}_inputs* in, {m}_outputs* out, void* workspace);\n\n"
       "/* For harnesses: args = input pointers, then output pointers, then the workspace. */\n"
       "int {m}_run_argv(void** args);\n\n"
