@@ -1,4 +1,5 @@
 #include "scheduler/lower/padded_planes.h"
+#include "scheduler/lower/partition_loops.h"
 
 #include <algorithm>
 #include <functional>
@@ -97,16 +98,20 @@ Stmt plane_fill(const te::Stage& p, size_t d, const std::map<const te::ExprNode*
   // Loops over [lo[k], hi[k]) along each axis k around the store of `value` at the plane's index.
   auto nest = [&](const Expr& value, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi) {
     std::map<const te::ExprNode*, Expr> m = at_reader;
-    for (size_t k = 0; k < n; ++k) m[rest[k].get()] = rest[k] + lo[k];
+    // An axis of one iteration is its constant, so the bound tests that read it fold.
+    for (size_t k = 0; k < n; ++k) m[rest[k].get()] = hi[k] - lo[k] == 1 ? te::int_imm(lo[k]) : rest[k] + lo[k];
     Stmt st = store(local, te::substitute(flat_index(rest, shape), m), flatten_loads(te::substitute(value, m), buffers));
     for (size_t k = n; k-- > 0;)
-      st = for_loop(rest[k], hi[k] - lo[k], k + 1 == n && hi[k] - lo[k] >= 4 ? ForKind::Vectorized : ForKind::Serial, st);
+      if (hi[k] - lo[k] != 1)
+        st = for_loop(rest[k], hi[k] - lo[k], k + 1 == n && hi[k] - lo[k] >= 4 ? ForKind::Vectorized : ForKind::Serial, st);
     return st;
   };
   const std::vector<int64_t> zeros(n, 0);
   const std::vector<int64_t> whole(shape.begin(), shape.end());
   std::optional<Box> box = input_box(p, d);
-  if (!box) return nest(p.body, zeros, whole);
+  // No box (an int8 plane of byte quads: four taps, each tested): the loops split where the tests
+  // change value, so the rows above and below the input store constants (partition_loops.h).
+  if (!box) return partition_guarded_loops(nest(p.body, zeros, whole));
   for (size_t k = 0; k < n; ++k)
     if (box->hi[k] <= box->lo[k]) return nest(box->fill, zeros, whole);
   // The fill outside the box, as one slab per side of each axis: axes before k inside the box, axis k
