@@ -102,7 +102,8 @@ ModelBuilder build_qmatmul(const ZooOptions& o) {
 // accumulator is A's value times the multiplier b_scale[j] / 2: 0.5 and 1.5 put every odd input on
 // a tie (half to even), 500 saturates all but 0, and an infinite scale gives +-inf and, for 0,
 // NaN. Requantized to int8 with zero point 5 and to uint8 with 250 (both bounds, saturating adds),
-// then dequantized with scale 1 and zero point 0: the outputs are the stored integers.
+// then dequantized with scale 1 and zero point 0: the outputs are the stored integers. A float input
+// F is quantized too (QuantizeLinear's own rounding and saturation).
 ModelBuilder build_requantize_edges(const ZooOptions&) {
   ModelBuilder b("requantize_edges", 13);
   const int64_t rows = 24, columns = 4;
@@ -123,6 +124,14 @@ ModelBuilder build_requantize_edges(const ZooOptions&) {
     b.node("DequantizeLinear", {y + ".q", "one", std::string("zero_") + out}, {y}, y + ".stored");
     b.output(y, DType::Float32, Shape{rows, columns});
   }
+  // QuantizeLinear of a float input F [8] by 0.5 with zero point -3 (ties at x.25 and x.75, NaN to
+  // the zero point, infinities and 2^23 saturating).
+  b.input("F", DType::Float32, Shape{8});
+  b.initializer("half", Tensor::from_doubles(DType::Float32, {}, std::vector<double>{0.5}));
+  b.initializer("zero_m3", Tensor::from_ints(DType::Int8, {}, std::vector<int64_t>{-3}));
+  b.node("QuantizeLinear", {"F", "half", "zero_m3"}, {"F.q"}, "F.quantize");
+  b.node("DequantizeLinear", {"F.q", "one", "zero_i8"}, {"F.i8"}, "F.stored");
+  b.output("F.i8", DType::Float32, Shape{8});
   return b;
 }
 
