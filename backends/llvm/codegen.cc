@@ -47,6 +47,12 @@ namespace {
 // mostly elements it throws away.
 constexpr int64_t kMaxShuffledStride = 4;
 
+// Whether the module is for 32-bit Arm (arm*, thumb*: a Cortex-M), which AArch64 is not.
+bool is_32bit_arm(const llvm::Module& m) {
+  const llvm::Triple t(m.getTargetTriple());
+  return t.isARM() || t.isThumb();
+}
+
 // The function's parameters by buffer and by tensor, built once and shared by the functions of its
 // statements and their parallel tasks: each rebuilding them made a 5000-MatMul chain's codegen
 // quadratic in its buffers.
@@ -621,9 +627,7 @@ class FuncEmitter {
   // A requantizing cast (requantize.h) in integer instructions where the target has them: 32-bit
   // Arm with a VFP, whose vectors (of int8 lanes) are scalars to the core; nullptr otherwise.
   llvm::Value* emit_requantize(const ExprNode& e, bool guarded) {
-    if (!opts_.arm_vfp) return nullptr;
-    const llvm::Triple triple(m_.getTargetTriple());
-    if (!triple.isARM() && !triple.isThumb()) return nullptr;
+    if (!arm_vcvtr_) return nullptr;
     const std::optional<RequantizeForm> form = match_requantize(e);
     if (!form) return nullptr;
     llvm::Value* zero_point = nullptr;
@@ -1033,6 +1037,9 @@ class FuncEmitter {
   llvm::Value* mask_ = nullptr;                          // active lanes under a varying `if`; null: all
   llvm::Value* thread_index_ = nullptr;                  // a GpuThread loop's index on a CPU (per-thread copies)
   std::unordered_set<const Buffer*> lane_private_;      // allocated inside the vectorized loop
+  // VCVTR for requantization (emit_requantize): a VFP, and the triple is 32-bit Arm's (AArch64
+  // names its FPU +fp-armv8 too).
+  const bool arm_vcvtr_ = opts_.arm_vfp && is_32bit_arm(m_);
   std::unordered_set<const Buffer*> shared_locals_;     // another function's locals, via a closure
   VarRanges ranges_;                                    // loop variables in scope
   bool in_task_ = false;                                // emitting a parallel loop's task function

@@ -456,18 +456,19 @@ Stmt transposed_tiles(const te::Stage& s, const Expr& body, const BufferRef& out
 
 // A scalar register tile: on a core without vectors (32-bit types have one lane) an int32 reduction
 // (an int8 conv's or matmul's) keeps kScalarAccumulators accumulators in general registers, up to
-// kScalarTileColumns columns by 2 blocks of the operand axis (output channels) when there is one,
-// else by rows. Each reduction step then loads and widens an input quad once for both channels
+// kScalarTileColumns columns by kScalarTileBlocks blocks of the operand axis (output channels) when
+// there is one, else by rows. Each reduction step then loads and widens an input quad once for both channels
 // and a weight quad once for both columns, where one accumulator row per channel reloaded and
 // re-widened every input quad per channel (DS-CNN's pointwise convs on the M4: 1.9 instructions a
 // multiply-add, bench/RESULTS.md). Four accumulators leave a Thumb core's 13 general registers
 // the four widened weight halves, an input's two and the pointers.
 constexpr int64_t kScalarAccumulators = 4;
 constexpr int64_t kScalarTileColumns = 2;
+constexpr int64_t kScalarTileBlocks = 2;
 
-// A scalar tile's operand axis: an axis outside the rows (output channels) that some loads (weights) read along
-// and not along the columns, while the others (inputs) read along the columns and not along it. A
-// tile's blocks of it then share each input load, and its columns each weight load.
+// A scalar tile's operand axis: an axis outside the rows (output channels) that some loads (weights)
+// read along and not along the columns, while the others (inputs) read along the columns and not
+// along it. A tile's blocks of it then share each input load, and its columns each weight load.
 std::optional<size_t> scalar_operand_axis(const te::Stage& s) {
   const size_t rank = s.axes.size();
   if (rank < 3) return std::nullopt;
@@ -638,28 +639,31 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
     // untiled, one row at a time through a chain of dependent FMAs. Such a stage's innermost reduction
     // loops that pair with the rows or columns (a window's taps) run unrolled, so the loads that rows
     // share (row i, tap k+1 is row i+1, tap k) are loaded once (bench/RESULTS.md, issue 17 step 16).
-    int64_t J = !reused_across_rows && e1 <= 4 * lanes ? e1 : e1 >= 2 * lanes ? 2 * lanes : lanes;
-    if (scalar) J = std::min<int64_t>(e1, kScalarTileColumns);
+    const int64_t J = scalar ? std::min<int64_t>(e1, kScalarTileColumns)
+                      : !reused_across_rows && e1 <= 4 * lanes ? e1
+                      : e1 >= 2 * lanes                        ? 2 * lanes
+                                                               : lanes;
     const int64_t vectors = (J + lanes - 1) / lanes;
     if (!reused_across_rows) unrolled_from = window_taps_from(s);
     const int64_t budget = p.vector_registers * 3 / 4;
     const std::optional<size_t> operand_axis = scalar ? scalar_operand_axis(s) : operand_block_axis(s);
-    // The operand's bytes per block of its axis (a conv's weights for one output-channel block): the
-    // tile re-reads M of them for every row tile, so they should stay in the L2 cache.
-    int64_t slice_bytes = 0;
-    if (operand_axis)
+    int64_t M = 1;
+    if (operand_axis && scalar) {
+      M = s.shape[*operand_axis] % kScalarTileBlocks == 0 ? kScalarTileBlocks : 1;
+    } else if (operand_axis) {
+      // The operand's bytes per block of its axis (a conv's weights for one output-channel block): the
+      // tile re-reads M of them for every row tile, so they should stay in the L2 cache.
+      int64_t slice_bytes = 0;
       te::visit_loads(s.body, [&](const Expr& l) {
         if (reads_along(l, s.axes[*operand_axis].get()))
           slice_bytes += num_elements(l->tensor->shape) * static_cast<int64_t>(dtype_size(l->tensor->dtype)) /
                          s.shape[*operand_axis];
       });
-    // M must divide the blocks; 3 is there for counts that 2 does not divide: 1000 classes are 63
-    // blocks (squeezenet's last conv ran 13 x 1 accumulators, a broadcast per FMA), 144 channels 9.
-    int64_t M = 1;
-    auto fits = [&](int64_t m, int64_t bytes) {
-      return s.shape[*operand_axis] % m == 0 && budget / (m * vectors) >= 4 && m * slice_bytes <= bytes;
-    };
-    if (operand_axis) {
+      // M must divide the blocks; 3 is there for counts that 2 does not divide: 1000 classes are 63
+      // blocks (squeezenet's last conv ran 13 x 1 accumulators, a broadcast per FMA), 144 channels 9.
+      auto fits = [&](int64_t m, int64_t bytes) {
+        return s.shape[*operand_axis] % m == 0 && budget / (m * vectors) >= 4 && m * slice_bytes <= bytes;
+      };
       for (int64_t m : {4, 3, 2})
         if (fits(m, p.l2_bytes / 2)) {
           M = m;
@@ -668,7 +672,6 @@ Stmt lower_stage_default(const te::TensorRef& t, const std::map<const te::Tensor
       // One block loads a broadcast per FMA, which halves the FMA rate; two blocks whose slices fill up
       // to 3/4 of the L2 still win (ResNet-50's 7 x 7 convs, 295 KB of weights per block: 1.22x).
       if (M == 1 && fits(2, p.l2_bytes * 3 / 4)) M = 2;
-      if (scalar) M = s.shape[*operand_axis] % 2 == 0 ? 2 : 1;
     }
     // More rows pay only when some input's vector (read along the columns, not the rows) is reused
     // by every row, as a GEMM's right-hand operand is; otherwise (a depthwise conv: every row reads

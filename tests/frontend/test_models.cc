@@ -48,6 +48,8 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+bool have_tool(const std::string& tool) { return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0; }
+
 CliOutput run_kiln_output(const std::string& args, const TempDir& dir, int timeout_s) {
   const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + KILN_BINARY + " " + args + " >" +
                           dir.path("out.txt") + " 2>" + dir.path("err.txt");

@@ -38,6 +38,8 @@ struct CliOutput {
 };
 /// Runs `kiln ARGS` (at most `timeout_s` seconds), keeping stdout and stderr (in files in `dir`).
 CliOutput run_kiln_output(const std::string& args, const TempDir& dir, int timeout_s = 300);
+/// Whether `tool` is a command on PATH (qemu-system-arm, arm-none-eabi-gcc: tests that need one skip without it).
+bool have_tool(const std::string& tool);
 /// The whole file ("" when it cannot be read).
 std::string read_file(const std::string& path);
 

@@ -1,12 +1,12 @@
 // The int8 requantization in integer instructions on 32-bit Arm (backends/llvm/requantize.h): which
-// casts take it, what the M4's code is, and that compiled packages print the reference's integers on
-// every edge case (ties both ways, saturation at both bounds of int8 and uint8, infinities, NaN).
+// casts take it, and that compiled packages print the reference's integers on every edge case (ties
+// both ways, saturation at both bounds of int8 and uint8, infinities, NaN). What the M4's code is:
+// CodegenSchedule.RequantizationIsVcvtrAndSaturatingIntegersOnA32BitArmCore.
 #include "backends/llvm/requantize.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <regex>
+#include <sstream>
 
 #include "tests/frontend/test_models.h"
 
@@ -49,8 +49,6 @@ TEST(RequantizeVcvtr, MatchesTheLoweringsFormAndNothingLooser) {
   EXPECT_FALSE(match_requantize(*te::cast(DType::Int8, te::min(rounded, te::float_imm(127)))));
 }
 
-bool have(const char* tool) { return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
-
 // The values printed for each output of `kiln run`, without the timing lines.
 std::string printed_values(const std::string& out) {
   std::string kept;
@@ -80,7 +78,7 @@ TEST(RequantizeVcvtr, CompiledPackagesPrintTheReferencesIntegersOnEveryEdge) {
   // gives the zero point, ties go to even.
   ASSERT_NE(expected.find("-3 127 -128 -1 -5 125 -125 127"), std::string::npos) << expected;
   std::vector<std::string> targets{"x86_64-generic", "host"};
-  if (have("qemu-system-arm")) targets.insert(targets.end(), {"cortex-m4", "cortex-m7"});
+  if (testing::have_tool("qemu-system-arm")) targets.insert(targets.end(), {"cortex-m4", "cortex-m7"});
   for (const std::string& target : targets) {
     const std::string pkg = dir.path("pkg-" + target);
     testing::CliOutput o = testing::run_kiln_output("compile " + model + " --target " + target + " -o " + pkg, dir);
@@ -89,7 +87,7 @@ TEST(RequantizeVcvtr, CompiledPackagesPrintTheReferencesIntegersOnEveryEdge) {
     ASSERT_EQ(o.exit_code, 0) << target << ": " << o.err;
     EXPECT_EQ(printed_values(o.out), expected) << target;
   }
-  if (!have("qemu-system-arm")) GTEST_SKIP() << "ran on x86 only: no qemu-system-arm (scripts/install-deps.sh installs it)";
+  if (!testing::have_tool("qemu-system-arm")) GTEST_SKIP() << "ran on x86 only: no qemu-system-arm (scripts/install-deps.sh installs it)";
 }
 
 }  // namespace

@@ -16,8 +16,6 @@ namespace {
 
 const std::string kModel = std::string(KILN_SOURCE_DIR) + "/examples/tiny_cnn.onnx";
 
-bool have(const char* tool) { return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
-
 nlohmann::json memory_of(const std::string& pkg) {
   return nlohmann::json::parse(testing::read_file(pkg + "/tiny_cnn.json")).at("memory");
 }
@@ -94,7 +92,7 @@ TEST(MemoryReport, ABoardTooSmallIsRefused) {
 // interrupt's exception frame (32 bytes, 104 with the FPU's registers). So the measurement is at
 // least the estimate (less the painter's margin) and at most the estimate plus those.
 TEST(MemoryReport, MeasuredStackOnACortexM4AgreesWithTheEstimate) {
-  if (!have("qemu-system-arm") || !have("arm-none-eabi-gcc"))
+  if (!testing::have_tool("qemu-system-arm") || !testing::have_tool("arm-none-eabi-gcc"))
     GTEST_SKIP() << "no qemu-system-arm or arm-none-eabi-gcc (scripts/install-deps.sh installs them)";
   testing::TempDir dir;
   const std::string pkg = dir.path("pkg");

@@ -108,8 +108,8 @@ TEST(PaddedPlanes, ADepthwiseConvPadsEachChannelInsideItsLoop) {
 
 // A pad stage that is no box of input inside a constant border (here each element is two taps,
 // as an int8 plane of byte quads packs four) is still split where its row tests change value: the
-// rows above and below the input are stored without a test, and a plane of one row's axis (extent
-// 1) reads as its constant (DS-CNN's depthwise convs on the M4: bench/RESULTS.md).
+// rows above and below the input are stored without a test (DS-CNN's depthwise convs on the M4:
+// bench/RESULTS.md).
 TEST(PaddedPlanes, APlaneOfPackedTapsIsSplitWhereItsRowTestsChange) {
   const int64_t c = 4, h = 9;
   te::TensorRef x = te::placeholder("x", DType::Float32, {1, c, h, h});
