@@ -18,6 +18,7 @@
 #include "toolchain/cli_bindings.h"
 #include "toolchain/measure_command.h"
 #include "toolchain/records_command.h"
+#include "toolchain/quantize_command.h"
 #include "toolchain/subst_command.h"
 #include "toolchain/subst_costs.h"
 #include "toolchain/rpc_commands.h"
@@ -182,6 +183,7 @@ int main(int argc, char** argv) {
   kiln::TuneCommand tune_command(app);
   kiln::RecordsCommand records_command(app);
   kiln::SubstCommand subst_command(app);
+  kiln::QuantizeCommand quantize_command(app);
 
   try {
     app.parse(argc, argv);
@@ -195,6 +197,7 @@ int main(int argc, char** argv) {
     if (int rc = tune_command.run(); rc >= 0) return rc;
     if (int rc = records_command.run(); rc >= 0) return rc;
     if (int rc = subst_command.run(); rc >= 0) return rc;
+    if (int rc = quantize_command.run(); rc >= 0) return rc;
     if (*inspect) {
       auto summary = kiln::summarize_model(model_path, inspect_bindings.parse(), inspect_tasks);
       std::cout << kiln::format_summary(summary, verbose);

@@ -1,15 +1,17 @@
 /// \file QDQ models as integer kernels: DequantizeLinear -> Conv -> QuantizeLinear becomes QLinearConv,
-/// DequantizeLinear -> MatMul -> QuantizeLinear becomes QLinearMatMul. QDQ is the form ONNX Runtime's
-/// quantizer writes by default, and ONNX Runtime makes this same rewrite (its QDQ transformer) before it
-/// runs one, so the rewritten model computes what ONNX Runtime computes: int32 accumulators and its
-/// float32 requantization, where the graph as written would convolve in float. It also keeps the
-/// weights int8: shape inference leaves the DequantizeLinear of a weight this pass will fuse unfolded
-/// (is_fused_qdq_weight), instead of folding it into a float32 copy four times the size.
+/// DequantizeLinear -> MatMul -> QuantizeLinear becomes QLinearMatMul, and DequantizeLinear -> Gemm ->
+/// QuantizeLinear (ONNX Runtime's QGemm) a QLinearConv of 1x1 images between two Reshapes. QDQ is the
+/// form ONNX Runtime's quantizer (and `kiln quantize`) writes by default, and ONNX Runtime makes this
+/// same rewrite (its QDQ transformer) before it runs one, so the rewritten model computes what ONNX
+/// Runtime computes: int32 accumulators and its float32 requantization, where the graph as written
+/// would compute in float. It also keeps the weights int8: shape inference leaves the DequantizeLinear
+/// of a weight this pass will fuse unfolded (is_fused_qdq_weight), instead of folding it into a float32
+/// copy four times the size.
 ///
 /// A pattern is fused only when the integer form is exactly what the operator set defines: per-tensor
 /// activation scales and zero points, weight scales per tensor or per output channel (per column for
-/// MatMul), an int32 bias whose scale is x_scale * w_scale (float32, per channel), and a Conv/MatMul
-/// output read by its QuantizeLinear alone. Anything else keeps its float form.
+/// MatMul and Gemm), an int32 bias whose scale is x_scale * w_scale (float32, per channel), and a
+/// Conv/MatMul/Gemm output read by its QuantizeLinear alone. Anything else keeps its float form.
 #pragma once
 #include "frontend/ir/graph.h"
 

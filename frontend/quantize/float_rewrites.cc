@@ -1,0 +1,137 @@
+#include "frontend/quantize/float_rewrites.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <set>
+
+#include "frontend/quantize/proto_graph.h"
+
+namespace kiln {
+namespace {
+
+bool is_default_domain(const onnx::NodeProto& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
+
+std::string node_label(const onnx::NodeProto& n) { return n.name().empty() ? n.output(0) : n.name(); }
+
+// The Add that alone reads node i's output, and the float32 constant it adds; nothing otherwise.
+struct ConstantAdd {
+  int node = -1;
+  Tensor constant;
+};
+std::optional<ConstantAdd> constant_add_after(onnx::GraphProto& g, int i) {
+  const std::string& out = g.node(i).output(0);
+  auto r = sole_reader(g, out);
+  if (!r || *r <= i) return std::nullopt;  // the Add comes after the node (graphs are sorted)
+  const onnx::NodeProto& add = g.node(*r);
+  if (add.op_type() != "Add" || !is_default_domain(add) || add.input_size() != 2) return std::nullopt;
+  const std::string& other = add.input(0) == out ? add.input(1) : add.input(0);
+  if (other == out) return std::nullopt;  // x + x
+  auto c = float_initializer(g, other);
+  if (!c) return std::nullopt;
+  return ConstantAdd{*r, *c};
+}
+
+// Whether `c` broadcast against a tensor of rank `rank` adds one value per element of axis `axis`
+// (extent `extent`), or one value to everything, without growing the result.
+bool per_axis_constant(const Tensor& c, int rank, int axis, int64_t extent) {
+  if (c.rank() > rank) return false;
+  if (c.size() == 1) return true;
+  if (c.size() != extent) return false;
+  const int at = axis - (rank - static_cast<int>(c.rank()));  // the axis in c's dims, right-aligned
+  return at >= 0 && c.shape()[static_cast<size_t>(at)] == extent;
+}
+
+// Replaces node i's output by the Add's and removes the Add: its constant is now the node's bias.
+void absorb_add(onnx::GraphProto& g, int i, const ConstantAdd& add, const std::string& bias) {
+  g.mutable_node(i)->set_output(0, g.node(add.node).output(0));
+  remove_node(g, add.node);
+  while (g.node(i).input_size() < 3) g.mutable_node(i)->add_input("");
+  g.mutable_node(i)->set_input(2, bias);
+  drop_unread_initializers(g);
+}
+
+
+// Removes nodes none of whose outputs anything reads (or that initializers now define), until none is left.
+void remove_dead_nodes(onnx::GraphProto& g) {
+  for (bool removed = true; removed;) {
+    removed = false;
+    for (int i = g.node_size() - 1; i >= 0; --i) {
+      bool dead = true;
+      for (const auto& out : g.node(i).output())
+        if (!out.empty() && !find_initializer(g, out) && count_readers(g, out) > 0) dead = false;
+      if (dead) {
+        remove_node(g, i);
+        removed = true;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> materialize_weights(onnx::GraphProto& g, const Graph& inferred) {
+  static const std::set<std::string> readers = {"Conv", "MatMul", "Gemm", "Add"};
+  std::vector<std::string> log;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    if (!readers.count(n.op_type()) || !is_default_domain(n)) continue;
+    for (int k = 1; k < n.input_size(); ++k) {
+      const std::string& in = n.input(k);
+      if (in.empty() || find_initializer(g, in) || !inferred.has_value(in)) continue;
+      const Value& v = inferred.value(in);
+      if (!v.constant || v.constant->dtype() != DType::Float32) continue;
+      set_initializer(g, in, *v.constant);
+      log.push_back("materialize_weights: '" + in + "', which " + n.op_type() + " '" + node_label(n) + "' reads, is an initializer");
+    }
+  }
+  remove_dead_nodes(g);
+  return log;
+}
+
+std::vector<std::string> conv_add_to_bias(onnx::GraphProto& g) {
+  std::vector<std::string> log;
+  NameSet names(g);
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& conv = g.node(i);
+    if (conv.op_type() != "Conv" || !is_default_domain(conv) || conv.input_size() < 2) continue;
+    auto w = float_initializer(g, conv.input(1));
+    if (!w || w->rank() < 3) continue;
+    auto add = constant_add_after(g, i);
+    const int64_t channels = w->shape()[0];
+    if (!add || !per_axis_constant(add->constant, static_cast<int>(w->rank()), 1, channels)) continue;
+    std::optional<Tensor> old_bias;
+    if (conv.input_size() > 2 && !conv.input(2).empty() && !(old_bias = float_initializer(g, conv.input(2)))) continue;
+    Tensor bias(DType::Float32, {channels});
+    for (int64_t c = 0; c < channels; ++c) {
+      const float b = old_bias ? static_cast<float>(old_bias->get_double(c)) : 0.0f;
+      bias.set_double(c, b + static_cast<float>(add->constant.get_double(add->constant.size() == 1 ? 0 : c)));
+    }
+    const std::string bias_name = names.fresh(node_label(conv) + ".bias");
+    set_initializer(g, bias_name, bias);
+    log.push_back("conv_add_to_bias: Add '" + node_label(g.node(add->node)) + "' is the bias of Conv '" + node_label(conv) + "'");
+    absorb_add(g, i, *add, bias_name);
+  }
+  return log;
+}
+
+std::vector<std::string> matmul_add_to_gemm(onnx::GraphProto& g) {
+  std::vector<std::string> log;
+  NameSet names(g);
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& mm = g.node(i);
+    if (mm.op_type() != "MatMul" || !is_default_domain(mm) || value_rank(g, mm.input(0)) != 2) continue;
+    auto b = float_initializer(g, mm.input(1));
+    if (!b || b->rank() != 2) continue;
+    auto add = constant_add_after(g, i);
+    const int64_t columns = b->shape()[1];
+    if (!add || add->constant.size() != columns || !per_axis_constant(add->constant, 2, 1, columns)) continue;
+    const std::string bias_name = names.fresh(node_label(mm) + ".bias");
+    set_initializer(g, bias_name, Tensor::from_doubles(DType::Float32, {columns}, add->constant.to_doubles()));
+    log.push_back("matmul_add_to_gemm: MatMul '" + node_label(mm) + "' and Add '" + node_label(g.node(add->node)) + "' are one Gemm");
+    g.mutable_node(i)->set_op_type("Gemm");
+    absorb_add(g, i, *add, bias_name);
+  }
+  return log;
+}
+
+}  // namespace kiln

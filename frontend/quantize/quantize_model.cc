@@ -1,0 +1,256 @@
+#include "frontend/quantize/quantize_model.h"
+
+#include <fmt/format.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "frontend/ir/error.h"
+#include "frontend/onnx/onnx_import.h"
+#include "frontend/onnx/tensor_proto.h"
+#include "frontend/passes/infer_shapes.h"
+#include "frontend/quantize/calibrate.h"
+#include "frontend/quantize/float_rewrites.h"
+#include "frontend/quantize/proto_graph.h"
+#include "frontend/quantize/qdq_plan.h"
+#include "frontend/quantize/quant_params.h"
+
+namespace kiln {
+namespace {
+
+// QuantizeLinear's axis and per-channel DequantizeLinear of weights need opset 13.
+constexpr int64_t kQdqOpset = 13;
+
+onnx::ModelProto read_model(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path + ": cannot open");
+  onnx::ModelProto m;
+  if (!m.ParseFromIstream(&f)) throw Error(path + ": not an ONNX model (the protobuf does not parse)");
+  return m;
+}
+
+int64_t default_opset(const onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 1;
+}
+
+// Shape inference (the rewrites read ranks) and, for an older model, ONNX's version converter.
+onnx::ModelProto to_qdq_opset(const std::string& path, onnx::ModelProto m, std::vector<std::string>& log) {
+  const int64_t opset = default_opset(m);
+  try {
+    onnx::shape_inference::InferShapes(m);
+  } catch (const std::exception& e) {
+    // Without ranks the MatMul rewrite does nothing; the version converter needs them.
+    if (opset >= kQdqOpset) return m;
+    throw Error(fmt::format("{}: cannot bring opset {} to {} for quantization: {}", path, opset, kQdqOpset, e.what()));
+  }
+  if (opset >= kQdqOpset) return m;
+  try {
+    m = onnx::version_conversion::ConvertVersion(m, static_cast<int>(kQdqOpset));
+    // Opset 13 needs IR version 7. Before IR 4 every initializer was also listed as a graph input, which
+    // from IR 4 on would make it a default the caller may override: those listings go.
+    if (m.ir_version() < 4) {
+      std::set<std::string> initializers;
+      for (const auto& t : m.graph().initializer()) initializers.insert(t.name());
+      auto* inputs = m.mutable_graph()->mutable_input();
+      for (int i = inputs->size() - 1; i >= 0; --i)
+        if (initializers.count(inputs->Get(i).name())) inputs->DeleteSubrange(i, 1);
+    }
+    if (m.ir_version() < 7) m.set_ir_version(7);
+    onnx::shape_inference::InferShapes(m);  // the converter keeps no value_info
+    log.push_back(fmt::format("opset: {} -> {} (ONNX's version converter)", opset, kQdqOpset));
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: cannot bring opset {} to {} for quantization: {}", path, opset, kQdqOpset, e.what()));
+  }
+  return m;
+}
+
+std::string serialize(const onnx::ModelProto& m) {
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  return bytes;
+}
+
+Graph inferred_graph(const std::string& bytes, const std::string& source, const ShapeBindings& bindings) {
+  Graph g = import_onnx_bytes(bytes, source);
+  bind_input_shapes(g, bindings);
+  infer_shapes(g);
+  return g;
+}
+
+onnx::NodeProto make_node(const std::string& op, const std::vector<std::string>& in, const std::string& out,
+                          const std::string& name) {
+  onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  for (const std::string& i : in) n.add_input(i);
+  n.add_output(out);
+  return n;
+}
+
+void set_axis(onnx::NodeProto& n, int64_t axis) {
+  auto* a = n.add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(axis);
+}
+
+Tensor scalar_code(DType t, int64_t v) { return Tensor::scalar_int(t, v); }
+
+// Writes the plan into the model: the nodes' int8 weights and int32 biases behind DequantizeLinear,
+// and a QuantizeLinear -> DequantizeLinear pair on each planned activation.
+class QdqWriter {
+ public:
+  QdqWriter(onnx::GraphProto& g, const QdqPlan& plan, const std::map<std::string, QuantParams>& params, bool reduce_range)
+      : g_(g), plan_(plan), params_(params), reduce_range_(reduce_range), names_(g) {}
+
+  void write() {
+    for (const QuantizedNode& q : plan_.nodes) quantize_node(q);
+    std::set<std::string> graph_inputs;
+    for (const auto& v : g_.input()) graph_inputs.insert(v.name());
+    // Node order: weight dequantizations first (they read only initializers), then the graph inputs'
+    // pairs, then each node followed by the pairs of its outputs.
+    std::vector<onnx::NodeProto> nodes = std::move(front_);
+    std::set<std::string> planned(plan_.activations.begin(), plan_.activations.end());
+    for (const std::string& v : plan_.activations)
+      if (graph_inputs.count(v)) append_input_pair(v, nodes);
+    for (const auto& n : g_.node()) {
+      onnx::NodeProto copy = n;
+      for (auto& in : *copy.mutable_input())
+        if (auto r = input_renames_.find(in); r != input_renames_.end()) in = r->second;
+      std::vector<std::pair<std::string, std::string>> pairs;  // (planned value, the node's float output)
+      for (auto& out : *copy.mutable_output())
+        if (planned.count(out)) {
+          pairs.emplace_back(out, names_.fresh(out + ".f32"));
+          out = pairs.back().second;
+        }
+      nodes.push_back(std::move(copy));
+      for (const auto& [v, f32] : pairs) append_pair(v, f32, v, nodes);
+    }
+    g_.clear_node();
+    for (auto& n : nodes) *g_.add_node() = std::move(n);
+    drop_unread_initializers(g_);
+    g_.clear_value_info();  // renamed and absorbed values: kiln and ONNX Runtime infer them again
+  }
+
+ private:
+  int node_index(const std::string& output) const {
+    for (int i = 0; i < g_.node_size(); ++i)
+      if (g_.node(i).output_size() > 0 && g_.node(i).output(0) == output) return i;
+    throw Error("kiln quantize: no node writes '" + output + "'");
+  }
+
+  const QuantParams& params(const std::string& activation) const { return params_.at(plan_.params_from.at(activation)); }
+
+  // The scale and zero point initializers of a parameter root, made once and shared by its values.
+  std::pair<std::string, std::string> param_names(const std::string& activation) {
+    const std::string& root = plan_.params_from.at(activation);
+    auto it = param_names_.find(root);
+    if (it != param_names_.end()) return it->second;
+    const QuantParams& p = params_.at(root);
+    const std::string s = names_.fresh(root + ".scale"), z = names_.fresh(root + ".zero_point");
+    set_initializer(g_, s, Tensor::scalar_double(DType::Float32, p.scale));
+    set_initializer(g_, z, scalar_code(p.dtype, p.zero_point));
+    return param_names_[root] = {s, z};
+  }
+
+  void quantize_node(const QuantizedNode& q) {
+    if (!q.absorbed.empty()) {
+      // The node writes the ReLU's output, whose range (from 0) its quantization takes; the ReLU goes.
+      const int relu = node_index(q.absorbed);
+      g_.mutable_node(node_index(q.output))->set_output(0, q.absorbed);
+      remove_node(g_, relu);
+    }
+    onnx::NodeProto& n = *g_.mutable_node(node_index(q.absorbed.empty() ? q.output : q.absorbed));
+    const std::string label = n.name().empty() ? n.output(0) : n.name();
+    const Tensor w = *float_initializer(g_, n.input(1));
+    const QuantizedWeight qw = quantize_weight(w, q.per_channel ? q.channel_axis : -1, reduce_range_);
+    n.set_input(1, dequantized_constant(n.input(1), qw.values, qw.scales, qw.zero_points, q.channel_axis, label));
+    if (n.input_size() > 2 && !n.input(2).empty()) {
+      const int64_t channels = w.shape()[static_cast<size_t>(q.channel_axis)];
+      const QuantizedBias qb = quantize_bias(*float_initializer(g_, n.input(2)), params(n.input(0)).scale, qw.scales, channels);
+      n.set_input(2, dequantized_constant(n.input(2), qb.values, qb.scales, Tensor(DType::Int32, {channels}), 0, label));
+    }
+  }
+
+  // `codes` as an initializer and a DequantizeLinear of it; returns what the DequantizeLinear writes.
+  std::string dequantized_constant(const std::string& name, const Tensor& codes, const Tensor& scales, const Tensor& zeros,
+                                   int64_t axis, const std::string& label) {
+    const std::string c = names_.fresh(name + ".q"), s = names_.fresh(name + ".scale"), z = names_.fresh(name + ".zero_point");
+    set_initializer(g_, c, codes);
+    set_initializer(g_, s, scales);
+    set_initializer(g_, z, zeros);
+    const std::string out = names_.fresh(name + ".dequantized");
+    onnx::NodeProto dq = make_node("DequantizeLinear", {c, s, z}, out, names_.fresh(label + ".dequantize." + name));
+    if (scales.rank() == 1) set_axis(dq, axis);
+    front_.push_back(std::move(dq));
+    return out;
+  }
+
+  // `from` (float) -> QuantizeLinear -> DequantizeLinear -> `to`.
+  void append_pair(const std::string& v, const std::string& from, const std::string& to, std::vector<onnx::NodeProto>& nodes) {
+    const auto [s, z] = param_names(v);
+    const std::string codes = names_.fresh(v + ".q");
+    nodes.push_back(make_node("QuantizeLinear", {from, s, z}, codes, names_.fresh(v + ".quantize")));
+    nodes.push_back(make_node("DequantizeLinear", {codes, s, z}, to, names_.fresh(v + ".dequantize")));
+  }
+
+  // A graph input keeps its name: its readers read the pair's output instead.
+  void append_input_pair(const std::string& v, std::vector<onnx::NodeProto>& nodes) {
+    const std::string to = names_.fresh(v + ".dequantized");
+    append_pair(v, v, to, nodes);
+    input_renames_[v] = to;
+  }
+
+  onnx::GraphProto& g_;
+  const QdqPlan& plan_;
+  const std::map<std::string, QuantParams>& params_;
+  bool reduce_range_;
+  NameSet names_;
+  std::vector<onnx::NodeProto> front_;
+  std::map<std::string, std::pair<std::string, std::string>> param_names_;
+  std::map<std::string, std::string> input_renames_;
+};
+
+}  // namespace
+
+QuantizeResult quantize_model(const std::string& path, const QuantizeOptions& o,
+                              const std::vector<std::map<std::string, Tensor>>& samples) {
+  QuantizeResult r;
+  onnx::ModelProto m = to_qdq_opset(path, read_model(path), r.log);
+  for (std::string& line : materialize_weights(*m.mutable_graph(), inferred_graph(serialize(m), path, o.bindings)))
+    r.log.push_back(std::move(line));
+  for (auto* rewrite : {conv_add_to_bias, matmul_add_to_gemm})
+    for (std::string& line : rewrite(*m.mutable_graph())) r.log.push_back(std::move(line));
+
+  const Graph model = import_onnx_bytes(serialize(m), path);
+  const QdqPlan plan = plan_qdq(model, o.per_channel);
+  if (plan.nodes.empty()) throw Error(path + ": nothing to quantize (no Conv, Gemm or MatMul by a constant weight)");
+
+  const Graph inferred = inferred_graph(serialize(m), path, o.bindings);
+  std::vector<std::string> roots;
+  for (const std::string& v : plan.activations)
+    if (plan.params_from.at(v) == v) roots.push_back(v);
+  std::map<std::string, QuantParams> params;
+  for (const auto& [name, range] : calibrate(inferred, roots, samples))
+    params[name] = activation_params(range.lo, range.hi, o.activations, o.reduce_range);
+
+  QdqWriter(*m.mutable_graph(), plan, params, o.reduce_range).write();
+  auto* note = m.add_metadata_props();
+  note->set_key("kiln.quantize");
+  note->set_value(fmt::format("{} activations (min-max over {} samples{}), int8 weights per {}", dtype_name(o.activations),
+                              samples.size(), o.reduce_range ? ", 7-bit codes" : "", o.per_channel ? "channel" : "tensor"));
+  r.model = serialize(m);
+  // What kiln writes it must read: the written model imports and infers as any other would.
+  inferred_graph(r.model, path + " (quantized)", o.bindings);
+  r.log.push_back(fmt::format("quantized {} nodes and {} activations ({} calibrated ranges)", plan.nodes.size(),
+                              plan.activations.size(), roots.size()));
+  return r;
+}
+
+}  // namespace kiln
