@@ -24,12 +24,15 @@ QuantizeCommand::QuantizeCommand(CLI::App& app) {
   cmd_->add_option("--samples", samples_, "Seeded calibration inputs, as `kiln run --seed` makes them (default: 8 without --data)")
       ->check(CLI::Range(0, 100000));
   cmd_->add_option("--seed", seed_, "Seed of the first seeded sample (the next ones count up)")->capture_default_str();
-  cmd_->add_option("--activations", activations_, "Activation codes: uint8 or int8")
+  cmd_->add_option("--activations", activations_,
+                   "Activation codes: uint8 or int8 (ONNX Runtime's x86 build runs int8-activation convs in float)")
       ->check(CLI::IsMember({"uint8", "int8"}))
       ->capture_default_str();
   cmd_->add_flag("--per-channel", per_channel_, "Weights: a scale per output channel (default: one per tensor)");
   cmd_->add_flag("--reduce-range", reduce_range_,
                  "7-bit codes, for x86 cores without VNNI (whose u8 x s8 pairs saturate at 16 bits)");
+  cmd_->add_flag("--expose-codes", expose_codes_,
+                 "Also output every quantized activation's int8 codes, to compare runtimes layer by layer");
   bindings_.add_to(cmd_);
 }
 
@@ -64,6 +67,7 @@ int QuantizeCommand::run() {
   o.activations = activations_ == "int8" ? DType::Int8 : DType::UInt8;
   o.per_channel = per_channel_;
   o.reduce_range = reduce_range_;
+  o.expose_codes = expose_codes_;
   o.bindings = bindings_.parse();
   std::vector<std::map<std::string, Tensor>> samples;
   const Graph declared = import_onnx_file(model_);
@@ -85,8 +89,18 @@ int QuantizeCommand::run() {
   }
   if (samples.empty()) throw Error("kiln quantize: no calibration samples (--data DIR or --samples N)");
   const QuantizeResult r = quantize_model(model_, o, samples);
-  std::ofstream f(out_, std::ios::binary);
-  if (!(f << r.model) || !f.flush()) throw Error(out_ + ": cannot write");
+  // Written beside the destination and renamed into place: a kill never leaves half a model there.
+  const std::string partial = out_ + ".partial";
+  {
+    std::ofstream f(partial, std::ios::binary);
+    if (!(f << r.model) || !f.flush()) throw Error(out_ + ": cannot write");
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, out_, ec);
+  if (ec) {
+    std::filesystem::remove(partial, ec);
+    throw Error(out_ + ": cannot write");
+  }
   for (const std::string& line : r.log) std::cout << line << "\n";
   std::cout << "wrote " << out_ << " (" << samples.size() << " calibration samples)\n";
   return 0;

@@ -25,7 +25,7 @@ class QuantizeCommand {
   std::vector<std::string> data_;
   int samples_ = -1;  // -1: 8 when no --data is given, else none
   uint64_t seed_ = 0;
-  bool per_channel_ = false, reduce_range_ = false;
+  bool per_channel_ = false, reduce_range_ = false, expose_codes_ = false;
   BindingArgs bindings_;
 };
 

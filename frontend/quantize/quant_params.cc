@@ -26,17 +26,20 @@ QuantParams activation_params(double lo, double hi, DType dtype, bool reduce_ran
     qmin = dtype == DType::UInt8 ? 0 : -64;
     qmax = dtype == DType::UInt8 ? 127 : 63;
   }
-  const double rmin = std::min(lo, 0.0), rmax = std::max(hi, 0.0);
+  // In float32 throughout, as ONNX Runtime's quantizer computes them (numpy float32), so that both
+  // write the same parameters for the same range.
+  const float rmin = static_cast<float>(std::min(lo, 0.0)), rmax = static_cast<float>(std::max(hi, 0.0));
   QuantParams p;
   p.dtype = dtype;
-  p.scale = static_cast<float>((rmax - rmin) / static_cast<double>(qmax - qmin));
+  p.scale = (rmax - rmin) / static_cast<float>(qmax - qmin);
   if (!(p.scale > 0.0f) || !std::isfinite(p.scale)) {
     // A value that is zero on every calibration sample (or not finite): any scale represents it.
     p.scale = 1.0f;
     p.zero_point = 0;
     return p;
   }
-  p.zero_point = static_cast<int32_t>(clamp_to(round_even(static_cast<double>(qmin) - rmin / p.scale), qmin, qmax));
+  const float zero = static_cast<float>(qmin) - rmin / p.scale;
+  p.zero_point = static_cast<int32_t>(clamp_to(round_even(zero), qmin, qmax));
   return p;
 }
 

@@ -106,8 +106,10 @@ Tensor scalar_code(DType t, int64_t v) { return Tensor::scalar_int(t, v); }
 // and a QuantizeLinear -> DequantizeLinear pair on each planned activation.
 class QdqWriter {
  public:
-  QdqWriter(onnx::GraphProto& g, const QdqPlan& plan, const std::map<std::string, QuantParams>& params, bool reduce_range)
-      : g_(g), plan_(plan), params_(params), reduce_range_(reduce_range), names_(g) {}
+  /// `inferred`: the float model, shape-inferred; with `expose_codes`, the codes' shapes come from it.
+  QdqWriter(onnx::GraphProto& g, const QdqPlan& plan, const std::map<std::string, QuantParams>& params, bool reduce_range,
+            const Graph* inferred)
+      : g_(g), plan_(plan), params_(params), reduce_range_(reduce_range), inferred_(inferred), names_(g) {}
 
   void write() {
     for (const QuantizedNode& q : plan_.nodes) quantize_node(q);
@@ -197,6 +199,14 @@ class QdqWriter {
     const auto [s, z] = param_names(v);
     const std::string codes = names_.fresh(v + ".q");
     nodes.push_back(make_node("QuantizeLinear", {from, s, z}, codes, names_.fresh(v + ".quantize")));
+    if (inferred_) {
+      auto* out = g_.add_output();
+      out->set_name(codes);
+      auto* type = out->mutable_type()->mutable_tensor_type();
+      type->set_elem_type(params(v).dtype == DType::Int8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+      auto* shape = type->mutable_shape();
+      for (int64_t d : inferred_->value(v).shape) shape->add_dim()->set_dim_value(d);
+    }
     nodes.push_back(make_node("DequantizeLinear", {codes, s, z}, to, names_.fresh(v + ".dequantize")));
   }
 
@@ -211,6 +221,7 @@ class QdqWriter {
   const QdqPlan& plan_;
   const std::map<std::string, QuantParams>& params_;
   bool reduce_range_;
+  const Graph* inferred_;
   NameSet names_;
   std::vector<onnx::NodeProto> front_;
   std::map<std::string, std::pair<std::string, std::string>> param_names_;
@@ -240,7 +251,7 @@ QuantizeResult quantize_model(const std::string& path, const QuantizeOptions& o,
   for (const auto& [name, range] : calibrate(inferred, roots, samples))
     params[name] = activation_params(range.lo, range.hi, o.activations, o.reduce_range);
 
-  QdqWriter(*m.mutable_graph(), plan, params, o.reduce_range).write();
+  QdqWriter(*m.mutable_graph(), plan, params, o.reduce_range, o.expose_codes ? &inferred : nullptr).write();
   auto* note = m.add_metadata_props();
   note->set_key("kiln.quantize");
   note->set_value(fmt::format("{} activations (min-max over {} samples{}), int8 weights per {}", dtype_name(o.activations),

@@ -23,6 +23,9 @@ struct QuantizeOptions {
   bool per_channel = false;          // weights: a scale per output channel
   bool reduce_range = false;         // 7-bit codes (quant_params.h says when that is needed)
   ShapeBindings bindings;            // shapes for the calibration runs
+  /// Also make every quantized activation's codes (the QuantizeLinear outputs) graph outputs, so that
+  /// two runtimes can be compared layer by layer, exactly.
+  bool expose_codes = false;
 };
 
 struct QuantizeResult {
