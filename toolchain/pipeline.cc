@@ -17,6 +17,7 @@
 #include "frontend/passes/conv_transpose_to_conv.h"
 #include "frontend/passes/expand_recurrent.h"
 #include "frontend/passes/fold_into_conv.h"
+#include "frontend/passes/drop_qdq_moves.h"
 #include "frontend/passes/fuse_qdq.h"
 #include "frontend/passes/gemm_weights.h"
 #include "frontend/passes/infer_shapes.h"
@@ -108,6 +109,7 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
 Graph optimize_graph(const Graph& model, LayoutTarget target, const PipelineOptions& o) {
   Graph g = model;  // values share their constants: a cheap copy
   fuse_qdq(g);  // before anything reads the float form: the quantized weights stay int8
+  drop_qdq_around_moves(g);
   remove_dead_nodes(g);
   after(o, "qdq", [&] { return print_graph(g); });
   expand_recurrent(g, {.roll_steps = o.step_loops});
