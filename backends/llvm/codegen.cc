@@ -638,7 +638,7 @@ class FuncEmitter {
   }
 
   // acc + dot4(a, b), or dot4(a, b) alone, in the instructions the target has for it: a Dot4U8S8
-  // as vpdpbusd on a vector of 4, 8 or 16 lanes (CodegenOptions::int8_dot), a Dot4S8S8 as sdot on 2
+  // as vpdpbusd on a vector of 2 to 16 lanes (CodegenOptions::int8_dot), a Dot4S8S8 as sdot on 2
   // or 4 (int8_sdot), either as two SMLADs in scalar code (int8_smlad); nullptr otherwise.
   llvm::Value* emit_dot4_instruction(const ExprNode* e, bool guarded) {
     if (e->dtype != DType::Int32) return nullptr;
@@ -646,7 +646,7 @@ class FuncEmitter {
     if (!smlad && (!vec_var_ || lanes_ > opts_.vector_bits / 32)) return nullptr;
     auto is_dot = [&](const ExprNode* x) {
       if (smlad) return x->op == ExprOp::Dot4U8S8 || x->op == ExprOp::Dot4S8S8;
-      return (x->op == ExprOp::Dot4U8S8 && opts_.int8_dot && (lanes_ == 4 || lanes_ == 8 || lanes_ == 16)) ||
+      return (x->op == ExprOp::Dot4U8S8 && opts_.int8_dot && lanes_ >= 2 && lanes_ <= 16) ||
              (x->op == ExprOp::Dot4S8S8 && opts_.int8_sdot && (lanes_ == 2 || lanes_ == 4));
     };
     const Expr* acc = nullptr;
@@ -669,10 +669,17 @@ class FuncEmitter {
       return b_.CreateIntrinsic(llvm::Intrinsic::aarch64_neon_sdot, {val_type(DType::Int32), bytes},
                                 {splat(sum), b_.CreateBitCast(splat(a), bytes), b_.CreateBitCast(splat(b), bytes)});
     }
-    const llvm::Intrinsic::ID id = lanes_ == 16  ? llvm::Intrinsic::x86_avx512_vpdpbusd_512
-                                   : lanes_ == 8 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
-                                                 : llvm::Intrinsic::x86_avx512_vpdpbusd_128;
-    return b_.CreateIntrinsic(id, {}, {splat(sum), splat(a), splat(b)});
+    // A row of another width (a 13 x 13 map's 13 columns) runs in the next instruction width, its
+    // extra lanes unused: the byte-by-byte expansion costs about ten instructions a lane.
+    const int width = lanes_ <= 4 ? 4 : lanes_ <= 8 ? 8 : 16;
+    const llvm::Intrinsic::ID id = width == 16  ? llvm::Intrinsic::x86_avx512_vpdpbusd_512
+                                   : width == 8 ? llvm::Intrinsic::x86_avx512_vpdpbusd_256
+                                                : llvm::Intrinsic::x86_avx512_vpdpbusd_128;
+    if (width == lanes_) return b_.CreateIntrinsic(id, {}, {splat(sum), splat(a), splat(b)});
+    std::vector<int> widen(static_cast<size_t>(width), -1), narrow(static_cast<size_t>(lanes_));
+    for (int l = 0; l < lanes_; ++l) widen[static_cast<size_t>(l)] = narrow[static_cast<size_t>(l)] = l;
+    auto wide = [&](llvm::Value* v) { return b_.CreateShuffleVector(splat(v), widen); };
+    return b_.CreateShuffleVector(b_.CreateIntrinsic(id, {}, {wide(sum), wide(a), wide(b)}), narrow);
   }
 
   // sum + dot4(a, b) on 32-bit Arm with the DSP extension: each operand's bytes 0 and 2, then 1 and

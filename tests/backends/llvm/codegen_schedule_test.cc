@@ -850,6 +850,23 @@ TEST(CodegenSchedule, Dot4IsOneVpdpbusdWhereTheTargetHasItAndExactEverywhere) {
   }
 }
 
+// A row of 13 (squeezenet's 13 x 13 maps, vectorized along the row) is one 16-lane vpdpbusd with
+// three lanes unused, not byte multiplies lane by lane; the same integers.
+TEST(CodegenSchedule, Dot4OfAnOddWidthIsTheNextWiderVpdpbusd) {
+  for (const int64_t n : {13, 7, 3}) {
+    SCOPED_TRACE(n);
+    LoweredFunc f = dot4_accumulate(n);
+    const std::string vnni = module_ir(f, load_target("x86_64-avx512-vnni"));
+    EXPECT_NE(vnni.find("@llvm.x86.avx512.vpdpbusd."), std::string::npos) << vnni;
+    EXPECT_EQ(vnni.find("mul <"), std::string::npos) << vnni;  // no lane-by-lane byte products
+    const Dot4Lanes lanes(n);
+    for (const Target& target : runnable_targets()) {
+      SCOPED_TRACE(target.name);
+      lanes.check(f, target, false);
+    }
+  }
+}
+
 // The signed-by-signed form is one sdot per 4 lanes on AArch64 with +dotprod (neoverse-n1) and
 // none without (cortex-a72, and x86); exact on every target this machine runs (there, the
 // expansion; the sdot path runs bit-exact against ONNX Runtime under qemu-aarch64:
