@@ -40,16 +40,94 @@ int64_t default_opset(const onnx::ModelProto& m) {
 }
 
 // Shape inference (the rewrites read ranks) and, for an older model, ONNX's version converter.
-onnx::ModelProto to_qdq_opset(const std::string& path, onnx::ModelProto m, std::vector<std::string>& log) {
-  const int64_t opset = default_opset(m);
+std::string serialize(const onnx::ModelProto& m) {
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  return bytes;
+}
+
+Graph inferred_graph(const std::string& bytes, const std::string& source, const ShapeBindings& bindings) {
+  Graph g = import_onnx_bytes(bytes, source);
+  bind_input_shapes(g, bindings);
+  infer_shapes(g);
+  return g;
+}
+
+// ONNX shape inference with its data propagation (shapes computed by Shape -> Gather -> Concat ->
+// Reshape chains, as exporters of transformers write them).
+void infer_onnx_shapes(onnx::ModelProto& m) {
+  onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), onnx::ShapeInferenceOptions(false, 0, true));
+}
+
+// Gives the graph inputs the shapes the calibration binds (`--input-shape`, `--dim`, the samples'), so
+// that ONNX shape inference reaches every value (the converter's Softmax adapter needs its input's
+// rank); returns the input types as declared, which the written model keeps.
+std::map<std::string, onnx::TypeProto> bind_declared_inputs(onnx::ModelProto& m, const ShapeBindings& b) {
+  std::map<std::string, onnx::TypeProto> declared;
+  for (auto& in : *m.mutable_graph()->mutable_input()) {
+    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+    declared[in.name()] = in.type();
+    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    auto bound = b.input_shapes.find(in.name());
+    if (bound != b.input_shapes.end() && static_cast<int>(bound->second.size()) == shape->dim_size()) {
+      for (int d = 0; d < shape->dim_size(); ++d) shape->mutable_dim(d)->set_dim_value(bound->second[static_cast<size_t>(d)]);
+      continue;
+    }
+    for (auto& dim : *shape->mutable_dim())
+      if (auto named = b.dims.find(dim.dim_param()); dim.has_dim_param() && named != b.dims.end()) dim.set_dim_value(named->second);
+  }
+  return declared;
+}
+
+// Records the dtype and shape kiln's own inference gives every node output ONNX's left without one
+// (shapes computed at run time by Shape -> ... -> Reshape chains that it does not follow), for the
+// version converter's adapters that need ranks. Nothing when kiln cannot infer the model either.
+void annotate_from_kiln(onnx::ModelProto& m, const std::string& path, const ShapeBindings& bindings) {
+  Graph g;
   try {
-    onnx::shape_inference::InferShapes(m);
+    g = inferred_graph(serialize(m), path, bindings);
+  } catch (const std::exception&) {
+    return;
+  }
+  std::set<std::string> known;
+  for (const auto& v : m.graph().value_info()) known.insert(v.name());
+  for (const auto& n : m.graph().node())
+    for (const std::string& out : n.output()) {
+      if (out.empty() || known.count(out) || !g.has_value(out)) continue;
+      const Value& v = g.value(out);
+      if (!v.typed || v.kind != ValueKind::Tensor) continue;
+      auto* info = m.mutable_graph()->add_value_info();
+      info->set_name(out);
+      auto* type = info->mutable_type()->mutable_tensor_type();
+      type->set_elem_type(static_cast<int32_t>(v.dtype));
+      for (int64_t d : v.shape) type->mutable_shape()->add_dim()->set_dim_value(d);
+      known.insert(out);
+    }
+}
+
+onnx::ModelProto to_qdq_opset(const std::string& path, onnx::ModelProto m, const ShapeBindings& bindings,
+                              std::vector<std::string>& log) {
+  const int64_t opset = default_opset(m);
+  const std::map<std::string, onnx::TypeProto> declared = bind_declared_inputs(m, bindings);
+  auto restore_inputs = [&](onnx::ModelProto& model) {
+    for (auto& in : *model.mutable_graph()->mutable_input())
+      if (auto d = declared.find(in.name()); d != declared.end()) *in.mutable_type() = d->second;
+  };
+  try {
+    infer_onnx_shapes(m);
   } catch (const std::exception& e) {
     // Without ranks the MatMul rewrite does nothing; the version converter needs them.
-    if (opset >= kQdqOpset) return m;
+    if (opset >= kQdqOpset) {
+      restore_inputs(m);
+      return m;
+    }
     throw Error(fmt::format("{}: cannot bring opset {} to {} for quantization: {}", path, opset, kQdqOpset, e.what()));
   }
-  if (opset >= kQdqOpset) return m;
+  if (opset >= kQdqOpset) {
+    restore_inputs(m);
+    return m;
+  }
+  annotate_from_kiln(m, path, bindings);
   try {
     m = onnx::version_conversion::ConvertVersion(m, static_cast<int>(kQdqOpset));
     // Opset 13 needs IR version 7. Before IR 4 every initializer was also listed as a graph input, which
@@ -62,25 +140,13 @@ onnx::ModelProto to_qdq_opset(const std::string& path, onnx::ModelProto m, std::
         if (initializers.count(inputs->Get(i).name())) inputs->DeleteSubrange(i, 1);
     }
     if (m.ir_version() < 7) m.set_ir_version(7);
-    onnx::shape_inference::InferShapes(m);  // the converter keeps no value_info
+    infer_onnx_shapes(m);  // the converter keeps no value_info
+    restore_inputs(m);
     log.push_back(fmt::format("opset: {} -> {} (ONNX's version converter)", opset, kQdqOpset));
   } catch (const std::exception& e) {
     throw Error(fmt::format("{}: cannot bring opset {} to {} for quantization: {}", path, opset, kQdqOpset, e.what()));
   }
   return m;
-}
-
-std::string serialize(const onnx::ModelProto& m) {
-  std::string bytes;
-  m.SerializeToString(&bytes);
-  return bytes;
-}
-
-Graph inferred_graph(const std::string& bytes, const std::string& source, const ShapeBindings& bindings) {
-  Graph g = import_onnx_bytes(bytes, source);
-  bind_input_shapes(g, bindings);
-  infer_shapes(g);
-  return g;
 }
 
 onnx::NodeProto make_node(const std::string& op, const std::vector<std::string>& in, const std::string& out,
@@ -233,7 +299,7 @@ class QdqWriter {
 QuantizeResult quantize_model(const std::string& path, const QuantizeOptions& o,
                               const std::vector<std::map<std::string, Tensor>>& samples) {
   QuantizeResult r;
-  onnx::ModelProto m = to_qdq_opset(path, read_model(path), r.log);
+  onnx::ModelProto m = to_qdq_opset(path, read_model(path), o.bindings, r.log);
   for (std::string& line : materialize_weights(*m.mutable_graph(), inferred_graph(serialize(m), path, o.bindings)))
     r.log.push_back(std::move(line));
   for (auto* rewrite : {conv_add_to_bias, matmul_add_to_gemm})
