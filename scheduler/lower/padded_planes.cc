@@ -1,4 +1,5 @@
 #include "scheduler/lower/padded_planes.h"
+#include "scheduler/lower/lower_dag.h"
 #include "scheduler/lower/partition_loops.h"
 
 #include <algorithm>
@@ -181,6 +182,31 @@ bool parallel_off_path(const Stmt& s, const te::ExprNode* var, bool inside = fal
   return false;
 }
 
+// How many loops over `var` loop IR `s` has.
+int loops_over(const Stmt& s, const te::ExprNode* var) {
+  if (!s) return 0;
+  int n = s->kind == StmtKind::For && s->var.get() == var ? 1 : 0;
+  for (const Stmt& b : s->body) n += loops_over(b, var);
+  return n;
+}
+
+// Whether the reader's default nest has exactly one loop over its axis `depth - 1`, and no parallel
+// loop off its path: where lower_with_padded_plane can put the plane. A reader whose tiles split that
+// axis (an NCHW AveragePool over 1024 channels, vectorized along them: a main loop and tails) cannot
+// take one; its pad stage is then stored whole.
+bool plane_has_one_loop(const te::TensorRef& out, size_t depth, const ScheduleParams& params) {
+  std::map<const te::TensorNode*, BufferRef> trial;
+  for (const te::TensorRef& in : out->stage->inputs()) trial[in.get()] = make_buffer(in->name, in->dtype, num_elements(in->shape));
+  trial[out.get()] = make_buffer(out->name, out->dtype, num_elements(out->shape));
+  const te::ExprNode* var = out->stage->axes[depth - 1].get();
+  try {
+    const Stmt nest = lower_stage_default(out, trial, params);
+    return loops_over(nest, var) == 1 && !parallel_off_path(nest, var);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 PaddedPlanePlan plan_padded_planes(const te::ComputeDAG& dag, const ScheduleParams& params) {
@@ -207,6 +233,7 @@ PaddedPlanePlan plan_padded_planes(const te::ComputeDAG& dag, const SchedulePara
       int64_t plane = element;
       for (size_t k = depth; k < pad->shape.size(); ++k) plane *= pad->shape[k];
       if (plane > params.local_plane_bytes || !spread) continue;
+      if (!plane_has_one_loop(dag.tensors[r[0]], depth, params)) break;
       plan.by_reader[r[0]] = {i, depth};
       plan.planes.insert(pad.get());
       break;

@@ -195,5 +195,22 @@ TEST(PaddedPlanes, DenseConvsBigPlanesAndFewChannelsKeepTheCopy) {
   EXPECT_LT(max_error(dag, f), 1e-5) << lower::print_func(f);
 }
 
+// A pool over a whole 6 x 6 plane of each of 1024 channels (inception_v1's last pool, NCHW in its
+// quantized form) vectorizes along the channels, in a main loop and tails: no one loop over them can
+// hold a plane, so the pad stage is stored whole (it failed to lower, "no single loop to go in").
+TEST(PaddedPlanes, AReaderWhoseChannelAxisIsSplitKeepsTheCopy) {
+  te::TensorRef x = te::placeholder("x", DType::Float32, {1, 1024, 6, 6});
+  te::TensorRef pad = padded(x, 1, 0);
+  te::TensorRef pool = te::reduce("pool", "pool", DType::Float32, {1, 1024, 1, 1}, te::Reducer::Sum, {8, 8},
+                                  [&](const std::vector<Expr>& o, const std::vector<Expr>& r) {
+                                    return te::at(pad, {o[0], o[1], o[2] + r[0], o[3] + r[1]});
+                                  });
+  const te::ComputeDAG dag = te::make_dag({pool});
+  EXPECT_TRUE(lower::plan_padded_planes(dag, {}).planes.empty());
+  const lower::LoweredFunc f = lower::lower_dag(dag, "k", {});
+  EXPECT_TRUE(has_param(f, "x.pad"));
+  EXPECT_LT(max_error(dag, f), 1e-4) << lower::print_func(f);
+}
+
 }  // namespace
 }  // namespace kiln
