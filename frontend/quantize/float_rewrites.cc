@@ -2,6 +2,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "frontend/quantize/proto_graph.h"
@@ -110,6 +112,55 @@ std::vector<std::string> conv_add_to_bias(onnx::GraphProto& g) {
     set_initializer(g, bias_name, bias);
     log.push_back("conv_add_to_bias: Add '" + node_label(g.node(add->node)) + "' is the bias of Conv '" + node_label(conv) + "'");
     absorb_add(g, i, *add, bias_name);
+  }
+  return log;
+}
+
+std::vector<std::string> conv_bn_to_conv(onnx::GraphProto& g) {
+  std::vector<std::string> log;
+  NameSet names(g);
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& conv = g.node(i);
+    if (conv.op_type() != "Conv" || !is_default_domain(conv) || conv.input_size() < 2) continue;
+    auto w = float_initializer(g, conv.input(1));
+    auto r = sole_reader(g, conv.output(0));
+    if (!w || w->rank() < 3 || !r || *r <= i) continue;
+    const onnx::NodeProto& bn = g.node(*r);
+    if (bn.op_type() != "BatchNormalization" || !is_default_domain(bn) || bn.input_size() != 5 || bn.input(0) != conv.output(0))
+      continue;
+    if (bn.output_size() > 1 && std::any_of(bn.output().begin() + 1, bn.output().end(), [](const std::string& o) { return !o.empty(); }))
+      continue;  // training mode's running statistics
+    const int64_t channels = w->shape()[0];
+    std::vector<std::optional<Tensor>> p;
+    for (int k = 1; k < 5; ++k) p.push_back(float_initializer(g, bn.input(k)));
+    if (std::any_of(p.begin(), p.end(), [&](const auto& t) { return !t || t->size() != channels; })) continue;
+    std::optional<Tensor> old_bias;
+    if (conv.input_size() > 2 && !conv.input(2).empty() && !(old_bias = float_initializer(g, conv.input(2)))) continue;
+    double epsilon = 1e-5;
+    for (const auto& a : bn.attribute())
+      if (a.name() == "epsilon") epsilon = a.f();
+    // y = (conv(x) + b - mean) * gamma / sqrt(var + eps) + beta: the factor scales the filter and the
+    // bias, in double, rounded once to float32.
+    Tensor folded(DType::Float32, w->shape()), bias(DType::Float32, {channels});
+    const int64_t per_channel = w->size() / channels;
+    for (int64_t c = 0; c < channels; ++c) {
+      const double factor = p[0]->get_double(c) / std::sqrt(p[3]->get_double(c) + epsilon);
+      for (int64_t k = 0; k < per_channel; ++k)
+        folded.set_double(c * per_channel + k, w->get_double(c * per_channel + k) * factor);
+      const double b = old_bias ? old_bias->get_double(c) : 0.0;
+      bias.set_double(c, (b - p[2]->get_double(c)) * factor + p[1]->get_double(c));
+    }
+    const std::string weight_name = names.fresh(node_label(conv) + ".folded_weight");
+    const std::string bias_name = names.fresh(node_label(conv) + ".bias");
+    set_initializer(g, weight_name, folded);
+    set_initializer(g, bias_name, bias);
+    log.push_back("conv_bn_to_conv: BatchNormalization '" + node_label(bn) + "' is folded into Conv '" + node_label(conv) + "'");
+    g.mutable_node(i)->set_input(1, weight_name);
+    g.mutable_node(i)->set_output(0, bn.output(0));
+    remove_node(g, *r);
+    while (g.node(i).input_size() < 3) g.mutable_node(i)->add_input("");
+    g.mutable_node(i)->set_input(2, bias_name);
+    drop_unread_initializers(g);
   }
   return log;
 }

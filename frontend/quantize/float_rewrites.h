@@ -7,6 +7,10 @@
 ///   conv_add_to_bias    Conv whose output only an Add of a per-channel constant reads: the constant
 ///                       becomes (or is added to) the Conv's bias (exporters of mnist-8's kind write
 ///                       the bias as a separate Add);
+///   conv_bn_to_conv     Conv whose output only an inference-mode BatchNormalization reads: the
+///                       normalization scales the filter and the bias (PyTorch exports in training
+///                       layout, kiln's zoo); quantizing after it would round the normalized values
+///                       through a float op each runtime computes in its own order;
 ///   matmul_add_to_gemm  MatMul of a matrix by a constant matrix whose output only an Add of a constant
 ///                       row reads: one Gemm with that row as its bias (Keras-style dense layers).
 /// Both are what ONNX Runtime's own graph optimizer does to such models before its quantizer runs.
@@ -28,6 +32,7 @@ namespace kiln {
 std::vector<std::string> materialize_weights(onnx::GraphProto& g, const Graph& inferred);
 
 std::vector<std::string> conv_add_to_bias(onnx::GraphProto& g);
+std::vector<std::string> conv_bn_to_conv(onnx::GraphProto& g);
 std::vector<std::string> matmul_add_to_gemm(onnx::GraphProto& g);
 
 }  // namespace kiln
