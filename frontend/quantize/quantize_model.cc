@@ -7,7 +7,6 @@
 
 #include <fstream>
 #include <set>
-#include <sstream>
 
 #include "frontend/ir/error.h"
 #include "frontend/onnx/onnx_import.h"
@@ -39,7 +38,6 @@ int64_t default_opset(const onnx::ModelProto& m) {
   return 1;
 }
 
-// Shape inference (the rewrites read ranks) and, for an older model, ONNX's version converter.
 std::string serialize(const onnx::ModelProto& m) {
   std::string bytes;
   m.SerializeToString(&bytes);
@@ -110,6 +108,7 @@ void annotate_from_kiln(onnx::ModelProto& m, const std::string& path, const Shap
     }
 }
 
+// Shape inference (the rewrites read ranks) and, for an older model, ONNX's version converter.
 onnx::ModelProto to_qdq_opset(const std::string& path, onnx::ModelProto m, const ShapeBindings& bindings,
                               std::vector<std::string>& log) {
   const int64_t opset = default_opset(m);
