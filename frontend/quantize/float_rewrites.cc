@@ -90,19 +90,34 @@ std::vector<std::string> materialize_weights(onnx::GraphProto& g, const Graph& i
   return log;
 }
 
+// Node i when it is a Conv of the default domain whose weight is a float32 initializer (rank >= 3)
+// and whose bias is absent or one: the Conv the rewrites below fold constants into.
+struct ConstantConv {
+  Tensor weight;
+  std::optional<Tensor> bias;
+};
+std::optional<ConstantConv> constant_conv(onnx::GraphProto& g, int i) {
+  const onnx::NodeProto& conv = g.node(i);
+  if (conv.op_type() != "Conv" || !is_default_domain(conv) || conv.input_size() < 2) return std::nullopt;
+  auto w = float_initializer(g, conv.input(1));
+  if (!w || w->rank() < 3) return std::nullopt;
+  ConstantConv c{*w, std::nullopt};
+  if (conv.input_size() > 2 && !conv.input(2).empty() && !(c.bias = float_initializer(g, conv.input(2)))) return std::nullopt;
+  return c;
+}
+
 std::vector<std::string> conv_add_to_bias(onnx::GraphProto& g) {
   std::vector<std::string> log;
   NameSet names(g);
   for (int i = 0; i < g.node_size(); ++i) {
+    const auto cc = constant_conv(g, i);
+    if (!cc) continue;
     const onnx::NodeProto& conv = g.node(i);
-    if (conv.op_type() != "Conv" || !is_default_domain(conv) || conv.input_size() < 2) continue;
-    auto w = float_initializer(g, conv.input(1));
-    if (!w || w->rank() < 3) continue;
+    const Tensor& w = cc->weight;
+    const std::optional<Tensor>& old_bias = cc->bias;
     auto add = constant_add_after(g, i);
-    const int64_t channels = w->shape()[0];
-    if (!add || !per_axis_constant(add->constant, static_cast<int>(w->rank()), 1, channels)) continue;
-    std::optional<Tensor> old_bias;
-    if (conv.input_size() > 2 && !conv.input(2).empty() && !(old_bias = float_initializer(g, conv.input(2)))) continue;
+    const int64_t channels = w.shape()[0];
+    if (!add || !per_axis_constant(add->constant, static_cast<int>(w.rank()), 1, channels)) continue;
     Tensor bias(DType::Float32, {channels});
     for (int64_t c = 0; c < channels; ++c) {
       const float b = old_bias ? static_cast<float>(old_bias->get_double(c)) : 0.0f;
@@ -120,11 +135,13 @@ std::vector<std::string> conv_bn_to_conv(onnx::GraphProto& g) {
   std::vector<std::string> log;
   NameSet names(g);
   for (int i = 0; i < g.node_size(); ++i) {
+    const auto cc = constant_conv(g, i);
+    if (!cc) continue;
     const onnx::NodeProto& conv = g.node(i);
-    if (conv.op_type() != "Conv" || !is_default_domain(conv) || conv.input_size() < 2) continue;
-    auto w = float_initializer(g, conv.input(1));
+    const Tensor* w = &cc->weight;
+    const std::optional<Tensor>& old_bias = cc->bias;
     auto r = sole_reader(g, conv.output(0));
-    if (!w || w->rank() < 3 || !r || *r <= i) continue;
+    if (!r || *r <= i) continue;
     const onnx::NodeProto& bn = g.node(*r);
     if (bn.op_type() != "BatchNormalization" || !is_default_domain(bn) || bn.input_size() != 5 || bn.input(0) != conv.output(0))
       continue;
@@ -134,8 +151,6 @@ std::vector<std::string> conv_bn_to_conv(onnx::GraphProto& g) {
     std::vector<std::optional<Tensor>> p;
     for (int k = 1; k < 5; ++k) p.push_back(float_initializer(g, bn.input(k)));
     if (std::any_of(p.begin(), p.end(), [&](const auto& t) { return !t || t->size() != channels; })) continue;
-    std::optional<Tensor> old_bias;
-    if (conv.input_size() > 2 && !conv.input(2).empty() && !(old_bias = float_initializer(g, conv.input(2)))) continue;
     double epsilon = 1e-5;
     for (const auto& a : bn.attribute())
       if (a.name() == "epsilon") epsilon = a.f();
