@@ -12,9 +12,9 @@ bool is_move(const Node& n) {
   static const std::set<std::string> moves = {"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
                                               "Identity"};
   if (!n.domain.empty() || !n.guards.empty() || !moves.count(n.op_type) || n.outputs.empty()) return false;
-  // MaxPool's Indices are positions, not codes; int8 MaxPool is opset 12's.
-  if (n.op_type == "MaxPool" && (n.opset < 12 || (n.outputs.size() > 1 && !n.outputs[1].empty()))) return false;
   if (n.op_type == "MaxPool") {
+    // MaxPool's Indices are positions, not codes; int8 MaxPool is opset 12's.
+    if (n.opset < 12 || (n.outputs.size() > 1 && !n.outputs[1].empty())) return false;
     // A window wholly in the padding gives 0 in either form, which is the zero point's code only in
     // the float one: such pads keep the float form.
     const std::vector<int64_t> k = n.attr_ints("kernel_shape"), pads = n.attr_ints("pads");

@@ -6,9 +6,9 @@
 /// Runtime computes: int32 accumulators and its float32 requantization, where the graph as written
 /// would compute in float. (Its x86 build does so for uint8 activations; a Conv of int8 activations it
 /// keeps in float there, and the two forms can round a near-tie apart: one code in 93,312 of one
-/// squeezenet layer, seen with `kiln quantize --activations int8`.) It also keeps the weights int8: shape inference leaves the DequantizeLinear
-/// of a weight this pass will fuse unfolded (is_fused_qdq_weight), instead of folding it into a float32
-/// copy four times the size.
+/// squeezenet layer, seen with `kiln quantize --activations int8`.) It also keeps the weights int8:
+/// shape inference leaves the DequantizeLinear of a weight this pass will fuse unfolded
+/// (is_fused_qdq_weight), instead of folding it into a float32 copy four times the size.
 ///
 /// A pattern is fused only when the integer form is exactly what the operator set defines: per-tensor
 /// activation scales and zero points, weight scales per tensor or per output channel (per column for

@@ -123,13 +123,15 @@ QdqPlan plan_qdq(const Graph& g, bool per_channel) {
     }
   };
   // Graph order, so a chain's start has its source before the chain is resolved.
-  std::map<std::string, size_t> order;
+  std::map<std::string, size_t> produced_at;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const std::string& o : g.nodes[i].outputs) order[o] = i + 1;
+    for (const std::string& o : g.nodes[i].outputs) produced_at[o] = i + 1;
+  auto earlier = [&](const std::string& a, const std::string& b) {  // graph inputs (0) first
+    auto at = [&](const std::string& v) { auto it = produced_at.find(v); return it == produced_at.end() ? size_t{0} : it->second; };
+    return at(a) < at(b);
+  };
   std::vector<std::string> by_order = plan.activations;
-  std::stable_sort(by_order.begin(), by_order.end(), [&](const std::string& a, const std::string& b) {
-    return order[a] < order[b];  // graph inputs (0) first
-  });
+  std::stable_sort(by_order.begin(), by_order.end(), earlier);
   for (const std::string& v : by_order) {
     std::vector<std::string> chain;
     const std::string src = source_of(v, chain);
@@ -144,8 +146,7 @@ QdqPlan plan_qdq(const Graph& g, bool per_channel) {
       plan.params_from[c] = root;
     }
   }
-  std::stable_sort(plan.activations.begin(), plan.activations.end(),
-                   [&](const std::string& a, const std::string& b) { return order[a] < order[b]; });
+  std::stable_sort(plan.activations.begin(), plan.activations.end(), earlier);
   return plan;
 }
 

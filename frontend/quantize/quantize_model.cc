@@ -166,8 +166,6 @@ void set_axis(onnx::NodeProto& n, int64_t axis) {
   a->set_i(axis);
 }
 
-Tensor scalar_code(DType t, int64_t v) { return Tensor::scalar_int(t, v); }
-
 // Writes the plan into the model: the nodes' int8 weights and int32 biases behind DequantizeLinear,
 // and a QuantizeLinear -> DequantizeLinear pair on each planned activation.
 class QdqWriter {
@@ -223,7 +221,7 @@ class QdqWriter {
     const QuantParams& p = params_.at(root);
     const std::string s = names_.fresh(root + ".scale"), z = names_.fresh(root + ".zero_point");
     set_initializer(g_, s, Tensor::scalar_double(DType::Float32, p.scale));
-    set_initializer(g_, z, scalar_code(p.dtype, p.zero_point));
+    set_initializer(g_, z, Tensor::scalar_int(p.dtype, p.zero_point));
     return param_names_[root] = {s, z};
   }
 
