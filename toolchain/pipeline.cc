@@ -25,6 +25,8 @@
 #include "frontend/passes/step_loop_bodies.h"
 #include "frontend/subst/optimizer.h"
 #include "scheduler/lower/gpu_task.h"
+#include "scheduler/lower/in_place_writes.h"
+#include "scheduler/lower/memory_order.h"
 #include "scheduler/lower/lower_gpu.h"
 #include "scheduler/lower/lower_model.h"
 #include "scheduler/tasks/task.h"
@@ -242,13 +244,33 @@ std::optional<package::PackageInfo> compile_graph(const Graph& model, const Comp
 
   // A CUDA target's program, or with GpuSerial the same program on this CPU, each kernel's threads one
   // after another.
-  const lower::ModelProgram program = gpu_program
-                                          ? lower_for_gpu(g, sdag, c, in_place, *schedule)
-                                          : lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule), in_place);
+  auto lower_in = [&](const std::vector<int>& order) {
+    return gpu_program ? lower_for_gpu(g, sdag, c, in_place, *schedule)
+                       : lower::lower_model(g, sdag, c.name + "_kernel", subgraph_scheduler(schedule), in_place, order);
+  };
+  lower::ModelProgram program = lower_in({});
+  // An output may take the bytes of an input that dies where it is written (CPU programs: a GPU's
+  // workspace is not what limits it).
+  auto plan = [&](const lower::ModelProgram& p) {
+    return package::plan_model_memory(p, gpu_program ? std::vector<lower::InPlaceWrite>{} : lower::find_in_place_writes(p));
+  };
+  package::ModelMemoryPlan memory = plan(program);
+  // Under a limit, the subgraphs run in the order that needs the smallest arena (memory_order.h), when
+  // the program lowered in it plans smaller.
+  if (c.max_sram_bytes && !gpu_program) {
+    const lower::MemoryOrder order = lower::order_for_memory(program, sdag, package::kWorkspaceAlign);
+    if (!order.order.empty() && order.peak < order.peak_given) {
+      lower::ModelProgram reordered = lower_in(order.order);
+      package::ModelMemoryPlan reordered_memory = plan(reordered);
+      if (reordered_memory.size < memory.size) {
+        reordered_memory.size_in_given_order = memory.size;
+        program = std::move(reordered);
+        memory = std::move(reordered_memory);
+      }
+    }
+  }
   if (!after(o, "lower", [&] { return lower::print_func(program.func, true) + "\n" + lower::print_model_params(program); }))
     return std::nullopt;
-
-  const package::ModelMemoryPlan memory = package::plan_model_memory(program);
   if (!after(o, "memory", [&] { return package::print_model_memory_plan(program, memory); })) return std::nullopt;
   if (c.target.is_cuda()) return cuda_codegen_and_package(program, memory, g, c, dir, o);
 

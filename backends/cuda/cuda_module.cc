@@ -137,7 +137,9 @@ CudaProgram generate_cuda_program(const lower::LoweredFunc& f, const llvm_backen
   CudaProgram p;
   p.arch = spec.cpu;
   // Lanes of a vectorized loop: GPU schedules have none, so every value is a scalar.
-  p.kernels = llvm_backend::emit_gpu_kernels(f, {/*vector_bits=*/32}, *module);
+  llvm_backend::CodegenOptions scalar;
+  scalar.vector_bits = 32;
+  p.kernels = llvm_backend::emit_gpu_kernels(f, scalar, *module);
   link_libdevice(*module);
   p.ptx = llvm_backend::emit_assembly(*module, *tm);
   p.cubin = assemble_ptx(p.ptx, p.arch);

@@ -13,6 +13,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
+#include <map>
 #include <functional>
 #include <optional>
 #include <unordered_map>
@@ -245,7 +246,8 @@ class FuncEmitter {
   // Tells LLVM that the buffers this function reads and writes do not overlap: each parameter buffer
   // gets an alias scope, and every load and store through its base pointer says it touches that
   // scope and none of the others. True by construction: workspace buffers share bytes only when
-  // their live ranges (statements, and a function is one statement) do not overlap, weights are
+  // their live ranges (statements, and a function is one statement) do not overlap or one is written
+  // in place over the other (those two are one scope: opts_.same_bytes), weights are
   // their own memory, a view (an in-place Concat's input, a Slice) is read or written beside the
   // other views only where their bytes are disjoint, and the caller's inputs and outputs must not
   // overlap (the package header says so). Without it an int8 store could change any float, so every
@@ -258,19 +260,29 @@ class FuncEmitter {
       if (!buf->local) globals.emplace_back(buf, p);
     if (globals.size() < 2) return;
     std::sort(globals.begin(), globals.end(), [](const auto& a, const auto& b) { return a.first->name < b.first->name; });
+    // Buffers written in place over another are one scope with it.
+    std::unordered_map<const Buffer*, const Buffer*> same;
+    for (const auto& [read, written] : opts_.same_bytes) same[written] = read;
+    auto root = [&](const Buffer* b) {
+      for (auto it = same.find(b); it != same.end(); it = same.find(b)) b = it->second;
+      return b;
+    };
     llvm::MDBuilder md(ctx_);
     llvm::MDNode* domain = md.createAnonymousAliasScopeDomain(name_);
     std::unordered_map<llvm::Value*, size_t> which;
+    std::map<const Buffer*, size_t> scope_of_root;
     std::vector<llvm::Metadata*> scopes;
-    for (size_t i = 0; i < globals.size(); ++i) {
-      which[globals[i].second] = i;
-      scopes.push_back(md.createAnonymousAliasScope(domain, globals[i].first->name));
+    for (const auto& [buf, base] : globals) {
+      auto [it, fresh] = scope_of_root.try_emplace(root(buf), scopes.size());
+      if (fresh) scopes.push_back(md.createAnonymousAliasScope(domain, root(buf)->name));
+      which[base] = it->second;
     }
-    std::vector<llvm::MDNode*> own(globals.size()), others(globals.size());
-    for (size_t i = 0; i < globals.size(); ++i) {
+    if (scopes.size() < 2) return;
+    std::vector<llvm::MDNode*> own(scopes.size()), others(scopes.size());
+    for (size_t i = 0; i < scopes.size(); ++i) {
       own[i] = llvm::MDNode::get(ctx_, {scopes[i]});
       std::vector<llvm::Metadata*> rest;
-      for (size_t j = 0; j < globals.size(); ++j)
+      for (size_t j = 0; j < scopes.size(); ++j)
         if (j != i) rest.push_back(scopes[j]);
       others[i] = llvm::MDNode::get(ctx_, rest);
     }

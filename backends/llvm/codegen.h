@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scheduler/lower/loop_ir.h"
@@ -29,6 +30,10 @@ struct CodegenOptions {
   /// rounds to int32 in the current mode (backends/llvm/requantize.h). Codegen also checks the
   /// module's triple, since AArch64 names its FPU +fp-armv8 too.
   bool arm_vfp = false;
+  /// Pairs of parameter buffers whose bytes coincide where one statement reads the first and writes
+  /// the second (in-place writes, scheduler/lower/in_place_writes.h): their accesses share one alias
+  /// scope, so LLVM keeps every load of the first before the store that overwrites it.
+  std::vector<std::pair<const lower::Buffer*, const lower::Buffer*>> same_bytes = {};
 };
 
 /// The options for a target's LLVM feature string ("+avx512f,+avx512vnni,..."): int8_dot when it has

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "frontend/ir/error.h"
 
@@ -101,9 +102,64 @@ std::pair<size_t, int64_t> outermost(const lower::ModelProgram& prog, size_t i,
   return {i, offset};
 }
 
+// Packs the outermost workspace buffers (`steps`: first and last statement of each), those of each
+// chain of `joined` pairs as one buffer; offsets are per outermost buffer.
+struct Packing {
+  std::map<size_t, int64_t> offset;
+  MemoryPlan plan;
+};
+
+Packing pack(const lower::ModelProgram& prog, const std::map<size_t, std::pair<int, int>>& steps,
+             const std::vector<lower::InPlaceWrite>& joined) {
+  std::map<size_t, size_t> head;  // buffer -> the first of its chain
+  for (const auto& [outer, range] : steps) head[outer] = outer;
+  auto find = [&](size_t i) {
+    while (head.at(i) != i) i = head.at(i);
+    return i;
+  };
+  for (const lower::InPlaceWrite& w : joined) head[find(w.written)] = find(w.read);
+  std::map<size_t, std::pair<int, int>> group_steps;
+  std::map<size_t, int64_t> group_bytes;
+  for (const auto& [outer, range] : steps) {
+    const size_t g = find(outer);
+    auto [it, fresh] = group_steps.try_emplace(g, range);
+    if (!fresh) it->second = {std::min(it->second.first, range.first), std::max(it->second.second, range.second)};
+    group_bytes[g] = std::max(group_bytes[g], prog.params[outer].bytes);
+  }
+  // Ranges listed in the order their buffers come alive: the planner breaks ties between equal sizes
+  // by that order.
+  std::vector<size_t> groups;
+  for (const auto& [g, range] : group_steps) groups.push_back(g);
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](size_t a, size_t b) { return group_steps.at(a).first < group_steps.at(b).first; });
+  std::vector<LiveRange> ranges;
+  for (size_t g : groups) ranges.push_back({group_bytes.at(g), group_steps.at(g).first, group_steps.at(g).second});
+  Packing p;
+  p.plan = plan_memory(ranges, kWorkspaceAlign);
+  std::map<size_t, int64_t> group_offset;
+  for (size_t k = 0; k < groups.size(); ++k) group_offset[groups[k]] = p.plan.offsets[k];
+  for (const auto& [outer, range] : steps) p.offset[outer] = group_offset.at(find(outer));
+  return p;
+}
+
+// The permitted pairs a plan can join: each buffer gives its bytes to one output and takes another's
+// once (first come in statement order), and both are outermost workspace buffers of the plan.
+std::vector<lower::InPlaceWrite> joinable(const std::vector<lower::InPlaceWrite>& in_place,
+                                          const std::map<size_t, std::pair<int, int>>& steps) {
+  std::set<size_t> gives, takes;
+  std::vector<lower::InPlaceWrite> out;
+  for (const lower::InPlaceWrite& w : in_place) {
+    if (!steps.count(w.read) || !steps.count(w.written) || gives.count(w.read) || takes.count(w.written)) continue;
+    gives.insert(w.read);
+    takes.insert(w.written);
+    out.push_back(w);
+  }
+  return out;
+}
+
 }  // namespace
 
-ModelMemoryPlan plan_model_memory(const lower::ModelProgram& prog) {
+ModelMemoryPlan plan_model_memory(const lower::ModelProgram& prog, const std::vector<lower::InPlaceWrite>& in_place) {
   std::map<const lower::Buffer*, size_t> param_of;
   for (size_t i = 0; i < prog.params.size(); ++i) param_of[prog.func.params[i].get()] = i;
   // A buffer within another takes no bytes of its own; the outer one lives as long as any of them.
@@ -119,30 +175,36 @@ ModelMemoryPlan plan_model_memory(const lower::ModelProgram& prog) {
     const auto it = steps.try_emplace(outer, prog.params[i].first_step, prog.params[i].last_step).first;
     it->second = {std::min(it->second.first, prog.params[i].first_step), std::max(it->second.second, prog.params[i].last_step)};
   }
-  // Ranges listed in the order their buffers come alive: the planner breaks ties between equal sizes
-  // by that order.
-  std::vector<size_t> workspace;
-  for (const auto& [outer, range] : steps) workspace.push_back(outer);
-  std::stable_sort(workspace.begin(), workspace.end(),
-                   [&](size_t a, size_t b) { return steps.at(a).first < steps.at(b).first; });
-  std::vector<LiveRange> ranges;
-  for (size_t i : workspace) ranges.push_back({prog.params[i].bytes, steps.at(i).first, steps.at(i).second});
-  const MemoryPlan plan = plan_memory(ranges, kWorkspaceAlign);
+  Packing packing = pack(prog, steps, {});
+  const std::vector<lower::InPlaceWrite> joined = joinable(in_place, steps);
   ModelMemoryPlan m;
+  m.size_apart = packing.plan.size;
+  if (!joined.empty()) {
+    Packing with = pack(prog, steps, joined);
+    if (with.plan.size < packing.plan.size) {
+      packing = std::move(with);
+      m.in_place = joined;
+    }
+  }
   m.offset_of_param.assign(prog.params.size(), -1);
-  for (size_t k = 0; k < workspace.size(); ++k) m.offset_of_param[workspace[k]] = plan.offsets[k];
+  for (const auto& [outer, offset] : packing.offset) m.offset_of_param[outer] = offset;
   for (size_t i = 0; i < prog.params.size(); ++i)
     if (prog.params[i].kind == lower::ModelParam::Kind::Workspace && place[i].first != i)
       m.offset_of_param[i] = m.offset_of_param[place[i].first] + place[i].second;
-  m.size = plan.size;
-  m.lower_bound = plan.lower_bound;
-  m.intermediates = static_cast<int>(ranges.size());
+  m.size = packing.plan.size;
+  m.lower_bound = packing.plan.lower_bound;
+  m.intermediates = static_cast<int>(steps.size());
   return m;
 }
 
 std::string print_model_memory_plan(const lower::ModelProgram& prog, const ModelMemoryPlan& plan) {
-  std::string s = fmt::format("workspace {} bytes, peak-liveness lower bound {}, {} buffers, alignment {}\n", plan.size,
-                              plan.lower_bound, plan.intermediates, kWorkspaceAlign);
+  std::string s = fmt::format("workspace {} bytes, peak-liveness lower bound {}, {} buffers, alignment {}{}\n", plan.size,
+                              plan.lower_bound, plan.intermediates, kWorkspaceAlign,
+                              plan.in_place.empty() ? "" : fmt::format(", {} written in place ({} bytes with all apart)", plan.in_place.size(), plan.size_apart));
+  if (plan.size_in_given_order)
+    s += fmt::format("subgraphs reordered for memory: {} bytes in the graph's order\n", plan.size_in_given_order);
+  std::map<size_t, size_t> over;  // written -> read, of the in-place pairs used
+  for (const lower::InPlaceWrite& w : plan.in_place) over[w.written] = w.read;
   std::vector<size_t> order;
   for (size_t i = 0; i < prog.params.size(); ++i)
     if (plan.offset_of_param[i] >= 0) order.push_back(i);
@@ -150,8 +212,9 @@ std::string print_model_memory_plan(const lower::ModelProgram& prog, const Model
                    [&](size_t a, size_t b) { return plan.offset_of_param[a] < plan.offset_of_param[b]; });
   for (size_t i : order) {
     const lower::ModelParam& p = prog.params[i];
-    s += fmt::format("  {:>10}  {} ({} bytes, statements {}..{}{})\n", plan.offset_of_param[i], prog.func.params[i]->name,
-                     p.bytes, p.first_step, p.last_step, p.within ? ", within " + p.within->name : "");
+    s += fmt::format("  {:>10}  {} ({} bytes, statements {}..{}{}{})\n", plan.offset_of_param[i], prog.func.params[i]->name,
+                     p.bytes, p.first_step, p.last_step, p.within ? ", within " + p.within->name : "",
+                     over.count(i) ? ", over " + prog.func.params[over.at(i)]->name : "");
   }
   return s;
 }

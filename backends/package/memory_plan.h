@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/lower/in_place_writes.h"
 #include "scheduler/lower/lower_model.h"
 
 namespace kiln::package {
@@ -39,12 +40,20 @@ struct ModelMemoryPlan {
   int64_t size = 0;                      // bytes of workspace the model needs
   int64_t lower_bound = 0;               // peak-liveness bound (plan_memory)
   int intermediates = 0;                 // workspace parameters placed
+  std::vector<lower::InPlaceWrite> in_place;  // the permitted in-place writes the plan uses
+  int64_t size_apart = 0;                     // bytes of the plan with every buffer apart (no in-place)
+  /// When the subgraphs were reordered for memory (memory_order.h): the bytes in the graph's order.
+  int64_t size_in_given_order = 0;
 };
 
 /// Plans the workspace of `prog`: every Workspace parameter lives from the first to the last statement
 /// of the body that touches it (finer than subgraphs, so an intermediate stage's bytes are reused
-/// within its subgraph), packed by plan_memory with kWorkspaceAlign.
-ModelMemoryPlan plan_model_memory(const lower::ModelProgram& prog);
+/// within its subgraph), packed by plan_memory with kWorkspaceAlign. `in_place` (find_in_place_writes)
+/// permits outputs to take a dying input's bytes: the plan is made with the permitted pairs joined
+/// (each buffer gives its bytes to one output and takes them from one input, so pairs chain) and
+/// without, and the smaller is kept (ties: without, so code whose plan in-place does not shrink keeps
+/// every buffer distinct). The lower bound is the one of the plan kept.
+ModelMemoryPlan plan_model_memory(const lower::ModelProgram& prog, const std::vector<lower::InPlaceWrite>& in_place = {});
 
 /// One line for the whole plan, then one per workspace buffer by offset: name, offset, bytes, statements.
 std::string print_model_memory_plan(const lower::ModelProgram& prog, const ModelMemoryPlan& plan);

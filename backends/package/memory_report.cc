@@ -40,6 +40,8 @@ std::string memory_report_text(const MemoryReport& r) {
                               kib(r.arena_bytes), kib(r.arena_lower_bound), kib(r.stack.bytes));
   if (r.static_ram_bytes) s += fmt::format("; library data {}", kib(r.static_ram_bytes));
   s += ")";
+  if (r.in_place_writes) s += fmt::format("; {} outputs written over their inputs", r.in_place_writes);
+  if (r.arena_in_graph_order) s += fmt::format("; subgraphs reordered for memory: arena {} in the graph's order", kib(r.arena_in_graph_order));
   if (!r.stack.not_counted.empty()) {
     std::string names;
     for (const std::string& n : r.stack.not_counted) names += (names.empty() ? "" : ", ") + n;

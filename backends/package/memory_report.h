@@ -17,6 +17,8 @@ struct MemoryReport {
   int64_t weights_bytes = 0;  ///< the weights (const data: flash)
   int64_t arena_bytes = 0;    ///< the workspace the caller passes (SRAM)
   int64_t arena_lower_bound = 0;  ///< peak liveness: what no arena plan can beat
+  int in_place_writes = 0;        ///< outputs the arena holds over a dying input's bytes
+  int64_t arena_in_graph_order = 0;  ///< when the subgraphs were reordered for a smaller arena: the arena before
   llvm_backend::StackEstimate stack;  ///< the deepest call chain of <m>_run
 
   int64_t flash_bytes() const { return code_bytes + weights_bytes; }

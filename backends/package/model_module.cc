@@ -111,7 +111,9 @@ ModelModule generate_model_module(const lower::ModelProgram& prog, const ModelMe
   m.target_machine = llvm_backend::make_target_machine(opts.machine);
   llvm::Module& mod = *m.module;
   llvm_backend::configure_module(mod, *m.target_machine);
-  llvm_backend::emit_functions({func}, llvm_backend::codegen_options(opts.vector_bits, opts.machine.features), mod);
+  llvm_backend::CodegenOptions codegen = llvm_backend::codegen_options(opts.vector_bits, opts.machine.features);
+  for (const lower::InPlaceWrite& w : plan.in_place) codegen.same_bytes.emplace_back(func.params[w.read].get(), func.params[w.written].get());
+  llvm_backend::emit_functions({func}, codegen, mod);
   llvm::Function* kernel = mod.getFunction(func.name);
   kernel->setLinkage(llvm::GlobalValue::InternalLinkage);
 
@@ -146,6 +148,8 @@ ModelModule generate_model_module(const lower::ModelProgram& prog, const ModelMe
   start_weights_on_a_huge_page(slots, m.weights_bytes, opts.huge_page_bytes);
   m.workspace_size = plan.size;
   m.workspace_lower_bound = plan.lower_bound;
+  m.in_place_writes = static_cast<int>(plan.in_place.size());
+  m.workspace_in_graph_order = plan.size_in_given_order;
   m.intermediates = plan.intermediates;
   m.model_hash = fmt::format("{:016x}", hash);
   m.runtime_kernels = runtime_kernels_called(func.body);

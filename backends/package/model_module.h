@@ -65,6 +65,8 @@ struct ModelModule {
   ModelIo io;
   int64_t workspace_size = 0, workspace_lower_bound = 0, weights_bytes = 0;
   int intermediates = 0;
+  int in_place_writes = 0;                // outputs the plan puts over a dying input (memory_plan.h)
+  int64_t workspace_in_graph_order = 0;   // when the subgraphs were reordered for memory: the arena before
   /// Hash of the printed program and the weights' bytes: it changes exactly when the code could.
   std::string model_hash;
   std::set<std::string> runtime_kernels;  // runtime/kernels/ the code calls (extern calls' callees)

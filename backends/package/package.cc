@@ -24,6 +24,8 @@ nlohmann::json memory_json(const MemoryReport& r) {
           {"sram_bytes", r.sram_bytes()},
           {"arena_bytes", r.arena_bytes},
           {"arena_lower_bound", r.arena_lower_bound},
+          {"in_place_writes", r.in_place_writes},
+          {"arena_in_graph_order_bytes", r.arena_in_graph_order},
           {"stack_bytes", r.stack.bytes},
           {"stack_not_counted", r.stack.not_counted},
           {"stack_dynamic", r.stack.dynamic},
@@ -85,6 +87,8 @@ MemoryReport write_files(ModelModule& m, const PackageOptions& o, const fs::path
   memory.weights_bytes = m.weights_bytes;
   memory.arena_bytes = m.workspace_size;
   memory.arena_lower_bound = m.workspace_lower_bound;
+  memory.in_place_writes = m.in_place_writes;
+  memory.arena_in_graph_order = m.workspace_in_graph_order;
   // A board's memory map is a hard limit: a package that cannot fit would only fail later, at the link.
   const std::string flash = fmt::format("{} bytes of flash (code {}, weights {})", memory.flash_bytes(),
                                         memory.code_bytes, memory.weights_bytes);

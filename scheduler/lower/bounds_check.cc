@@ -1,7 +1,6 @@
 #include "scheduler/lower/bounds_check.h"
 
 #include <fmt/format.h>
-#include <z3++.h>
 
 #include <algorithm>
 #include <map>
@@ -10,122 +9,12 @@
 #include "scheduler/state/index_interval.h"
 #include "scheduler/te/affine.h"
 #include "scheduler/te/compute.h"
+#include "scheduler/lower/z3_terms.h"
 
 namespace kiln::lower {
 namespace {
 
 using te::ExprOp;
-
-// Z3 terms of loop-IR expressions: loop variables are the constants declared for them, anything the
-// translation cannot express exactly (a loaded value, an unknown variable) is an unconstrained unknown,
-// so a proof never rests on a guess about it.
-class Z3Terms {
- public:
-  z3::context ctx;
-  std::map<const te::ExprNode*, z3::expr> vars;
-
-  // One unknown per distinct expression: two reads of sequence_lens[i0] in one index are one value, so
-  // `i < n ? n - 1 - i : i` stays provable although n itself is unknown.
-  z3::expr unknown(const te::Expr& e, bool boolean = false) {
-    for (const auto& [x, term] : unknowns_)
-      if (te::same_expr(x, e)) return term;
-    const std::string name = fmt::format("free{}", unknowns_.size());
-    z3::expr t = boolean ? ctx.bool_const(name.c_str()) : ctx.int_const(name.c_str());
-    unknowns_.emplace_back(e, t);
-    return t;
-  }
-
-  // An integer term; nullopt when `e` is not an integer expression (a float compared in a guard).
-  std::optional<z3::expr> integer(const te::Expr& e) {
-    if (!e || !is_integer(e->dtype) || e->dtype == DType::Bool) return std::nullopt;
-    switch (e->op) {
-      case ExprOp::IntImm: return ctx.int_val(static_cast<int64_t>(e->int_value));
-      case ExprOp::Var: {
-        auto it = vars.find(e.get());
-        return it != vars.end() ? it->second : unknown(e);
-      }
-      case ExprOp::Cast: {
-        if (!is_integer(e->args[0]->dtype) || e->args[0]->dtype == DType::Bool) return unknown(e);
-        return integer(e->args[0]);
-      }
-      case ExprOp::Neg: {
-        auto a = integer(e->args[0]);
-        return a ? std::optional<z3::expr>(-*a) : unknown(e);
-      }
-      case ExprOp::Select: {
-        auto a = integer(e->args[1]), b = integer(e->args[2]);
-        if (!a || !b) return unknown(e);
-        return z3::ite(condition(e->args[0]), *a, *b);
-      }
-      default: break;
-    }
-    if (!te::is_binary(e->op) || te::is_comparison(e->op)) return unknown(e);
-    auto a = integer(e->args[0]), b = integer(e->args[1]);
-    if (!a || !b) return unknown(e);
-    const bool positive_constant = e->args[1]->op == ExprOp::IntImm && e->args[1]->int_value > 0;
-    switch (e->op) {
-      case ExprOp::Add: return *a + *b;
-      case ExprOp::Sub: return *a - *b;
-      case ExprOp::Mul: return *a * *b;
-      case ExprOp::Min: return z3::ite(*a <= *b, *a, *b);
-      case ExprOp::Max: return z3::ite(*a >= *b, *a, *b);
-      // SMT-LIB's div and mod are Euclidean: floor division and a non-negative remainder for a
-      // positive divisor, as floordiv and floormod.
-      case ExprOp::FloorDiv:
-        if (positive_constant) return z3::expr(ctx, Z3_mk_div(ctx, *a, *b));
-        return unknown(e);
-      case ExprOp::FloorMod:
-        if (positive_constant) return z3::expr(ctx, Z3_mk_mod(ctx, *a, *b));
-        return unknown(e);
-      case ExprOp::Div:  // truncating: floor division where the dividend is not negative
-        if (positive_constant) return z3::ite(*a >= 0, z3::expr(ctx, Z3_mk_div(ctx, *a, *b)), -z3::expr(ctx, Z3_mk_div(ctx, -*a, *b)));
-        return unknown(e);
-      case ExprOp::Mod:
-        if (positive_constant) return z3::ite(*a >= 0, z3::expr(ctx, Z3_mk_mod(ctx, *a, *b)), -z3::expr(ctx, Z3_mk_mod(ctx, -*a, *b)));
-        return unknown(e);
-      default: return unknown(e);
-    }
-  }
-
-  // A condition as a term: unknown (but one value per distinct expression) when not over integers.
-  z3::expr condition(const te::Expr& e) {
-    auto c = boolean(e);
-    return c ? *c : unknown(e, true);
-  }
-
-  // A condition; nullopt when it is not one over integers (then it is no fact).
-  std::optional<z3::expr> boolean(const te::Expr& e) {
-    if (!e) return std::nullopt;
-    switch (e->op) {
-      case ExprOp::And:
-      case ExprOp::Or: {
-        auto a = boolean(e->args[0]), b = boolean(e->args[1]);
-        if (!a || !b) return std::nullopt;
-        return e->op == ExprOp::And ? (*a && *b) : (*a || *b);
-      }
-      case ExprOp::Not: {
-        auto a = boolean(e->args[0]);
-        return a ? std::optional<z3::expr>(!*a) : std::nullopt;
-      }
-      default: break;
-    }
-    if (!te::is_comparison(e->op)) return std::nullopt;
-    auto a = integer(e->args[0]), b = integer(e->args[1]);
-    if (!a || !b) return std::nullopt;
-    switch (e->op) {
-      case ExprOp::Lt: return *a < *b;
-      case ExprOp::Le: return *a <= *b;
-      case ExprOp::Gt: return *a > *b;
-      case ExprOp::Ge: return *a >= *b;
-      case ExprOp::Eq: return *a == *b;
-      case ExprOp::Ne: return *a != *b;
-      default: return std::nullopt;
-    }
-  }
-
- private:
-  std::vector<std::pair<te::Expr, z3::expr>> unknowns_;
-};
 
 // The interval of `index` over the loops in `ranges`, on its affine form; nullopt when some atom has
 // no bounds the interval analysis knows.

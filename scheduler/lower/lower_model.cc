@@ -152,9 +152,11 @@ void set_steps(ModelProgram& p, const std::vector<Stmt>& body, const std::vector
       last[it->second] = std::max(last[it->second], to);
     }
   };
+  p.statement_step.assign(body.size(), -1);
   for (size_t s = 0; s < body.size(); ++s) {
     auto l = loop_at.find(s);
     if (l == loop_at.end()) {
+      p.statement_step[s] = base[s];
       touch(body[s], base[s], base[s], nullptr, nullptr);
       continue;
     }
@@ -195,22 +197,28 @@ class ModelLowering {
     prog_.func.name = func_name;
   }
 
-  ModelProgram run(const SubgraphScheduler& schedule, const std::vector<InPlaceConcat>& in_place) {
+  ModelProgram run(const SubgraphScheduler& schedule, const std::vector<InPlaceConcat>& in_place, std::vector<int> order) {
     lower_subgraphs();
     find_output_copies();
     place_inputs_and_weights();
     place_outputs();
     place_values_between_subgraphs();
     const std::set<int> skipped = place_concat_inputs_in_place(in_place);
+    if (order.empty())
+      for (size_t k = 0; k < sdag_.subgraphs.size(); ++k) order.push_back(static_cast<int>(k));
+    check_order(order);
     std::vector<Stmt> body;
-    std::vector<int> subgraph_start;
-    for (size_t k = 0; k < sdag_.subgraphs.size(); ++k) {
-      subgraph_start.push_back(static_cast<int>(body.size()));
-      if (auto loop = loop_at_.find(static_cast<int>(k)); loop != loop_at_.end()) schedule_loop(loops_[loop->second], schedule, body);
-      else if (!skipped.count(static_cast<int>(k))) schedule_subgraph(k, schedule, body);
+    std::vector<int> subgraph_start(sdag_.subgraphs.size(), 0);
+    prog_.statement_subgraph.clear();
+    for (const int k : order) {
+      subgraph_start[static_cast<size_t>(k)] = static_cast<int>(body.size());
+      if (auto loop = loop_at_.find(k); loop != loop_at_.end()) schedule_loop(loops_[loop->second], schedule, body);
+      else if (!skipped.count(k)) schedule_subgraph(static_cast<size_t>(k), schedule, body);
+      prog_.statement_subgraph.resize(body.size(), k);
     }
     for (const auto& [i, source] : copies_)
       if (output_buffers_[i]->size > 0) body.push_back(copy_loop(output_buffers_[i], value_buffer_.at(source)));
+    prog_.statement_subgraph.resize(body.size(), -1);
     drop_replaced_weights(prog_, body);
     set_steps(prog_, body, subgraph_start, loop_statements_);
     prog_.func.body = block(std::move(body));
@@ -218,6 +226,22 @@ class ModelLowering {
   }
 
  private:
+  // `order` lists every subgraph once, each after the subgraphs it reads.
+  void check_order(const std::vector<int>& order) const {
+    const size_t n = sdag_.subgraphs.size();
+    std::vector<int> position(n, -1);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int k = order[i];
+      if (k < 0 || static_cast<size_t>(k) >= n || position[static_cast<size_t>(k)] >= 0 || order.size() != n)
+        throw InternalError("lower_model: the subgraph order is not a permutation of the subgraphs");
+      position[static_cast<size_t>(k)] = static_cast<int>(i);
+    }
+    for (const SubgraphEdge& e : sdag_.edges)
+      if (position[static_cast<size_t>(e.from)] > position[static_cast<size_t>(e.to)])
+        throw InternalError("lower_model: the subgraph order puts subgraph " + std::to_string(e.to) + " before " +
+                            std::to_string(e.from) + ", which it reads");
+  }
+
   // Every subgraph's DAG first: which inputs and weights the model reads depends on all of them.
   void lower_subgraphs() {
     loops_ = partition_step_loops(g_, sdag_);
@@ -600,9 +624,22 @@ SubgraphScheduler default_subgraph_scheduler(const ScheduleParams& params) {
 }
 
 ModelProgram lower_model(const Graph& g, const SubgraphDAG& sdag, const std::string& func_name,
-                         const SubgraphScheduler& schedule, const std::vector<InPlaceConcat>& in_place) {
+                         const SubgraphScheduler& schedule, const std::vector<InPlaceConcat>& in_place,
+                         const std::vector<int>& order) {
   if (!schedule) throw InternalError("lower_model: no subgraph scheduler");
-  return ModelLowering(g, sdag, func_name).run(schedule, in_place);
+  return ModelLowering(g, sdag, func_name).run(schedule, in_place, order);
+}
+
+std::set<size_t> params_touched(const ModelProgram& p, size_t statement) {
+  const std::vector<Stmt>& body = p.func.body->body;
+  if (statement >= body.size()) throw InternalError("params_touched: no statement " + std::to_string(statement));
+  std::set<const te::TensorNode*> nodes;
+  std::set<const te::ExprNode*> seen;
+  touched_buffers(body[statement], nodes, seen);
+  std::set<size_t> out;
+  for (size_t i = 0; i < p.func.params.size(); ++i)
+    if (nodes.count(p.func.params[i]->node.get())) out.insert(i);
+  return out;
 }
 
 std::string print_model_params(const ModelProgram& p) {

@@ -82,6 +82,12 @@ struct ModelProgram {
   LoweredFunc func;                     // func.scratch is empty: scratch buffers are temporaries here
   std::vector<ModelParam> params;       // one per func.params, in that order
   std::vector<LoweredSubgraph> subgraphs;  // per SubgraphDAG::subgraphs, as the scheduler saw them
+  /// Per statement of func.body: its step (what ModelParam::first_step counts), or -1 for a loop's
+  /// statement, which spans a step per statement of its iteration.
+  std::vector<int> statement_step;
+  /// Per statement of func.body: the position in SubgraphDAG::subgraphs of the subgraph it belongs
+  /// to, or -1 for the final copies into outputs.
+  std::vector<int> statement_subgraph;
 };
 
 /// Lowers `g` subgraph by subgraph (lower_subgraph, in sdag's order), each with `schedule`, into one
@@ -93,9 +99,15 @@ struct ModelProgram {
 /// own (an op passing its input or a constant through, or two outputs of one tensor) gets a copy stage,
 /// so every output buffer is written by exactly one stage. The subgraphs of `in_place` (Concats,
 /// plan_in_place_concats) get no statements: their inputs' buffers lie within their output's.
+/// `order`, when given, is the order the subgraphs' statements run in (positions in sdag.subgraphs,
+/// each after those it reads: scheduler/lower/memory_order.h picks one for memory); by default sdag's.
 /// Throws Unsupported for an op without a lowering and Error when the scheduler breaks its contract.
 ModelProgram lower_model(const Graph& g, const SubgraphDAG& sdag, const std::string& func_name,
-                         const SubgraphScheduler& schedule, const std::vector<InPlaceConcat>& in_place = {});
+                         const SubgraphScheduler& schedule, const std::vector<InPlaceConcat>& in_place = {},
+                         const std::vector<int>& order = {});
+
+/// The parameters (indices into p.params) that statement `statement` of p.func.body reads or writes.
+std::set<size_t> params_touched(const ModelProgram& p, size_t statement);
 
 /// One line per parameter ("input 0 x: 48 bytes", "workspace t: 64 bytes, live 1..2"), for tests and
 /// dumps.

@@ -109,12 +109,15 @@ class Compiled {
 };
 
 // The LLVM IR of `f` compiled for target `t` (before optimisation), as text.
-std::string module_ir(const LoweredFunc& f, const Target& t) {
+std::string module_ir(const LoweredFunc& f, const Target& t,
+                      const std::vector<std::pair<const lower::Buffer*, const lower::Buffer*>>& same_bytes = {}) {
   llvm::LLVMContext ctx;
   llvm::Module mod("ir", ctx);
   auto tm = llvm_backend::make_target_machine(llvm_backend::machine_of(t));
   llvm_backend::configure_module(mod, *tm);
-  llvm_backend::emit_functions({f}, llvm_backend::codegen_options(t.vector_bits, t.features), mod);
+  llvm_backend::CodegenOptions opts = llvm_backend::codegen_options(t.vector_bits, t.features);
+  opts.same_bytes = same_bytes;
+  llvm_backend::emit_functions({f}, opts, mod);
   std::string ir;
   llvm::raw_string_ostream os(ir);
   mod.print(os, nullptr);
@@ -916,6 +919,23 @@ TEST(CodegenSchedule, BuffersAreDistinctAliasScopes) {
     EXPECT_EQ(count_of(ir, "!noalias !"), 3) << name << "\n" << ir;
     EXPECT_NE(ir.find("distinct !{!"), std::string::npos) << name << ": scopes of their own\n" << ir;
   }
+}
+
+// A buffer written in place over another (same_bytes) is one alias scope with it: LLVM must then keep
+// each load of A before the store to C that may overwrite it. M stays a scope of its own.
+TEST(CodegenSchedule, BuffersWrittenInPlaceShareOneAliasScope) {
+  const int64_t n = 64;
+  BufferRef A = lower::make_buffer("A", DType::Float32, n), M = lower::make_buffer("M", DType::Float32, 1),
+            C = lower::make_buffer("C", DType::Float32, n);
+  Expr i = te::var("i");
+  LoweredFunc f{"scale", {A, M, C}, loop(i, n, lower::store(C, i, at(A, i) * at(M, imm(0)))), {}};
+  const std::string apart = module_ir(f, load_target("x86_64-generic"));
+  const std::string joined = module_ir(f, load_target("x86_64-generic"), {{A.get(), C.get()}});
+  EXPECT_EQ(count_of(apart, "!\"A\"}"), 1) << apart;
+  EXPECT_EQ(count_of(apart, "!\"C\"}"), 1) << apart;
+  EXPECT_EQ(count_of(joined, "!\"A\"}"), 1) << joined;  // the scope is named for the buffer read
+  EXPECT_EQ(count_of(joined, "!\"C\"}"), 0) << joined;
+  EXPECT_EQ(count_of(joined, "!alias.scope !"), 3) << joined;  // still marked: M is apart from both
 }
 
 // The int8 requantization (round, add the zero point, clamp, cast) is VCVTR, a saturating add and
