@@ -200,4 +200,50 @@ std::vector<std::string> matmul_add_to_gemm(onnx::GraphProto& g) {
   return log;
 }
 
+// Whether max pool `n`'s windows each hold an input element: no pad as wide as the kernel (a window
+// wholly in the padding is -inf before a Relu and 0 after it), no ceil mode, no Indices output.
+bool every_window_reads_the_input(const onnx::NodeProto& n) {
+  if (n.output_size() > 1 && !n.output(1).empty()) return false;
+  std::vector<int64_t> kernel, pads;
+  for (const onnx::AttributeProto& a : n.attribute()) {
+    if (a.name() == "kernel_shape") kernel.assign(a.ints().begin(), a.ints().end());
+    if (a.name() == "pads") pads.assign(a.ints().begin(), a.ints().end());
+    if (a.name() == "ceil_mode" && a.i() != 0) return false;
+    if (a.name() == "auto_pad" && a.s() != "NOTSET" && a.s() != "VALID") return false;
+  }
+  if (kernel.empty() || (!pads.empty() && pads.size() != 2 * kernel.size())) return false;
+  for (size_t i = 0; i < pads.size(); ++i)
+    if (pads[i] >= kernel[i % kernel.size()]) return false;
+  return true;
+}
+
+std::vector<std::string> relu_before_max_pool(onnx::GraphProto& g) {
+  std::vector<std::string> log;
+  NameSet names(g);
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& pool = g.node(i);
+    if (pool.op_type() != "MaxPool" || !is_default_domain(pool) || !every_window_reads_the_input(pool)) continue;
+    auto r = sole_reader(g, pool.output(0));
+    if (!r || *r <= i || !sole_reader(g, pool.input(0))) continue;
+    const onnx::NodeProto& relu = g.node(*r);
+    if (relu.op_type() != "Relu" || !is_default_domain(relu)) continue;
+    // x -> MaxPool -> p -> Relu -> y  becomes  x -> Relu -> r -> MaxPool -> y, the Relu moved to i
+    // (r is a new value: p's recorded shape, if any, is the pooled one).
+    log.push_back("relu_before_max_pool: Relu '" + node_label(relu) + "' runs before MaxPool '" + node_label(pool) + "'");
+    const std::string rectified = names.fresh(node_label(relu) + ".before_pool");
+    onnx::NodeProto moved_relu = relu, moved_pool = pool;
+    moved_relu.set_input(0, pool.input(0));
+    moved_relu.set_output(0, rectified);
+    moved_pool.set_input(0, rectified);
+    moved_pool.set_output(0, relu.output(0));
+    auto* info = g.mutable_value_info();
+    for (int v = info->size() - 1; v >= 0; --v)
+      if (info->Get(v).name() == pool.output(0)) info->DeleteSubrange(v, 1);
+    const int at = *r;
+    *g.mutable_node(at) = moved_pool;
+    *g.mutable_node(i) = moved_relu;
+  }
+  return log;
+}
+
 }  // namespace kiln

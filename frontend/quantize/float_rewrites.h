@@ -13,7 +13,13 @@
 ///                       through a float op each runtime computes in its own order;
 ///   matmul_add_to_gemm  MatMul of a matrix by a constant matrix whose output only an Add of a constant
 ///                       row reads: one Gemm with that row as its bias (Keras-style dense layers).
-/// Both are what ONNX Runtime's own graph optimizer does to such models before its quantizer runs.
+/// Those are what ONNX Runtime's own graph optimizer does to such models before its quantizer runs.
+///   relu_before_max_pool MaxPool whose output only a Relu reads, of a value only it reads: the Relu
+///                       goes first (max and relu commute exactly), so it follows its producer (a
+///                       Conv: PyTorch's conv-pool-relu order) and is absorbed into the Conv's output
+///                       range instead of staying float between a pair of QDQs. ORT's quantizer does
+///                       not do this; the model it is given is the rewritten one, so it computes the
+///                       same codes.
 /// They work on the ModelProto, which `kiln quantize` writes back out; each returns one line per
 /// rewrite for the command's log.
 #pragma once
@@ -34,5 +40,6 @@ std::vector<std::string> materialize_weights(onnx::GraphProto& g, const Graph& i
 std::vector<std::string> conv_add_to_bias(onnx::GraphProto& g);
 std::vector<std::string> conv_bn_to_conv(onnx::GraphProto& g);
 std::vector<std::string> matmul_add_to_gemm(onnx::GraphProto& g);
+std::vector<std::string> relu_before_max_pool(onnx::GraphProto& g);
 
 }  // namespace kiln

@@ -300,7 +300,7 @@ QuantizeResult quantize_model(const std::string& path, const QuantizeOptions& o,
   onnx::ModelProto m = to_qdq_opset(path, read_model(path), o.bindings, r.log);
   for (std::string& line : materialize_weights(*m.mutable_graph(), inferred_graph(serialize(m), path, o.bindings)))
     r.log.push_back(std::move(line));
-  for (auto* rewrite : {conv_bn_to_conv, conv_add_to_bias, matmul_add_to_gemm})
+  for (auto* rewrite : {conv_bn_to_conv, conv_add_to_bias, matmul_add_to_gemm, relu_before_max_pool})
     for (std::string& line : rewrite(*m.mutable_graph())) r.log.push_back(std::move(line));
 
   const Graph model = import_onnx_bytes(serialize(m), path);
