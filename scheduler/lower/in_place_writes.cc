@@ -89,14 +89,6 @@ class Collector {
   }
 };
 
-bool has_load(const Expr& e) {
-  if (!e) return false;
-  if (e->op == ExprOp::Load) return true;
-  for (const Expr& a : e->args)
-    if (has_load(a)) return true;
-  return false;
-}
-
 // Whether `e` reads no memory and names no variable but the loops of `at`: Z3 then sees all of it, so
 // two iterations' values of it are not tied together through a shared unknown.
 bool closed(const Expr& e, const Context& at) {
@@ -116,7 +108,9 @@ bool closed(const Expr& e, const Context& at) {
 constexpr unsigned kZ3TimeoutMs = 2000;
 
 // Declares one Z3 constant per loop of `at` in z.vars (replacing what was there), with its range and
-// the conditions around it that read no memory as facts; returns the constants.
+// the conditions around it that are closed (over its loops alone) as facts; returns the constants. A
+// condition on anything else is left out: one unknown shared by two iterations' facts could tie them
+// together where the program does not.
 std::vector<z3::expr> state_context(Z3Terms& z, z3::solver& solver, const Context& at, const char* tag) {
   z.vars.clear();
   std::vector<z3::expr> vars;
@@ -127,7 +121,7 @@ std::vector<z3::expr> state_context(Z3Terms& z, z3::solver& solver, const Contex
     solver.add(v >= 0 && v < z.ctx.int_val(static_cast<int64_t>(loop->extent)));
   }
   for (const auto& [cond, then_branch] : at.guards)
-    if (!has_load(cond))
+    if (closed(cond, at))
       if (auto c = z.boolean(cond)) solver.add(then_branch ? *c : !*c);
   return vars;
 }

@@ -14,7 +14,7 @@
 ///   1. every load of A is in the value of a store to B, at the same index (equal affine forms, else
 ///      Z3 under the loops' ranges and the conditions around the store);
 ///   2. no element of B is stored twice: Z3 finds no two iterations of the stores to B (one store
-///      twice, or two stores) at one index, over the loops' ranges and the load-free conditions;
+///      twice, or two stores) at one index, over the loops' ranges and the conditions on them alone;
 ///   3. B is not read, and neither is an argument of a runtime-kernel call.
 /// Then each element of A is read only by the one store that overwrites it, before it does. A store
 /// index that reads memory (a scatter) is not proven and keeps the two apart.

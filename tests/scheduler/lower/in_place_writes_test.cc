@@ -64,6 +64,19 @@ TEST_F(InPlaceWrites, AMainLoopAndItsTailTogetherWriteEachElementOnce) {
   EXPECT_EQ(writes(body).size(), 1u);
 }
 
+// 4 x 4 iterations cover 16 indices, the guard keeps the first 12, the tail writes 12 and 13: each
+// element once, by the guard. A guard on a loaded value is no fact, and then the two overlap.
+TEST_F(InPlaceWrites, AGuardSeparatesAMainLoopFromItsTail) {
+  const Expr index = i * imm(4) + j;
+  auto body = [&](const Expr& guard) {
+    return block({loop(i, 4, loop(j, 4, if_then_else(guard, store(B, index, at(A, index))), ForKind::Vectorized)),
+                  loop(j, 2, store(B, imm(12) + j, at(A, imm(12) + j)))});
+  };
+  EXPECT_EQ(writes(body(index < imm(12))).size(), 1u);
+  BufferRef n = make_buffer("n", DType::Int64, 1);
+  EXPECT_TRUE(writes(body(index < at(n, imm(0))), {n}).empty());
+}
+
 TEST_F(InPlaceWrites, AReadOfANeighbourKeepsThemApart) {
   EXPECT_TRUE(writes(loop(i, kN - 1, store(B, i, at(A, i + imm(1))))).empty());
 }
