@@ -174,7 +174,8 @@ LayoutTarget layout_target(int vector_bits, const std::string& triple, const std
 LayoutTarget layout_target(const Target& t) { return layout_target(t.vector_bits, t.triple, t.features); }
 
 void lay_out(Graph& g, LayoutTarget target) {
-  if (target.int8_dot) use_int8_dot_products(g, target.signed_dot);
+  if (target.int8_dot)
+    use_int8_dot_products(g, target.signed_dot, int8_output_block(target.vector_bits, target.signed_dot));
   block_layout(g, float_block_for(target.vector_bits));
   transpose_gemm_weights(g);  // also weights in the order the kernel reads them
   remove_dead_nodes(g);  // the NCHW values no reader needs any more, the weights replaced

@@ -38,9 +38,21 @@ bool matmul_runs_as_dot4(const Graph& g, const Node& n, size_t b) {
   return is_8bit(g.value(n.inputs[0]).dtype) && w && w->dtype() == DType::Int8 && w->shape().size() == 2;
 }
 
+// Whether a Dot4 conv accumulates in blocks of `block` output channels (int8_dot_layout.h): one
+// group whose input channels come in quads, and at least a block of outputs (fewer would be mostly
+// padding lanes).
+bool conv_blocks_outputs(const Graph& g, const Node& n, int64_t block) {
+  const Shape& ws = g.value(n.inputs[3]).shape;
+  return block > 1 && n.attr_int("group", 1) == 1 && ws[1] % 4 == 0 && ws[0] >= block;
+}
+
 }  // namespace
 
-int use_int8_dot_products(Graph& g, bool signed_bytes) {
+int64_t int8_output_block(int vector_bits, bool signed_bytes) {
+  return vector_bits >= 256 && !signed_bytes ? vector_bits / 32 : 1;
+}
+
+int use_int8_dot_products(Graph& g, bool signed_bytes, int64_t output_block) {
   int moved = 0;
   for (Node& n : g.nodes) {
     if (!n.domain.empty()) continue;
@@ -52,6 +64,7 @@ int use_int8_dot_products(Graph& g, bool signed_bytes) {
     n.domain = "kiln";
     n.opset = 1;  // kiln's ops have one version
     if (signed_bytes) n.attrs["dot"] = AttrValue(std::string("s8s8"));
+    if (n.op_type == "QLinearConvDot4" && conv_blocks_outputs(g, n, output_block)) n.attrs["block"] = AttrValue(output_block);
     ++moved;
   }
   return moved;

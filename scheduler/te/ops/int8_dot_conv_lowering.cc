@@ -113,11 +113,12 @@ TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeom
   });
 }
 
-// The weights [M, C/group, K...] as int32 quads in QuadGeometry's weight dims. Byte j is the
-// weight's two's complement byte.
-Tensor packed_weights(const Tensor& w, const QuadGeometry& g) {
+// The weights [M, C/group, K...] as int32 quads in QuadGeometry's weight dims, `rows` output channels
+// (those past M, a blocked accumulator's padding, weigh 0). Byte j is the weight's two's complement
+// byte.
+Tensor packed_weights(const Tensor& w, const QuadGeometry& g, int64_t rows) {
   const Shape& ws = w.shape();
-  Shape shape{ws[0], g.axis == QuadAxis::Channels ? ws[1] / 4 : ws[1]};
+  Shape shape{rows, g.axis == QuadAxis::Channels ? ws[1] / 4 : ws[1]};
   const std::vector<int64_t> taps = g.tap_extents();
   shape.insert(shape.end(), taps.begin(), taps.end());
   std::vector<int64_t> quads(static_cast<size_t>(num_elements(shape)));
@@ -125,6 +126,7 @@ Tensor packed_weights(const Tensor& w, const QuadGeometry& g) {
   for (size_t i = 0; i < quads.size(); ++i, nn::next_index(idx, shape))
     quads[i] = byte_quad_bits([&](int64_t j) -> int64_t {
       // The weight's own index [m, c, k...]; a padding tap past the kernel's end weighs 0.
+      if (idx[0] >= ws[0]) return 0;
       std::vector<int64_t> wi{idx[0], g.axis == QuadAxis::Channels ? idx[1] * 4 + j : idx[1]};
       size_t d = 2;
       for (size_t a = 0; a < g.rank; ++a) {
@@ -147,7 +149,54 @@ Tensor packed_weights(const Tensor& w, const QuadGeometry& g) {
   return Tensor::from_ints(DType::Int32, shape, quads);
 }
 
+// `t` [M, rest...] as [M / block, rest..., block]: a block of output channels' weights for one
+// reduction step is one run of memory, the vector the blocked accumulator reads.
+Tensor in_row_blocks(const Tensor& t, int64_t block) {
+  const Shape& s = t.shape();
+  const int64_t rest = t.size() / s[0];
+  Shape shape{s[0] / block};
+  shape.insert(shape.end(), s.begin() + 1, s.end());
+  shape.push_back(block);
+  std::vector<int64_t> v(static_cast<size_t>(t.size()));
+  for (int64_t m = 0; m < s[0]; ++m)
+    for (int64_t k = 0; k < rest; ++k) v[static_cast<size_t>(((m / block) * rest + k) * block + m % block)] = t.get_int(m * rest + k);
+  return Tensor::from_ints(t.dtype(), shape, v);
+}
+
+// Where the reduction reads the input quads for output position `out` (spatial, one per axis) of
+// batch `n` and input quad `in`, at reduction index r = [c', then per axis: kq | k | k', phase]; the
+// input dims are [n, c', kq?, phases..., rows..., ow?] (QuadGeometry).
+std::vector<Expr> input_quad_index(const QuadGeometry& geo, const Expr& n, const Expr& in, const std::vector<Expr>& out,
+                                   const std::vector<Expr>& r) {
+  std::vector<Expr> kq_dim, phases, rows, column;
+  size_t d = 1;
+  for (size_t a = 0; a < geo.rank; ++a) {
+    const Expr& o = out[a];
+    if (geo.quad(a)) {
+      kq_dim.push_back(r[d++]);
+      column.push_back(o);
+    } else if (geo.phased[a]) {
+      rows.push_back(o + r[d]);
+      phases.push_back(r[d + 1]);
+      d += 2;
+    } else {
+      rows.push_back(o * geo.win.strides[a] + r[d++] * geo.win.dilations[a]);
+    }
+  }
+  std::vector<Expr> xi{n, in};
+  for (const auto* part : {&kq_dim, &phases, &rows, &column}) xi.insert(xi.end(), part->begin(), part->end());
+  return xi;
+}
+
 // Inputs as QLinearConv's: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B.
+//
+// With the attribute `block` (the layout stage sets it to the target's int32 lanes per vector) a conv
+// over channel quads accumulates in blocks of output channels, N x M/block x spatial... x block: the
+// vector is a block of output channels, each step one broadcast input quad against a vector of
+// weight quads (vpdpbusd with a broadcast operand), whatever the image's width; in NCHW the vector
+// runs along an output row, and a row of 13 or 27 is pieces of 16, 8, 2 and 1 lanes. The output is
+// requantized in the blocks, as the accumulators are stored, and then reordered to NCHW, one byte an
+// element: its readers see the op's own layout.
 void lower_qlinear_conv_dot4(LowerContext& c) {
   const TensorRef& x = c.input(0);
   const Tensor* w = c.constant(3);
@@ -163,39 +212,43 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
   const DType i32 = DType::Int32;
   const Dot4Form form = dot4_form(c.node(), x->dtype);
   const QuadGeometry geo(axis, nn::forward_window(c.node(), spatial(x->shape), spatial(w->shape()), false));
+  const Shape& out_shape = c.out_shape(0);
+  const int64_t block = c.node().attr_int("block", 1), channels = out_shape[1];
+  const bool blocked = block > 1 && axis == QuadAxis::Channels && group == 1;
+  const ChannelLayout layout = blocked ? ChannelLayout::blocked(channels, block) : ChannelLayout::nchw(channels);
+  Shape acc_shape = out_shape;
+  if (blocked) {
+    acc_shape[1] = layout.channels / block;
+    acc_shape.push_back(block);
+  }
   TensorRef quads = packed_input(c, x, geo, zx->get_int(0), form);
-  auto wq_values = std::make_shared<const Tensor>(packed_weights(*w, geo));
+  const Tensor rows = packed_weights(*w, geo, layout.channels);
+  auto wq_values = std::make_shared<const Tensor>(blocked ? in_row_blocks(rows, block) : rows);
   TensorRef wq = placeholder(c.name("weight_quads"), i32, wq_values->shape(), wq_values);
-  const int64_t per_group_in = wq_values->shape()[1], per_group_out = w->shape()[0] / group;
-  std::vector<int64_t> extents(wq_values->shape().begin() + 1, wq_values->shape().end());
-  TensorRef sum = reduce(c.name("acc.sum"), "conv", i32, c.out_shape(0), Reducer::Sum, extents,
+  const int64_t per_group_in = rows.shape()[1], per_group_out = channels / group;
+  std::vector<int64_t> extents(rows.shape().begin() + 1, rows.shape().end());
+  TensorRef sum = reduce(c.name("acc.sum"), "conv", i32, acc_shape, Reducer::Sum, extents,
                          [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
-                           const Expr& m = idx[1];
+                           const Expr m = layout.channel(idx);
                            Expr in = group == 1 ? r[0] : floordiv(m, int_imm(per_group_out)) * per_group_in + r[0];
-                           std::vector<Expr> wi{m};
+                           std::vector<Expr> wi{blocked ? idx[1] : m};
                            wi.insert(wi.end(), r.begin(), r.end());
-                           // r = [c', then per axis: kq | k | k', phase]; the input dims are
-                           // [n, c', kq?, phases..., rows..., ow?] (QuadGeometry).
-                           std::vector<Expr> kq_dim, phases, rows, column;
-                           size_t d = 1;
-                           for (size_t a = 0; a < geo.rank; ++a) {
-                             const Expr& o = idx[2 + a];
-                             if (geo.quad(a)) {
-                               kq_dim.push_back(r[d++]);
-                               column.push_back(o);
-                             } else if (geo.phased[a]) {
-                               rows.push_back(o + r[d]);
-                               phases.push_back(r[d + 1]);
-                               d += 2;
-                             } else {
-                               rows.push_back(o * geo.win.strides[a] + r[d++] * geo.win.dilations[a]);
-                             }
-                           }
-                           std::vector<Expr> xi{idx[0], in};
-                           for (const auto* part : {&kq_dim, &phases, &rows, &column}) xi.insert(xi.end(), part->begin(), part->end());
-                           return form.dot(at(quads, xi), at(wq, wi));
+                           if (blocked) wi.push_back(idx.back());
+                           const std::vector<Expr> out(idx.begin() + 2, idx.begin() + 2 + static_cast<std::ptrdiff_t>(geo.rank));
+                           return form.dot(at(quads, input_quad_index(geo, idx[0], in, out, r)), at(wq, wi));
                          });
-  c.set_output(0, requantized_conv_output(c, minus_channel_constants(c, c.name("acc"), sum, zx->get_int(0) + form.shift, *sums, bias)));
+  TensorRef acc = minus_channel_constants(c, c.name("acc"), sum, zx->get_int(0) + form.shift, *sums, bias, layout);
+  if (!blocked) {
+    c.set_output(0, requantized_conv_output(c, acc, c.name(), layout));
+    return;
+  }
+  TensorRef codes = requantized_conv_output(c, acc, c.name("blocks"), layout);
+  c.set_output(0, compute(c.name(), "injective", codes->dtype, out_shape, [&](const std::vector<Expr>& idx) {
+    std::vector<Expr> bi{idx[0], floordiv(idx[1], int_imm(block))};
+    bi.insert(bi.end(), idx.begin() + 2, idx.end());
+    bi.push_back(floormod(idx[1], int_imm(block)));
+    return at(codes, bi);
+  }));
 }
 
 }  // namespace

@@ -71,30 +71,43 @@ std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_
   return std::make_shared<const Tensor>(Tensor::from_ints(DType::Int32, {channels}, sums));
 }
 
-TensorRef minus_channel_constants(const LowerContext& c, const std::string& name, const TensorRef& sum, int64_t x_zero,
-                                  const Tensor& sums, const Tensor* bias) {
-  const DType i32 = DType::Int32;
-  std::vector<int64_t> offset(static_cast<size_t>(sums.size()));
-  for (int64_t m = 0; m < sums.size(); ++m)
-    offset[static_cast<size_t>(m)] = wrap_to_dtype(x_zero * sums.get_int(m) - (bias ? bias->get_int(m) : 0), i32);
-  TensorRef off = placeholder(c.name("zero_point_offset"), i32, sums.shape(),
-                              std::make_shared<const Tensor>(Tensor::from_ints(i32, sums.shape(), offset)));
-  return compute(name, "elementwise", i32, sum->shape, [&](const std::vector<Expr>& idx) { return at(sum, idx) - at(off, {idx[1]}); });
+ChannelLayout ChannelLayout::nchw(int64_t channels) {
+  return {channels, 1, [](const std::vector<Expr>& idx) { return idx[1]; }};
 }
 
-TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc) {
-  const Shape& out = c.out_shape(0);
-  Shape channels{out[1]};
+ChannelLayout ChannelLayout::blocked(int64_t channels, int64_t block) {
+  return {(channels + block - 1) / block * block, block,
+          [block](const std::vector<Expr>& idx) { return idx[1] * block + idx.back(); }};
+}
+
+TensorRef minus_channel_constants(const LowerContext& c, const std::string& name, const TensorRef& sum, int64_t x_zero,
+                                  const Tensor& sums, const Tensor* bias, const ChannelLayout& layout) {
+  const DType i32 = DType::Int32;
+  std::vector<int64_t> offset(static_cast<size_t>(layout.channels), 0);  // padded channels: 0
+  for (int64_t m = 0; m < sums.size(); ++m)
+    offset[static_cast<size_t>(m)] = wrap_to_dtype(x_zero * sums.get_int(m) - (bias ? bias->get_int(m) : 0), i32);
+  const Shape shape{layout.channels};
+  TensorRef off = placeholder(c.name("zero_point_offset"), i32, shape,
+                              std::make_shared<const Tensor>(Tensor::from_ints(i32, shape, offset)));
+  return compute(name, "elementwise", i32, sum->shape,
+                 [&](const std::vector<Expr>& idx) { return at(sum, idx) - at(off, {layout.channel(idx)}); });
+}
+
+TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc, const std::string& name, const ChannelLayout& layout) {
+  const int64_t real = c.out_shape(0)[1];
+  Shape channels{layout.channels};
   // The reference forms the multiplier x_scale * w_scale / y_scale in float32, rounding after each
-  // operation: one float32 stage per operation reproduces that exactly.
+  // operation: one float32 stage per operation reproduces that exactly. A padded channel takes the
+  // last real one's (its output is never read).
   TensorRef xw = compute(c.name("xw_scale"), "broadcast", DType::Float32, channels, [&](const std::vector<Expr>& i) {
-    return quant_param(c.input(1), int_imm(0)) * quant_param(c.input(4), i[0]);
+    const Expr channel = layout.channels == real ? i[0] : min(i[0], int_imm(real - 1));
+    return quant_param(c.input(1), int_imm(0)) * quant_param(c.input(4), channel);
   });
   TensorRef multiplier = compute(c.name("multiplier"), "broadcast", DType::Float32, channels,
                                  [&](const std::vector<Expr>& i) { return at(xw, i) / quant_param(c.input(6), int_imm(0)); });
   DType t = c.out_dtype(0);
   double lowest = t == DType::Int8 ? -128 : 0, highest = t == DType::Int8 ? 127 : 255;
-  return compute(c.name(), "elementwise", t, out, [&](const std::vector<Expr>& idx) {
+  return compute(name, "elementwise", t, acc->shape, [&](const std::vector<Expr>& idx) {
     // Requantize in float32 as ONNX Runtime does (frontend/ops/linalg_internal.h): round half to even,
     // add the zero point, saturate. Every step is exact in float32 but the product. The multiplier
     // is read first so the DAG orders its stages before the accumulator's reduction: the default
@@ -102,7 +115,7 @@ TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc) {
     // epilogues read only what is stored before the reduction runs), and the int32 accumulator is
     // never stored (ds_cnn_int8 on the M4: arena 72,000 -> 40,256 bytes).
     const DType f32 = DType::Float32;
-    Expr scaled = at(multiplier, {idx[1]}) * cast(f32, at(acc, idx));
+    Expr scaled = at(multiplier, {layout.channel(idx)}) * cast(f32, at(acc, idx));
     Expr v = unary(ExprOp::Round, scaled) + cast(f32, quant_param(c.input(7), int_imm(0)));
     v = min(max(v, float_imm(lowest, f32)), float_imm(highest, f32));
     return cast(t, v);
@@ -269,7 +282,7 @@ TensorRef integer_conv(LowerContext& c, const std::string& name, size_t x_in, si
   *bias_added = b != nullptr;
   TermFn term = [&](const Expr& xv, const Expr& wv, const Expr&) { return cast(i32, xv) * cast(i32, wv); };
   TensorRef sum = forward_conv(c, name + ".sum", c.input(x_in), c.input(w_in), i32, term, const_of(c.dtype(x_in), static_cast<double>(zx->get_int(0))));
-  return minus_channel_constants(c, name, sum, zx->get_int(0), *sums, b);
+  return minus_channel_constants(c, name, sum, zx->get_int(0), *sums, b, ChannelLayout::nchw(sums->size()));
 }
 
 void lower_conv_integer(LowerContext& c) {
@@ -285,7 +298,7 @@ void lower_qlinear_conv(LowerContext& c) {
     acc = compute(c.name("bias"), "broadcast", DType::Int32, acc->shape, [&](const std::vector<Expr>& idx) {
       return at(acc, idx) + at(c.input(8), {idx[1]});
     });
-  c.set_output(0, requantized_conv_output(c, acc));
+  c.set_output(0, requantized_conv_output(c, acc, c.name(), ChannelLayout::nchw(c.out_shape(0)[1])));
 }
 
 }  // namespace

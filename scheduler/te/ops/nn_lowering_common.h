@@ -4,6 +4,7 @@
 /// lowerings agree with shape inference and the reference kernels by construction.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -55,14 +56,25 @@ std::vector<Expr> unravel(const Expr& flat, const Shape& shape);
 /// Per output channel, the sum of the elements of constant weight input `w_in`, when its zero points
 /// (input `w_zp`) are absent or all zero; otherwise nullptr.
 std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_t w_in, size_t w_zp);
+/// Where a quantized conv's accumulator keeps its output channels: NCHW's axis 1, or blocks of
+/// `block` (N x M/block x spatial... x block, channels past M padded), so that a vector of int32
+/// accumulators spans output channels (int8_dot_conv_lowering.cc).
+struct ChannelLayout {
+  int64_t channels = 0;  ///< the channels with a place, padded ones included
+  int64_t block = 1;
+  std::function<Expr(const std::vector<Expr>&)> channel;  ///< an element's index -> its channel
+  static ChannelLayout nchw(int64_t channels);
+  static ChannelLayout blocked(int64_t channels, int64_t block);
+};
 /// `sum` (an int32 conv sum over x + shift) less, per output channel m, x_zero * sums[m] - bias[m]:
 /// the zero point's term and the bias as one constant a channel, wrapped to int32 as the accumulator
-/// wraps. x_zero is x's zero point plus the shift; `bias` may be null.
+/// wraps. x_zero is x's zero point plus the shift; `bias` may be null; padded channels get 0.
 TensorRef minus_channel_constants(const LowerContext& c, const std::string& name, const TensorRef& sum, int64_t x_zero,
-                                  const Tensor& sums, const Tensor* bias);
-/// A QLinearConv's output from its int32 accumulator (bias included): scaled by x_scale * w_scale /
-/// y_scale, rounded, plus y's zero point, saturated; in float32, as ONNX Runtime does.
-TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc);
+                                  const Tensor& sums, const Tensor* bias, const ChannelLayout& layout);
+/// A QLinearConv's output from its int32 accumulator (bias included), in the accumulator's shape and
+/// layout, as stage `name`: scaled by x_scale * w_scale / y_scale, rounded, plus y's zero point,
+/// saturated; in float32, as ONNX Runtime does.
+TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc, const std::string& name, const ChannelLayout& layout);
 
 void register_conv_lowerings(LoweringRegistry& r);
 void register_int8_dot_conv_lowering(LoweringRegistry& r);  // kiln.QLinearConvDot4

@@ -205,6 +205,66 @@ TEST(Int8DotConv, VnniDotProductsMatchTheReferenceExactly) {
   }
 }
 
+// Convs that accumulate in blocks of output channels (int8_dot_conv_lowering.cc): 20 outputs (a
+// padded last block for blocks of 8 and 16), then 16 at stride 2 without a bias; a grouped one and
+// one of 6 outputs keep NCHW rows. Against the reference, exactly, with blocks of 16 and 8, on
+// x86_64-generic (the expansion) and on the host when it has VNNI.
+TEST(Int8DotConv, OutputChannelBlocksMatchTheReferenceExactly) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "runs x86-64 code";
+#endif
+  for (DType x : {DType::Int8, DType::UInt8}) {
+    SCOPED_TRACE(dtype_name(x));
+    ModelBuilder b("int8_dot_blocks", 13);
+    b.input("x", x, Shape{1, 8, 7, 9});
+    QConv wide;
+    wide.x = x;
+    wide.x_zero = x == DType::Int8 ? -3 : 131;
+    wide.out = 20;
+    qconv(b, "x", "a", wide);
+    QConv strided = wide;
+    strided.in = 20, strided.out = 16, strided.stride = 2, strided.bias = false;
+    qconv(b, "a", "b", strided);
+    QConv grouped = wide;
+    grouped.in = 16, grouped.out = 16, grouped.group = 4, grouped.kernel = 1, grouped.pad = 0;
+    qconv(b, "b", "c", grouped);
+    QConv narrow = wide;
+    narrow.in = 16, narrow.out = 6;
+    qconv(b, "c", "d", narrow);
+    b.output("a", x, Shape{1, 20, 7, 9});
+    b.output("d", x, Shape{1, 6, 4, 5});
+    const Graph original = testing::prepared_graph(b);
+    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}};
+    for (const int64_t block : {16, 8}) {
+      SCOPED_TRACE(block);
+      Graph g = original;
+      ASSERT_EQ(use_int8_dot_products(g, false, block), 4);
+      std::vector<int64_t> blocks;
+      for (const Node& n : g.nodes)
+        if (n.domain == "kiln") blocks.push_back(n.attr_int("block", 1));
+      EXPECT_EQ(blocks, (std::vector<int64_t>{block, block, 1, 1}));
+      expect_reference_integers(original, g, "x86_64-generic", in);
+      if (host_target_name() == "x86_64-avx512-vnni") expect_reference_integers(original, g, "host", in);
+    }
+  }
+}
+
+// The block is the target's int32 lanes on x86 with 256- or 512-bit vectors; none for AArch64's sdot
+// (4 lanes), a Cortex-M (no vectors) or 128-bit x86.
+TEST(Int8DotLayout, OutputBlocksAreTheInt32LanesOfWideX86Vectors) {
+  const auto block_of = [](const char* name) {
+    const Target t = load_target(name);
+    const LayoutTarget l = layout_target(t);
+    return int8_output_block(l.vector_bits, l.signed_dot);
+  };
+  EXPECT_EQ(block_of("x86_64-avx512-vnni"), 16);
+  EXPECT_EQ(block_of("x86_64-avx512"), 16);
+  EXPECT_EQ(block_of("x86_64-avx2-vnni"), 8);
+  EXPECT_EQ(block_of("x86_64-avx2"), 8);
+  EXPECT_EQ(block_of("aarch64-neoverse-n1"), 1);
+  EXPECT_EQ(block_of("cortex-m4"), 1);
+}
+
 
 // Integer matmuls with a constant int8 B, four k at a time: QLinearMatMul and MatMulInteger, int8
 // and uint8 A, a k that is no multiple of 4, B zero points that are not zero (per column), a batch of
