@@ -111,6 +111,7 @@ Graph load_model(const std::string& path, const PipelineOptions& o) {
 Graph optimize_graph(const Graph& model, LayoutTarget target, const PipelineOptions& o) {
   Graph g = model;  // values share their constants: a cheap copy
   fuse_qdq(g);  // before anything reads the float form: the quantized weights stay int8
+  quantize_before_moves(g);
   drop_qdq_around_moves(g);
   remove_dead_nodes(g);
   after(o, "qdq", [&] { return print_graph(g); });

@@ -49,7 +49,7 @@ class BlockLayout {
       for (const auto& o : n.outputs) guards_of_value_[o] = n.guards;
     for (Node& n : g_.nodes) {
       node_guards_ = n.guards;
-      if (try_conv(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_slice(n) ||
+      if (try_conv(n) || try_int8_conv(n) || try_quantize(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_slice(n) ||
           try_global_average_pool(n) || try_depth_to_space(n) || try_resize(n))
         continue;
       for (const auto& in : n.inputs) need_nchw(in);
@@ -79,9 +79,9 @@ class BlockLayout {
     out.push_back(b);
     return out;
   }
-  // A new blocked float value standing for NCHW value `v`.
+  // A new blocked value standing for NCHW value `v`, of v's dtype.
   std::string add_blocked(const std::string& v, Shape shape) {
-    return g_.add_value(v + ".blocked", DType::Float32, std::move(shape));
+    return g_.add_value(v + ".blocked", g_.value(v).dtype, std::move(shape));
   }
   // A node standing for the node being rewritten: it runs under that node's guards (a branch of an
   // If decided at run time).
@@ -203,6 +203,47 @@ class BlockLayout {
     return true;
   }
 
+  // An int8 conv that accumulates in blocks of output channels (int8_dot_layout.h: attribute block,
+  // the float block on every target that sets it) reads and writes blocks of codes, so the codes
+  // between two such convs, and the per-tensor (de)quantizations, pools and concats on the way, stay
+  // blocked: in NCHW each of them was reordered out of the accumulator's blocks and packed into
+  // channel quads again (squeezenet int8: bench/RESULTS.md).
+  bool try_int8_conv(const Node& n) {
+    if (n.domain != kDomain || n.op_type != "QLinearConvDot4" || n.attr_int("block", 1) != block_ || n.outputs.size() != 1) return false;
+    auto it = blocked_.find(n.inputs[0]);
+    if (it != blocked_.end() && g_.value(it->second).shape.back() != block_) return false;
+    const std::string xb = blocked_input(n.inputs[0], block_);
+    std::vector<std::string> ins = n.inputs;
+    ins[0] = xb;
+    const Shape& ys = g_.value(n.outputs[0]).shape;
+    const std::string yb = add_blocked(n.outputs[0], blocked_shape(ys, (ys[1] + block_ - 1) / block_, block_));
+    Node& conv = emit("QLinearConvDot4Blocked", n.name, ins, {yb});
+    conv.attrs = n.attrs;
+    blocked_[n.outputs[0]] = yb;
+    ++convs_;
+    return true;
+  }
+
+  // QuantizeLinear / DequantizeLinear of a blocked tensor with one constant scale and zero point map
+  // each element on its own, so they run on the blocks. A padded channel's code or value maps to a
+  // finite one, which the next blocked conv weighs 0.
+  bool try_quantize(const Node& n) {
+    if (!n.domain.empty() || (n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear") || n.outputs.size() != 1 ||
+        n.inputs.size() < 2 || !blocked_.count(n.inputs[0]) || n.attr_int("block_size", 0) != 0)
+      return false;
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (!n.inputs[i].empty() && (!constant(n.inputs[i]) || constant(n.inputs[i])->size() != 1)) return false;
+    std::vector<std::string> ins = n.inputs;
+    ins[0] = blocked_.at(n.inputs[0]);
+    const std::string ob = add_blocked(n.outputs[0], g_.value(ins[0]).shape);
+    Node& q = emit(n.op_type, n.name, ins, {ob}, "");
+    q.opset = n.opset;
+    q.attrs = n.attrs;
+    q.attrs.erase("axis");  // per-tensor: the blocked rank differs
+    blocked_[n.outputs[0]] = ob;
+    return true;
+  }
+
   // Whether grouped Conv n's groups fill whole blocks of input and output channels (ResNeXt's later
   // stages: 16 or 32 channels a group), so that each output block reads whole input blocks of its
   // own group and the conv runs on the blocks. Narrower groups stay in NCHW.
@@ -267,7 +308,7 @@ class BlockLayout {
     const bool unary = blockable_unary().count(n.op_type) != 0, binary = blockable_binary().count(n.op_type) != 0;
     if (!n.domain.empty() || (!unary && !binary) || n.outputs.size() != 1 || n.inputs.empty()) return false;
     const Value& out = g_.value(n.outputs[0]);
-    if (!is_f32(n.outputs[0])) return false;
+    if (!is_f32(n.outputs[0]) && n.op_type != "Identity") return false;  // an Identity moves codes too
     // The blocked operand that sets the shape: the first blocked input of the output's shape.
     const std::string* lead = nullptr;
     for (const auto& in : n.inputs)
@@ -350,7 +391,9 @@ class BlockLayout {
   // padded channels stay 0.
   bool try_pool(const Node& n) {
     if (!n.domain.empty() || (n.op_type != "MaxPool" && n.op_type != "AveragePool") || n.inputs.empty()) return false;
-    if (!blocked_.count(n.inputs[0]) || !is_f32(n.outputs[0]) || second_output_read(n)) return false;
+    const DType t = g_.value(n.outputs[0]).dtype;
+    const bool codes = n.op_type == "MaxPool" && (t == DType::UInt8 || t == DType::Int8);
+    if (!blocked_.count(n.inputs[0]) || !(is_f32(n.outputs[0]) || codes) || second_output_read(n)) return false;
     const Shape& xb = g_.value(blocked_.at(n.inputs[0])).shape;
     const std::string ob = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, xb[1], xb.back()));
     Node& pool = emit(n.op_type + "Blocked", n.name, {blocked_.at(n.inputs[0])}, {ob});
@@ -362,7 +405,9 @@ class BlockLayout {
 
   // Concat along channels of blocked tensors whose channels fill whole blocks of one size.
   bool try_concat(const Node& n) {
-    if (!n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || !is_f32(n.outputs[0])) return false;
+    if (!n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1) return false;
+    const DType t = g_.value(n.outputs[0]).dtype;
+    if (t != DType::Float32 && t != DType::UInt8 && t != DType::Int8) return false;  // codes: blocked int8 convs
     const int64_t rank = static_cast<int64_t>(g_.value(n.outputs[0]).shape.size());
     const int64_t axis = n.attr_int("axis", 0);
     if (rank < 3 || (axis != 1 && axis != 1 - rank)) return false;

@@ -10,7 +10,12 @@
 //   DepthwiseConvBlocked(x, w[, bias])  N x C/b x H x W x b, weights C/b x KH x KW x b, bias C/b x b
 //                                -> N x C/b x OH x OW x b: channel c of the output reads channel c only.
 //   MaxPoolBlocked(x), AveragePoolBlocked(x)  N x C/b x S... x b -> N x C/b x O... x b: MaxPool /
-//                                AveragePool with their own attributes, channel by channel.
+//                                AveragePool with their own attributes, channel by channel (MaxPool
+//                                of 8-bit codes too).
+//   QLinearConvDot4Blocked(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point[, B])
+//                                8-bit N x Cb x S... x b, QLinearConv's other inputs as they are (w: M x C x K...,
+//                                C <= Cb b, one group), attribute block = b -> N x ceil(M/b) x O... x b:
+//                                QLinearConv of the first C channels; padded outputs hold y's zero point.
 // Channel c of a blocked tensor is element c % b of block c / b, so a vector of b channels is
 // contiguous, and a convolution's weights are stored in the order its inner loop reads them.
 #include "frontend/ops/nn_common.h"
@@ -251,7 +256,8 @@ OpDef blocked_pool_op(const char* op_type, Tensor (*reference)(const Node&, cons
     c.require_input(0, "X");
     const Shape& x = c.shape(0);
     if (x.size() < 4 || x.size() > 6) c.fail("X must be N x C/b x S... x b with 1 to 3 spatial axes, got " + shape_str(x));
-    if (!is_float(c.dtype(0))) c.unsupported("dtype " + dtype_name(c.dtype(0)) + " is not supported");
+    const bool codes = c.node().op_type == "MaxPoolBlocked" && (c.dtype(0) == DType::UInt8 || c.dtype(0) == DType::Int8);
+    if (!is_float(c.dtype(0)) && !codes) c.unsupported("dtype " + dtype_name(c.dtype(0)) + " is not supported");
     const Window win = blocked_window(c.node(), x, c.node().required_ints("kernel_shape"), true);
     Shape out{x[0], x[1]};
     out.insert(out.end(), win.out.begin(), win.out.end());
@@ -272,6 +278,52 @@ OpDef blocked_pool_op(const char* op_type, Tensor (*reference)(const Node&, cons
 
 Tensor max_pool_values(const Node& node, const Tensor& x) { return max_pool_reference(node, x); }
 
+// An int8 conv over blocked codes (frontend/layout/block_layout.h): the reference is QLinearConv's,
+// on the blocks' first C channels.
+OpDef qlinear_conv_blocked_op() {
+  OpDef d;
+  d.op_type = "QLinearConvDot4Blocked";
+  d.domain = kDomain;
+  d.infer = [](InferContext& c) {
+    const char* names[] = {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"};
+    for (size_t i = 0; i < 8; ++i) c.require_input(i, names[i]);
+    const Shape &x = c.shape(0), &w = c.shape(3);
+    const int64_t b = positive_attr(c, "block");
+    if (x.size() < 4 || x.size() > 6 || w.size() + 1 != x.size() || x.back() != b || w[1] > x[1] * b ||
+        c.node().attr_int("group", 1) != 1)
+      c.fail("x " + shape_str(x) + " and w " + shape_str(w) + " are not N x Cb x S... x " + std::to_string(b) +
+             " and M x C x K... with C <= Cb x " + std::to_string(b) + " in one group");
+    for (size_t i : {size_t{0}, size_t{3}, size_t{7}})
+      if (c.dtype(i) != DType::UInt8 && c.dtype(i) != DType::Int8) c.unsupported("dtype " + dtype_name(c.dtype(i)) + " is not supported");
+    const Window win = blocked_window(c.node(), x, std::vector<int64_t>(w.begin() + 2, w.end()));
+    Shape out{x[0], (w[0] + b - 1) / b};
+    out.insert(out.end(), win.out.begin(), win.out.end());
+    out.push_back(b);
+    c.set_output(0, c.dtype(7), out);
+  };
+  d.eval = [](EvalContext& c) {
+    const int64_t b = c.node().attr_int("block", 1);
+    const Tensor x = from_blocked(c.input(0), c.input(3).shape()[1]);
+    std::vector<const Tensor*> ins{&x};
+    for (size_t i = 1; i < c.num_inputs(); ++i) ins.push_back(c.has_input(i) ? &c.input(i) : nullptr);
+    EvalContext nchw(c.node(), ins);
+    find_op("", "QLinearConv")->eval(nchw);
+    const Tensor& y = nchw.outputs().at(0);
+    Tensor blocked = to_blocked(y, b);
+    const int64_t channels = y.shape()[1], zero = c.input(7).get_int(0), plane = blocked.size() / (blocked.shape()[0] * blocked.shape()[1] * b);
+    for (int64_t i = 0; i < blocked.size(); ++i) {
+      const int64_t block = (i / (plane * b)) % blocked.shape()[1];
+      if (block * b + i % b >= channels) blocked.set_int(i, zero);
+    }
+    c.set_output(0, std::move(blocked));
+  };
+  d.flops = [](const NodeShapes& s) {
+    const Shape& w = s.in[3];
+    return 2.0 * static_cast<double>(num_elements(s.out[0])) * static_cast<double>(num_elements(Shape(w.begin() + 1, w.end())));
+  };
+  return d;
+}
+
 }  // namespace
 
 void register_blocked_layout_ops(OpRegistry& r) {
@@ -281,6 +333,7 @@ void register_blocked_layout_ops(OpRegistry& r) {
   r.add(reorder_to_blocked_op());
   r.add(reorder_from_blocked_op());
   r.add(conv_blocked_op());
+  r.add(qlinear_conv_blocked_op());
 }
 
 }  // namespace kiln::nn

@@ -50,6 +50,59 @@ bool same(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.byte_size() == b.byte_size() && std::memcmp(a.data(), b.data(), a.byte_size()) == 0;
 }
 
+bool same_params(const Params& a, const Params& b) { return same(*a.scale, *b.scale) && same(*a.zero_point, *b.zero_point); }
+
+bool is_graph_output(const Graph& g, const std::string& v) {
+  return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+std::optional<size_t> producer(const Graph& g, const std::string& v) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (std::find(g.nodes[i].outputs.begin(), g.nodes[i].outputs.end(), v) != g.nodes[i].outputs.end()) return i;
+  return std::nullopt;
+}
+
+// Dropout at inference is the identity; a quantized one is an Identity (Dropout takes floats only).
+bool is_unread_mask_dropout(const Graph& g, const Node& n) {
+  return n.domain.empty() && n.guards.empty() && n.op_type == "Dropout" &&
+         (n.outputs.size() < 2 || n.outputs[1].empty() || readers(g, n.outputs[1]).empty());
+}
+
+// Moves QuantizeLinear `qi` before its input's producer when that is a move or a Concat read by it
+// alone; returns whether it did.
+bool quantize_before_producer(Graph& g, size_t qi) {
+  const Node q = g.nodes[qi];
+  if (q.op_type != "QuantizeLinear" || !params(g, q)) return false;
+  const std::string x = q.inputs[0];
+  const std::optional<size_t> pi = producer(g, x);
+  if (!pi || readers(g, x).size() != 1 || is_graph_output(g, x)) return false;
+  Node& p = g.nodes[*pi];
+  const bool concat = p.op_type == "Concat" && p.domain.empty() && p.guards.empty();
+  const bool dropout = is_unread_mask_dropout(g, p);
+  if (!concat && !dropout && !is_move(p)) return false;
+  const DType code = g.value(q.outputs[0]).dtype;
+  std::vector<Node> quantize;
+  for (size_t k = 0; k < (concat ? p.inputs.size() : 1); ++k) {
+    Node nq = q;
+    nq.name = q.name + (concat ? "." + std::to_string(k) : std::string());
+    nq.inputs[0] = p.inputs[k];
+    nq.outputs = {g.add_value(p.inputs[k] + ".q", code, g.value(p.inputs[k]).shape)};
+    p.inputs[k] = nq.outputs[0];
+    quantize.push_back(std::move(nq));
+  }
+  p.outputs[0] = q.outputs[0];
+  if (dropout) {
+    p.op_type = "Identity";
+    p.opset = 13;
+    p.attrs.clear();
+    p.inputs.resize(1);
+    p.outputs.resize(1);
+  }
+  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(qi));  // after p: the graph is in order
+  g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(*pi), quantize.begin(), quantize.end());
+  return true;
+}
+
 }  // namespace
 
 int drop_qdq_around_moves(Graph& g) {
@@ -65,7 +118,7 @@ int drop_qdq_around_moves(Graph& g) {
     const Node& q = g.nodes[r[0]];
     if (q.op_type != "QuantizeLinear" || q.inputs[0] != out) continue;
     auto pd = params(g, *dq), pq = params(g, q);
-    if (!pd || !pq || !same(*pd->scale, *pq->scale) || !same(*pd->zero_point, *pq->zero_point)) continue;
+    if (!pd || !pq || !same_params(*pd, *pq)) continue;
     // The move reads the codes and writes the QuantizeLinear's output; the QuantizeLinear goes.
     const std::string codes = dq->inputs[0], quantized = q.outputs[0];
     const size_t q_index = r[0];
@@ -75,6 +128,34 @@ int drop_qdq_around_moves(Graph& g) {
     ++dropped;
   }
   return dropped;
+}
+
+int quantize_before_moves(Graph& g) {
+  int moved = 0;
+  for (size_t i = 0; i < g.nodes.size();) {
+    if (!quantize_before_producer(g, i)) {
+      ++i;
+      continue;
+    }
+    ++moved;
+    i = 0;  // the new QuantizeLinears may move on up
+  }
+  // QuantizeLinear(DequantizeLinear(a)) with one set of parameters is a.
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& q = g.nodes[i];
+    if (q.op_type != "QuantizeLinear" || is_graph_output(g, q.outputs[0])) continue;
+    const std::optional<size_t> di = producer(g, q.inputs[0]);
+    if (!di || g.nodes[*di].op_type != "DequantizeLinear") continue;
+    const auto pq = params(g, q), pd = params(g, g.nodes[*di]);
+    if (!pq || !pd || !same_params(*pq, *pd)) continue;
+    const std::string codes = g.nodes[*di].inputs[0], quantized = q.outputs[0];
+    for (Node& n : g.nodes)
+      for (std::string& in : n.inputs)
+        if (in == quantized) in = codes;
+    g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i--));
+    ++moved;
+  }
+  return moved;
 }
 
 }  // namespace kiln

@@ -14,4 +14,17 @@ namespace kiln {
 /// leaves unread are dead (remove_dead_nodes).
 int drop_qdq_around_moves(Graph& g);
 
+/// QuantizeLinear (per tensor, 8-bit) of a Concat or a move read by it alone runs before them, on each
+/// of their inputs: it maps each element on its own, so it commutes with a Concat and with anything
+/// that only selects and places values, and, being monotone, with MaxPool (windows that hold an input
+/// element, as drop_qdq_around_moves's). A Dropout (the identity at inference) becomes an Identity.
+/// Then a QuantizeLinear of a DequantizeLinear with the same parameters is the codes themselves.
+/// Why: ONNX Runtime's quantizer writes a fire module's concat as DequantizeLinear -> Concat ->
+/// QuantizeLinear, which computed the concat, and the max pool after it, on float32 values; now each
+/// producing conv's epilogue requantizes its codes into the concat's parameters, and the concat and the
+/// pool move 8-bit codes, a quarter of the bytes (squeezenet int8: bench/RESULTS.md). Runs before
+/// drop_qdq_around_moves. Returns the number of rewrites; the values and nodes it leaves unread are
+/// dead (remove_dead_nodes).
+int quantize_before_moves(Graph& g);
+
 }  // namespace kiln

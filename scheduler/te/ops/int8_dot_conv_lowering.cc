@@ -38,13 +38,18 @@ enum class QuadAxis { Channels, KernelWidth };
 //   rows of 5 merged into 125 outputs instead of 25 vectors of 4 and a scalar).
 // Weight dims: [M, C'/group, KQ? (last), per other axis: K, or ceil(K / s) and s]; taps past a
 // kernel's end (kq' * s + phase >= K, or 4kq + j >= K) weigh 0.
+// An input in channel blocks (QLinearConvDot4Blocked) keeps them: C' is its blocks and a last dim
+// of `lanes` quads a block follows the rows, in the input and in the reduction (and the weights)
+// alike, so packing copies runs of whole blocks and the reduction reads a block's quads in order.
 struct QuadGeometry {
   QuadAxis axis;
   nn::Window win;
   size_t rank;
   std::vector<bool> phased;  // per spatial axis
+  int64_t lanes = 0;         // quads per channel block of a blocked input; 0 for NCHW
 
-  QuadGeometry(QuadAxis a, nn::Window w) : axis(a), win(std::move(w)), rank(win.rank()), phased(rank, false) {
+  QuadGeometry(QuadAxis a, nn::Window w, int64_t block = 0)
+      : axis(a), win(std::move(w)), rank(win.rank()), phased(rank, false), lanes(block / 4) {
     for (size_t i = 0; i < rank; ++i)
       phased[i] = !quad(i) && win.strides[i] > 1 && win.dilations[i] == 1;
   }
@@ -55,13 +60,14 @@ struct QuadGeometry {
   int64_t tap_rows(size_t a) const { return phased[a] ? (win.kernel[a] + win.strides[a] - 1) / win.strides[a] : win.kernel[a]; }
 
   Shape input_shape(int64_t n, int64_t channels) const {
-    Shape s{n, axis == QuadAxis::Channels ? channels / 4 : channels};
+    Shape s{n, lanes ? (channels + 4 * lanes - 1) / (4 * lanes) : axis == QuadAxis::Channels ? channels / 4 : channels};
     if (axis == QuadAxis::KernelWidth) s.push_back(tap_quads());
     for (size_t a = 0; a < rank; ++a)
       if (phased[a]) s.push_back(win.strides[a]);
     for (size_t a = 0; a < rank; ++a)
       if (!quad(a)) s.push_back(rows(a));
     if (axis == QuadAxis::KernelWidth) s.push_back(win.out[rank - 1]);
+    if (lanes) s.push_back(lanes);
     return s;
   }
   // The reduction's extents after the channel: the weight dims after [M, C'].
@@ -75,16 +81,23 @@ struct QuadGeometry {
       e.push_back(tap_rows(a));
       if (phased[a]) e.push_back(win.strides[a]);
     }
+    if (lanes) e.push_back(lanes);
     return e;
+  }
+  // The input channel of byte j of the quad at [c', ..., lane?] of the packed input (or weights).
+  int64_t channel(int64_t c_quad, int64_t lane, int64_t j) const {
+    return axis == QuadAxis::KernelWidth ? c_quad : (lanes ? c_quad * lanes + lane : c_quad) * 4 + j;
   }
 };
 
 // The input as int32 quads of bytes (int8_dot_layout.h) in QuadGeometry's dims, padded with the zero
 // point `zx`, each byte shifted as `form` says (dot4_form.h).
-TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeometry& g, int64_t zx, const Dot4Form& form) {
+// x is NCHW, or blocked (N x C/b x spatial... x b) when g.lanes says so, of `channels` channels.
+TensorRef packed_input(const LowerContext& c, const TensorRef& x, int64_t channels, const QuadGeometry& g, int64_t zx,
+                       const Dot4Form& form) {
   const DType i32 = DType::Int32;
   const nn::Window& win = g.win;
-  return compute(c.name("quads"), "pad", i32, g.input_shape(x->shape[0], x->shape[1]), [&](const std::vector<Expr>& idx) {
+  return compute(c.name("quads"), "pad", i32, g.input_shape(x->shape[0], channels), [&](const std::vector<Expr>& idx) {
     // Unpack the dims: [n, c', kq?, phases..., rows..., ow?].
     size_t d = 2;
     Expr kq = g.axis == QuadAxis::KernelWidth ? idx[d++] : nullptr;
@@ -95,7 +108,7 @@ TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeom
       if (!g.quad(a)) row[a] = idx[d++];
     Expr column = g.axis == QuadAxis::KernelWidth ? idx[d++] : nullptr;
     return byte_quad([&](int64_t j) {
-      std::vector<Expr> xi{idx[0], g.axis == QuadAxis::Channels ? idx[1] * 4 + j : idx[1]};
+      std::vector<Expr> xi{idx[0], g.lanes ? idx[1] : g.axis == QuadAxis::Channels ? idx[1] * 4 + j : idx[1]};
       Expr inside;
       for (size_t a = 0; a < g.rank; ++a) {
         Expr pos = g.phased[a] ? row[a] * win.strides[a] + phase[a] : row[a];  // a padded position
@@ -108,6 +121,7 @@ TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeom
         inside = and_cond(inside, window_inside(win, a, x->shape[2 + a], at_x));
         xi.push_back(at_x);
       }
+      if (g.lanes) xi.push_back(idx.back() * 4 + j);  // a padded channel's code weighs 0
       return form.byte(guarded(inside, cast(i32, at(x, xi)), int_imm(zx, i32)) + int_imm(form.shift, i32));
     });
   });
@@ -118,7 +132,7 @@ TensorRef packed_input(const LowerContext& c, const TensorRef& x, const QuadGeom
 // byte.
 Tensor packed_weights(const Tensor& w, const QuadGeometry& g, int64_t rows) {
   const Shape& ws = w.shape();
-  Shape shape{rows, g.axis == QuadAxis::Channels ? ws[1] / 4 : ws[1]};
+  Shape shape{rows, g.lanes ? (ws[1] + 4 * g.lanes - 1) / (4 * g.lanes) : g.axis == QuadAxis::Channels ? ws[1] / 4 : ws[1]};
   const std::vector<int64_t> taps = g.tap_extents();
   shape.insert(shape.end(), taps.begin(), taps.end());
   std::vector<int64_t> quads(static_cast<size_t>(num_elements(shape)));
@@ -126,8 +140,9 @@ Tensor packed_weights(const Tensor& w, const QuadGeometry& g, int64_t rows) {
   for (size_t i = 0; i < quads.size(); ++i, nn::next_index(idx, shape))
     quads[i] = byte_quad_bits([&](int64_t j) -> int64_t {
       // The weight's own index [m, c, k...]; a padding tap past the kernel's end weighs 0.
-      if (idx[0] >= ws[0]) return 0;
-      std::vector<int64_t> wi{idx[0], g.axis == QuadAxis::Channels ? idx[1] * 4 + j : idx[1]};
+      const int64_t channel = g.channel(idx[1], g.lanes ? idx.back() : 0, j);
+      if (idx[0] >= ws[0] || channel >= ws[1]) return 0;
+      std::vector<int64_t> wi{idx[0], channel};
       size_t d = 2;
       for (size_t a = 0; a < g.rank; ++a) {
         int64_t k = 0;
@@ -185,6 +200,7 @@ std::vector<Expr> input_quad_index(const QuadGeometry& geo, const Expr& n, const
   }
   std::vector<Expr> xi{n, in};
   for (const auto* part : {&kq_dim, &phases, &rows, &column}) xi.insert(xi.end(), part->begin(), part->end());
+  if (geo.lanes) xi.push_back(r.back());
   return xi;
 }
 
@@ -211,17 +227,23 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
   const QuadAxis axis = w->shape()[1] % 4 == 0 ? QuadAxis::Channels : QuadAxis::KernelWidth;
   const DType i32 = DType::Int32;
   const Dot4Form form = dot4_form(c.node(), x->dtype);
-  const QuadGeometry geo(axis, nn::forward_window(c.node(), spatial(x->shape), spatial(w->shape()), false));
+  // QLinearConvDot4Blocked reads and writes blocks (block_layout.h); QLinearConvDot4 NCHW.
+  const bool blocked_io = c.node().op_type == "QLinearConvDot4Blocked";
+  const Shape x_spatial = blocked_io ? Shape(x->shape.begin() + 2, x->shape.end() - 1) : spatial(x->shape);
+  const QuadGeometry geo(axis, nn::forward_window(c.node(), x_spatial, spatial(w->shape()), false),
+                         blocked_io ? c.node().attr_int("block", 1) : 0);
   const Shape& out_shape = c.out_shape(0);
-  const int64_t block = c.node().attr_int("block", 1), channels = out_shape[1];
-  const bool blocked = block > 1 && axis == QuadAxis::Channels && group == 1;
+  const int64_t block = c.node().attr_int("block", 1), channels = w->shape()[0];
+  const bool blocked = blocked_io || (block > 1 && axis == QuadAxis::Channels && group == 1);
+  if (blocked_io && (axis != QuadAxis::Channels || group != 1 || block % 4 != 0))
+    c.fail("QLinearConvDot4Blocked needs one group over whole channel quads and a block of whole quads");
   const ChannelLayout layout = blocked ? ChannelLayout::blocked(channels, block) : ChannelLayout::nchw(channels);
   Shape acc_shape = out_shape;
-  if (blocked) {
+  if (blocked && !blocked_io) {
     acc_shape[1] = layout.channels / block;
     acc_shape.push_back(block);
   }
-  TensorRef quads = packed_input(c, x, geo, zx->get_int(0), form);
+  TensorRef quads = packed_input(c, x, w->shape()[1] * group, geo, zx->get_int(0), form);
   const Tensor rows = packed_weights(*w, geo, layout.channels);
   auto wq_values = std::make_shared<const Tensor>(blocked ? in_row_blocks(rows, block) : rows);
   TensorRef wq = placeholder(c.name("weight_quads"), i32, wq_values->shape(), wq_values);
@@ -238,7 +260,7 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
                            return form.dot(at(quads, input_quad_index(geo, idx[0], in, out, r)), at(wq, wi));
                          });
   TensorRef acc = minus_channel_constants(c, c.name("acc"), sum, zx->get_int(0) + form.shift, *sums, bias, layout);
-  if (!blocked) {
+  if (!blocked || blocked_io) {
     c.set_output(0, requantized_conv_output(c, acc, c.name(), layout));
     return;
   }
@@ -255,6 +277,7 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
 
 void register_int8_dot_conv_lowering(LoweringRegistry& r) {
   r.add({"QLinearConvDot4", "kiln", lower_qlinear_conv_dot4});
+  r.add({"QLinearConvDot4Blocked", "kiln", lower_qlinear_conv_dot4});
 }
 
 }  // namespace kiln::te::nn_lower

@@ -72,11 +72,11 @@ std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_
 }
 
 ChannelLayout ChannelLayout::nchw(int64_t channels) {
-  return {channels, 1, [](const std::vector<Expr>& idx) { return idx[1]; }};
+  return {channels, channels, 1, [](const std::vector<Expr>& idx) { return idx[1]; }};
 }
 
 ChannelLayout ChannelLayout::blocked(int64_t channels, int64_t block) {
-  return {(channels + block - 1) / block * block, block,
+  return {(channels + block - 1) / block * block, channels, block,
           [block](const std::vector<Expr>& idx) { return idx[1] * block + idx.back(); }};
 }
 
@@ -94,7 +94,7 @@ TensorRef minus_channel_constants(const LowerContext& c, const std::string& name
 }
 
 TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc, const std::string& name, const ChannelLayout& layout) {
-  const int64_t real = c.out_shape(0)[1];
+  const int64_t real = layout.real;
   Shape channels{layout.channels};
   // The reference forms the multiplier x_scale * w_scale / y_scale in float32, rounding after each
   // operation: one float32 stage per operation reproduces that exactly. A padded channel takes the

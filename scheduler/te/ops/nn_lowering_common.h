@@ -61,6 +61,7 @@ std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_
 /// accumulators spans output channels (int8_dot_conv_lowering.cc).
 struct ChannelLayout {
   int64_t channels = 0;  ///< the channels with a place, padded ones included
+  int64_t real = 0;      ///< the op's output channels
   int64_t block = 1;
   std::function<Expr(const std::vector<Expr>&)> channel;  ///< an element's index -> its channel
   static ChannelLayout nchw(int64_t channels);
