@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "frontend/layout/block_layout.h"
+#include "frontend/passes/drop_qdq_moves.h"
+#include "frontend/passes/remove_dead_nodes.h"
 #include "frontend/reference/interpreter.h"
 #include "targets/target.h"
 #include "tests/frontend/test_models.h"
@@ -246,6 +249,93 @@ TEST(Int8DotConv, OutputChannelBlocksMatchTheReferenceExactly) {
       expect_reference_integers(original, g, "x86_64-generic", in);
       if (host_target_name() == "x86_64-avx512-vnni") expect_reference_integers(original, g, "host", in);
     }
+  }
+}
+
+// A conv feeding two, their dequantized outputs concatenated, pooled and quantized again, a last
+// conv of 20 outputs (a padded block of 8 or 16); x is [1, 8, 9, 9].
+ModelBuilder codes_between_convs(DType x) {
+  ModelBuilder b("int8_blocks_between", 13);
+  b.input("x", x, Shape{1, 8, 9, 9});
+  QConv conv;
+  conv.x = x;
+  conv.x_zero = x == DType::Int8 ? -3 : 131;
+  conv.out = 32;
+  qconv(b, "x", "a", conv);
+  QConv squeeze = conv;
+  squeeze.in = 32, squeeze.out = 16, squeeze.kernel = 1, squeeze.pad = 0;
+  qconv(b, "a", "s", squeeze);
+  QConv expand = conv;
+  expand.in = 32, expand.out = 16;
+  qconv(b, "a", "e", expand);
+  b.node("DequantizeLinear", {"s", "s.ys", "s.yz"}, {"sf"});
+  b.node("DequantizeLinear", {"e", "e.ys", "e.yz"}, {"ef"});
+  b.node("Concat", {"sf", "ef"}, {"cf"}).attr("axis", int64_t{1});
+  b.node("MaxPool", {"cf"}, {"pf"})
+      .attr("kernel_shape", std::vector<int64_t>{2, 2})
+      .attr("strides", std::vector<int64_t>{2, 2});
+  b.initializer("q.s", Tensor::scalar_double(DType::Float32, 0.07));
+  b.initializer("q.z", Tensor::from_ints(x, {}, std::vector<int64_t>{x == DType::Int8 ? -10 : 118}));
+  b.node("QuantizeLinear", {"pf", "q.s", "q.z"}, {"p"});
+  QConv last = conv;
+  last.in = 32, last.out = 20;
+  last.x_zero = x == DType::Int8 ? -10 : 118;  // the quantized pool's zero point
+  qconv(b, "p", "d", last);
+  b.output("d", x, Shape{1, 20, 4, 4});
+  return b;
+}
+
+// The blocked int8 ops' own reference kernels (QLinearConvDot4Blocked, MaxPoolBlocked of codes, a
+// Concat and (de)quantizations on blocks) give the NCHW graph's codes, in blocks of 8 and 16.
+TEST(Int8DotLayout, BlockedCodesComputeWhatNchwComputesInTheReference) {
+  for (DType x : {DType::UInt8, DType::Int8})
+    for (const int64_t block : {8, 16}) {
+      SCOPED_TRACE(dtype_name(x) + " in blocks of " + std::to_string(block));
+      ModelBuilder b = codes_between_convs(x);
+      Graph g = testing::prepared_graph(b);
+      quantize_before_moves(g);
+      ASSERT_EQ(use_int8_dot_products(g, false, block), 4);
+      const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 9, 9})}};
+      const std::vector<Tensor> nchw = run_reference(g, in);
+      EXPECT_EQ(block_layout(g, block), 4);
+      remove_dead_nodes(g);
+      EXPECT_EQ(testing::op_types(g), (std::vector<std::string>{"ReorderToBlocked", "QLinearConvDot4Blocked", "QLinearConvDot4Blocked",
+                                                                "QLinearConvDot4Blocked", "DequantizeLinear", "DequantizeLinear",
+                                                                "QuantizeLinear", "QuantizeLinear", "Concat", "MaxPoolBlocked",
+                                                                "QLinearConvDot4Blocked", "ReorderFromBlocked"}));
+      EXPECT_EQ(run_reference(g, in)[0].to_ints(), nchw[0].to_ints());
+    }
+}
+
+// On a host with 256- or 512-bit vectors the codes between blocked int8 convs stay in the blocks: a
+// conv feeding two, their dequantized outputs concatenated, pooled and quantized again (moved before
+// the Concat and the pool: quantize_before_moves), a last conv of 20 outputs (a padded block). One
+// reorder in, one out; the reference's integers.
+TEST(Int8DotConv, CodesBetweenBlockedConvsStayInBlocks) {
+  const std::optional<std::string> host = host_target_name();
+  if (!host || load_target(*host).vector_bits < 256 || load_target(*host).triple.rfind("x86_64", 0) != 0)
+    GTEST_SKIP() << "no x86-64 host with 256- or 512-bit vectors";
+  for (DType x : {DType::UInt8, DType::Int8}) {
+    SCOPED_TRACE(dtype_name(x));
+    ModelBuilder b = codes_between_convs(x);
+    testing::TempDir dir;
+    testing::HostPackage pkg(b, dir);
+    std::string layout;
+    PipelineOptions o;
+    o.stop_after = "layout";
+    o.dump = StageDump({"layout"}, [&](const std::string& text) { layout += text; });
+    CompileOptions c;
+    c.target = resolve_target("host");
+    compile_graph(pkg.graph(), c, dir.path("unused"), o);
+    std::map<std::string, int> ops;
+    for (const char* op : {"QLinearConvDot4Blocked(", "ReorderToBlocked(", "ReorderFromBlocked(", "MaxPoolBlocked(", "Concat("})
+      for (size_t at = layout.find(op); at != std::string::npos; at = layout.find(op, at + 1)) ++ops[op];
+    EXPECT_EQ(ops["QLinearConvDot4Blocked("], 4) << layout;
+    EXPECT_EQ(ops["ReorderToBlocked("], 1) << layout;
+    EXPECT_EQ(ops["ReorderFromBlocked("], 1) << layout;
+    EXPECT_EQ(ops["MaxPoolBlocked("], 1) << layout;
+    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 9, 9})}};
+    EXPECT_EQ(pkg.run(in)[0].to_ints(), run_reference(pkg.graph(), in)[0].to_ints());
   }
 }
 
