@@ -208,17 +208,24 @@ class BlockLayout {
   // between two such convs, and the per-tensor (de)quantizations, pools and concats on the way, stay
   // blocked: in NCHW each of them was reordered out of the accumulator's blocks and packed into
   // channel quads again (squeezenet int8: bench/RESULTS.md).
+  // One whose input is not blocked yet (or whose reduction runs over taps, not channel quads) reads
+  // it in NCHW (nchw_input): packing its quads from NCHW rows is as cheap as from blocks, and a
+  // reorder in would be one more pass (ultraface's pointwise convs between NCHW depthwise ones).
   bool try_int8_conv(const Node& n) {
     if (n.domain != kDomain || n.op_type != "QLinearConvDot4" || n.attr_int("block", 1) != block_ || n.outputs.size() != 1) return false;
     auto it = blocked_.find(n.inputs[0]);
-    if (it != blocked_.end() && g_.value(it->second).shape.back() != block_) return false;
-    const std::string xb = blocked_input(n.inputs[0], block_);
+    const bool channel_quads = g_.value(n.inputs[3]).shape[1] % 4 == 0;
+    const bool blocked_in = it != blocked_.end() && g_.value(it->second).shape.back() == block_ && channel_quads;
     std::vector<std::string> ins = n.inputs;
-    ins[0] = xb;
+    if (blocked_in)
+      ins[0] = it->second;
+    else
+      need_nchw(n.inputs[0]);
     const Shape& ys = g_.value(n.outputs[0]).shape;
     const std::string yb = add_blocked(n.outputs[0], blocked_shape(ys, (ys[1] + block_ - 1) / block_, block_));
     Node& conv = emit("QLinearConvDot4Blocked", n.name, ins, {yb});
     conv.attrs = n.attrs;
+    if (!blocked_in) conv.attrs["nchw_input"] = AttrValue(int64_t{1});
     blocked_[n.outputs[0]] = yb;
     ++convs_;
     return true;

@@ -39,11 +39,10 @@ bool matmul_runs_as_dot4(const Graph& g, const Node& n, size_t b) {
 }
 
 // Whether a Dot4 conv accumulates in blocks of `block` output channels (int8_dot_layout.h): one
-// group whose input channels come in quads, and at least a block of outputs (fewer would be mostly
-// padding lanes).
+// group, and at least a block of outputs (fewer would be mostly padding lanes).
 bool conv_blocks_outputs(const Graph& g, const Node& n, int64_t block) {
   const Shape& ws = g.value(n.inputs[3]).shape;
-  return block > 1 && n.attr_int("group", 1) == 1 && ws[1] % 4 == 0 && ws[0] >= block;
+  return block > 1 && n.attr_int("group", 1) == 1 && ws[0] >= block;
 }
 
 }  // namespace

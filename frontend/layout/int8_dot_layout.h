@@ -29,8 +29,8 @@ namespace kiln {
 /// Cortex-M with the DSP extension (two SMLADs of byte pairs, codegen.cc). With
 /// `signed_bytes`, each gets the attribute dot = "s8s8": its lowering sums signed-by-signed dot
 /// products, AArch64's sdot (scheduler/te/ops/dot4_form.h). With `output_block` > 1, a conv of one
-/// group over channel quads with at least that many outputs gets the attribute block =
-/// output_block: it accumulates in blocks of output channels (int8_dot_conv_lowering.cc).
+/// group with at least that many outputs gets the attribute block = output_block: it accumulates
+/// in blocks of output channels (int8_dot_conv_lowering.cc).
 int use_int8_dot_products(Graph& g, bool signed_bytes = false, int64_t output_block = 1);
 
 /// The output-channel block of int8 convs on a target with `vector_bits`-wide vectors: its int32

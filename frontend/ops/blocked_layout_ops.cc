@@ -16,6 +16,7 @@
 //                                8-bit N x Cb x S... x b, QLinearConv's other inputs as they are (w: M x C x K...,
 //                                C <= Cb b, one group), attribute block = b -> N x ceil(M/b) x O... x b:
 //                                QLinearConv of the first C channels; padded outputs hold y's zero point.
+//                                With nchw_input = 1, x is N x C x S... (only the output is blocked).
 // Channel c of a blocked tensor is element c % b of block c / b, so a vector of b channels is
 // contiguous, and a convolution's weights are stored in the order its inner loop reads them.
 #include "frontend/ops/nn_common.h"
@@ -289,13 +290,15 @@ OpDef qlinear_conv_blocked_op() {
     for (size_t i = 0; i < 8; ++i) c.require_input(i, names[i]);
     const Shape &x = c.shape(0), &w = c.shape(3);
     const int64_t b = positive_attr(c, "block");
-    if (x.size() < 4 || x.size() > 6 || w.size() + 1 != x.size() || x.back() != b || w[1] > x[1] * b ||
+    const bool nchw = c.node().attr_int("nchw_input", 0) != 0;
+    if (nchw ? (x.size() < 3 || x.size() > 5 || w.size() != x.size() || w[1] != x[1])
+             : (x.size() < 4 || x.size() > 6 || w.size() + 1 != x.size() || x.back() != b || w[1] > x[1] * b) ||
         c.node().attr_int("group", 1) != 1)
-      c.fail("x " + shape_str(x) + " and w " + shape_str(w) + " are not N x Cb x S... x " + std::to_string(b) +
+      c.fail("x " + shape_str(x) + " and w " + shape_str(w) + " are not " + (nchw ? "N x C x S..." : "N x Cb x S... x " + std::to_string(b)) +
              " and M x C x K... with C <= Cb x " + std::to_string(b) + " in one group");
     for (size_t i : {size_t{0}, size_t{3}, size_t{7}})
       if (c.dtype(i) != DType::UInt8 && c.dtype(i) != DType::Int8) c.unsupported("dtype " + dtype_name(c.dtype(i)) + " is not supported");
-    const Window win = blocked_window(c.node(), x, std::vector<int64_t>(w.begin() + 2, w.end()));
+    const Window win = forward_window(c.node(), Shape(x.begin() + 2, x.end() - (nchw ? 0 : 1)), std::vector<int64_t>(w.begin() + 2, w.end()), false);
     Shape out{x[0], (w[0] + b - 1) / b};
     out.insert(out.end(), win.out.begin(), win.out.end());
     out.push_back(b);
@@ -303,7 +306,7 @@ OpDef qlinear_conv_blocked_op() {
   };
   d.eval = [](EvalContext& c) {
     const int64_t b = c.node().attr_int("block", 1);
-    const Tensor x = from_blocked(c.input(0), c.input(3).shape()[1]);
+    const Tensor x = c.node().attr_int("nchw_input", 0) ? c.input(0) : from_blocked(c.input(0), c.input(3).shape()[1]);
     std::vector<const Tensor*> ins{&x};
     for (size_t i = 1; i < c.num_inputs(); ++i) ins.push_back(c.has_input(i) ? &c.input(i) : nullptr);
     EvalContext nchw(c.node(), ins);

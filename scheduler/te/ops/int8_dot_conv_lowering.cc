@@ -229,14 +229,15 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
   const Dot4Form form = dot4_form(c.node(), x->dtype);
   // QLinearConvDot4Blocked reads and writes blocks (block_layout.h); QLinearConvDot4 NCHW.
   const bool blocked_io = c.node().op_type == "QLinearConvDot4Blocked";
-  const Shape x_spatial = blocked_io ? Shape(x->shape.begin() + 2, x->shape.end() - 1) : spatial(x->shape);
+  const bool blocked_in = blocked_io && c.node().attr_int("nchw_input", 0) == 0;
+  const Shape x_spatial = blocked_in ? Shape(x->shape.begin() + 2, x->shape.end() - 1) : spatial(x->shape);
   const QuadGeometry geo(axis, nn::forward_window(c.node(), x_spatial, spatial(w->shape()), false),
-                         blocked_io ? c.node().attr_int("block", 1) : 0);
+                         blocked_in ? c.node().attr_int("block", 1) : 0);
   const Shape& out_shape = c.out_shape(0);
   const int64_t block = c.node().attr_int("block", 1), channels = w->shape()[0];
-  const bool blocked = blocked_io || (block > 1 && axis == QuadAxis::Channels && group == 1);
-  if (blocked_io && (axis != QuadAxis::Channels || group != 1 || block % 4 != 0))
-    c.fail("QLinearConvDot4Blocked needs one group over whole channel quads and a block of whole quads");
+  const bool blocked = blocked_io || (block > 1 && group == 1);
+  if (blocked_io && (group != 1 || (blocked_in && (axis != QuadAxis::Channels || block % 4 != 0))))
+    c.fail("QLinearConvDot4Blocked needs one group and, on a blocked input, whole channel quads and a block of whole quads");
   const ChannelLayout layout = blocked ? ChannelLayout::blocked(channels, block) : ChannelLayout::nchw(channels);
   Shape acc_shape = out_shape;
   if (blocked && !blocked_io) {

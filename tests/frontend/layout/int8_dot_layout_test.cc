@@ -209,8 +209,8 @@ TEST(Int8DotConv, VnniDotProductsMatchTheReferenceExactly) {
 }
 
 // Convs that accumulate in blocks of output channels (int8_dot_conv_lowering.cc): 20 outputs (a
-// padded last block for blocks of 8 and 16), then 16 at stride 2 without a bias; a grouped one and
-// one of 6 outputs keep NCHW rows. Against the reference, exactly, with blocks of 16 and 8, on
+// padded last block for blocks of 8 and 16), then 16 at stride 2 without a bias, and 16 over a
+// 3-channel image (quads of kernel-row taps); a grouped one and one of 6 outputs keep NCHW rows. Against the reference, exactly, with blocks of 16 and 8, on
 // x86_64-generic (the expansion) and on the host when it has VNNI.
 TEST(Int8DotConv, OutputChannelBlocksMatchTheReferenceExactly) {
 #if !defined(__x86_64__)
@@ -220,6 +220,7 @@ TEST(Int8DotConv, OutputChannelBlocksMatchTheReferenceExactly) {
     SCOPED_TRACE(dtype_name(x));
     ModelBuilder b("int8_dot_blocks", 13);
     b.input("x", x, Shape{1, 8, 7, 9});
+    b.input("x3", x, Shape{1, 3, 11, 10});
     QConv wide;
     wide.x = x;
     wide.x_zero = x == DType::Int8 ? -3 : 131;
@@ -234,18 +235,22 @@ TEST(Int8DotConv, OutputChannelBlocksMatchTheReferenceExactly) {
     QConv narrow = wide;
     narrow.in = 16, narrow.out = 6;
     qconv(b, "c", "d", narrow);
+    QConv image = wide;  // 3 channels under a 5x6 kernel at stride 2: quads of kernel-row taps
+    image.in = 3, image.out = 16, image.kernel = 5, image.kernel_w = 6, image.stride = 2, image.pad = 2;
+    qconv(b, "x3", "i", image);
     b.output("a", x, Shape{1, 20, 7, 9});
     b.output("d", x, Shape{1, 6, 4, 5});
+    b.output("i", x, Shape{1, 16, 6, 5});
     const Graph original = testing::prepared_graph(b);
-    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}};
+    const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}, {"x3", input_of(x, {1, 3, 11, 10})}};
     for (const int64_t block : {16, 8}) {
       SCOPED_TRACE(block);
       Graph g = original;
-      ASSERT_EQ(use_int8_dot_products(g, false, block), 4);
+      ASSERT_EQ(use_int8_dot_products(g, false, block), 5);
       std::vector<int64_t> blocks;
       for (const Node& n : g.nodes)
         if (n.domain == "kiln") blocks.push_back(n.attr_int("block", 1));
-      EXPECT_EQ(blocks, (std::vector<int64_t>{block, block, 1, 1}));
+      EXPECT_EQ(blocks, (std::vector<int64_t>{block, block, 1, 1, block}));
       expect_reference_integers(original, g, "x86_64-generic", in);
       if (host_target_name() == "x86_64-avx512-vnni") expect_reference_integers(original, g, "host", in);
     }
@@ -285,8 +290,9 @@ ModelBuilder codes_between_convs(DType x) {
   return b;
 }
 
-// The blocked int8 ops' own reference kernels (QLinearConvDot4Blocked, MaxPoolBlocked of codes, a
-// Concat and (de)quantizations on blocks) give the NCHW graph's codes, in blocks of 8 and 16.
+// The blocked int8 ops' own reference kernels (QLinearConvDot4Blocked on an NCHW input and on blocks,
+// MaxPoolBlocked of codes, a Concat and (de)quantizations on blocks) give the NCHW graph's codes, in
+// blocks of 8 and 16.
 TEST(Int8DotLayout, BlockedCodesComputeWhatNchwComputesInTheReference) {
   for (DType x : {DType::UInt8, DType::Int8})
     for (const int64_t block : {8, 16}) {
@@ -299,7 +305,7 @@ TEST(Int8DotLayout, BlockedCodesComputeWhatNchwComputesInTheReference) {
       const std::vector<Tensor> nchw = run_reference(g, in);
       EXPECT_EQ(block_layout(g, block), 4);
       remove_dead_nodes(g);
-      EXPECT_EQ(testing::op_types(g), (std::vector<std::string>{"ReorderToBlocked", "QLinearConvDot4Blocked", "QLinearConvDot4Blocked",
+      EXPECT_EQ(testing::op_types(g), (std::vector<std::string>{"QLinearConvDot4Blocked", "QLinearConvDot4Blocked",
                                                                 "QLinearConvDot4Blocked", "DequantizeLinear", "DequantizeLinear",
                                                                 "QuantizeLinear", "QuantizeLinear", "Concat", "MaxPoolBlocked",
                                                                 "QLinearConvDot4Blocked", "ReorderFromBlocked"}));
@@ -310,7 +316,7 @@ TEST(Int8DotLayout, BlockedCodesComputeWhatNchwComputesInTheReference) {
 // On a host with 256- or 512-bit vectors the codes between blocked int8 convs stay in the blocks: a
 // conv feeding two, their dequantized outputs concatenated, pooled and quantized again (moved before
 // the Concat and the pool: quantize_before_moves), a last conv of 20 outputs (a padded block). One
-// reorder in, one out; the reference's integers.
+// reorder out (the first conv reads its NCHW input as it is); the reference's integers.
 TEST(Int8DotConv, CodesBetweenBlockedConvsStayInBlocks) {
   const std::optional<std::string> host = host_target_name();
   if (!host || load_target(*host).vector_bits < 256 || load_target(*host).triple.rfind("x86_64", 0) != 0)
@@ -331,7 +337,7 @@ TEST(Int8DotConv, CodesBetweenBlockedConvsStayInBlocks) {
     for (const char* op : {"QLinearConvDot4Blocked(", "ReorderToBlocked(", "ReorderFromBlocked(", "MaxPoolBlocked(", "Concat("})
       for (size_t at = layout.find(op); at != std::string::npos; at = layout.find(op, at + 1)) ++ops[op];
     EXPECT_EQ(ops["QLinearConvDot4Blocked("], 4) << layout;
-    EXPECT_EQ(ops["ReorderToBlocked("], 1) << layout;
+    EXPECT_EQ(ops["ReorderToBlocked("], 0) << layout;  // the first conv reads x in NCHW
     EXPECT_EQ(ops["ReorderFromBlocked("], 1) << layout;
     EXPECT_EQ(ops["MaxPoolBlocked("], 1) << layout;
     const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 9, 9})}};
