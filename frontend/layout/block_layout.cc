@@ -212,8 +212,21 @@ class BlockLayout {
   // it in NCHW (nchw_input): packing its quads from NCHW rows is as cheap as from blocks, and a
   // reorder in would be one more pass (ultraface's pointwise convs between NCHW depthwise ones).
   bool try_int8_conv(const Node& n) {
-    if (n.domain != kDomain || n.op_type != "QLinearConvDot4" || n.attr_int("block", 1) != block_ || n.outputs.size() != 1) return false;
+    if (n.domain != kDomain || n.op_type != "QLinearConvDot4" || n.outputs.size() != 1) return false;
     auto it = blocked_.find(n.inputs[0]);
+    if (int8_depthwise(n)) {
+      if (it == blocked_.end() || g_.value(it->second).shape.back() != block_) return false;
+      std::vector<std::string> ins = n.inputs;
+      ins[0] = it->second;
+      const std::string yb = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, g_.value(it->second).shape[1], block_));
+      Node& conv = emit("QLinearConvBlocked", n.name, ins, {yb});
+      conv.attrs = n.attrs;
+      conv.attrs["block"] = AttrValue(block_);
+      blocked_[n.outputs[0]] = yb;
+      ++convs_;
+      return true;
+    }
+    if (n.attr_int("block", 1) != block_) return false;
     const bool channel_quads = g_.value(n.inputs[3]).shape[1] % 4 == 0;
     const bool blocked_in = it != blocked_.end() && g_.value(it->second).shape.back() == block_ && channel_quads;
     std::vector<std::string> ins = n.inputs;
@@ -223,12 +236,22 @@ class BlockLayout {
       need_nchw(n.inputs[0]);
     const Shape& ys = g_.value(n.outputs[0]).shape;
     const std::string yb = add_blocked(n.outputs[0], blocked_shape(ys, (ys[1] + block_ - 1) / block_, block_));
-    Node& conv = emit("QLinearConvDot4Blocked", n.name, ins, {yb});
+    Node& conv = emit("QLinearConvBlocked", n.name, ins, {yb});
     conv.attrs = n.attrs;
     if (!blocked_in) conv.attrs["nchw_input"] = AttrValue(int64_t{1});
     blocked_[n.outputs[0]] = yb;
     ++convs_;
     return true;
+  }
+
+  // A 2-D depthwise int8 conv (one input channel a group, one output a channel) whose input is
+  // blocked codes already computes on the blocks (lower_qlinear_depthwise_blocked); as for float ones,
+  // one on an NCHW input stays.
+  bool int8_depthwise(const Node& n) const {
+    const Shape& ws = g_.value(n.inputs[3]).shape;
+    const int64_t group = n.attr_int("group", 1);
+    return group > 1 && ws.size() == 4 && ws[1] == 1 && ws[0] == group && g_.value(n.inputs[0]).shape.size() == 4 &&
+           g_.value(n.inputs[0]).shape[1] == group;
   }
 
   // QuantizeLinear / DequantizeLinear of a blocked tensor with one constant scale and zero point map

@@ -12,11 +12,12 @@
 //   MaxPoolBlocked(x), AveragePoolBlocked(x)  N x C/b x S... x b -> N x C/b x O... x b: MaxPool /
 //                                AveragePool with their own attributes, channel by channel (MaxPool
 //                                of 8-bit codes too).
-//   QLinearConvDot4Blocked(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point[, B])
+//   QLinearConvBlocked(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point[, B])
 //                                8-bit N x Cb x S... x b, QLinearConv's other inputs as they are (w: M x C x K...,
 //                                C <= Cb b, one group), attribute block = b -> N x ceil(M/b) x O... x b:
 //                                QLinearConv of the first C channels; padded outputs hold y's zero point.
-//                                With nchw_input = 1, x is N x C x S... (only the output is blocked).
+//                                With nchw_input = 1, x is N x C x S... (only the output is blocked). Or
+//                                depthwise (2-D, group = C = M, w: C x 1 x KH x KW) on blocks.
 // Channel c of a blocked tensor is element c % b of block c / b, so a vector of b channels is
 // contiguous, and a convolution's weights are stored in the order its inner loop reads them.
 #include "frontend/ops/nn_common.h"
@@ -283,7 +284,7 @@ Tensor max_pool_values(const Node& node, const Tensor& x) { return max_pool_refe
 // on the blocks' first C channels.
 OpDef qlinear_conv_blocked_op() {
   OpDef d;
-  d.op_type = "QLinearConvDot4Blocked";
+  d.op_type = "QLinearConvBlocked";
   d.domain = kDomain;
   d.infer = [](InferContext& c) {
     const char* names[] = {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"};
@@ -291,11 +292,13 @@ OpDef qlinear_conv_blocked_op() {
     const Shape &x = c.shape(0), &w = c.shape(3);
     const int64_t b = positive_attr(c, "block");
     const bool nchw = c.node().attr_int("nchw_input", 0) != 0;
-    if (nchw ? (x.size() < 3 || x.size() > 5 || w.size() != x.size() || w[1] != x[1])
-             : (x.size() < 4 || x.size() > 6 || w.size() + 1 != x.size() || x.back() != b || w[1] > x[1] * b) ||
-        c.node().attr_int("group", 1) != 1)
+    const int64_t group = c.node().attr_int("group", 1);
+    const bool depthwise = group != 1 && !nchw && x.size() == 5 && w.size() == 4 && w[1] == 1 && w[0] == group;
+    if ((nchw ? (x.size() < 3 || x.size() > 5 || w.size() != x.size() || w[1] != x[1])
+              : (x.size() < 4 || x.size() > 6 || w.size() + 1 != x.size() || x.back() != b || w[1] * group > x[1] * b)) ||
+        (group != 1 && !depthwise))
       c.fail("x " + shape_str(x) + " and w " + shape_str(w) + " are not " + (nchw ? "N x C x S..." : "N x Cb x S... x " + std::to_string(b)) +
-             " and M x C x K... with C <= Cb x " + std::to_string(b) + " in one group");
+             " and M x C x K... with C <= Cb x " + std::to_string(b) + " in one group, or a depthwise 2-D conv on blocks");
     for (size_t i : {size_t{0}, size_t{3}, size_t{7}})
       if (c.dtype(i) != DType::UInt8 && c.dtype(i) != DType::Int8) c.unsupported("dtype " + dtype_name(c.dtype(i)) + " is not supported");
     const Window win = forward_window(c.node(), Shape(x.begin() + 2, x.end() - (nchw ? 0 : 1)), std::vector<int64_t>(w.begin() + 2, w.end()), false);
@@ -306,7 +309,8 @@ OpDef qlinear_conv_blocked_op() {
   };
   d.eval = [](EvalContext& c) {
     const int64_t b = c.node().attr_int("block", 1);
-    const Tensor x = c.node().attr_int("nchw_input", 0) ? c.input(0) : from_blocked(c.input(0), c.input(3).shape()[1]);
+    const int64_t channels_in = c.input(3).shape()[1] * c.node().attr_int("group", 1);
+    const Tensor x = c.node().attr_int("nchw_input", 0) ? c.input(0) : from_blocked(c.input(0), channels_in);
     std::vector<const Tensor*> ins{&x};
     for (size_t i = 1; i < c.num_inputs(); ++i) ins.push_back(c.has_input(i) ? &c.input(i) : nullptr);
     EvalContext nchw(c.node(), ins);

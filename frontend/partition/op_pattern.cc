@@ -99,7 +99,7 @@ namespace {
 // reorders move data.
 OpPattern kiln_domain_pattern(const std::string& op_type) {
   if (op_type == "ConvBlocked" || op_type == "DepthwiseConvBlocked" || op_type == "MaxPoolBlocked" ||
-      op_type == "AveragePoolBlocked" || op_type == "QLinearConvDot4" || op_type == "QLinearConvDot4Blocked" || op_type == "QLinearMatMulDot4" ||
+      op_type == "AveragePoolBlocked" || op_type == "QLinearConvDot4" || op_type == "QLinearConvBlocked" || op_type == "QLinearMatMulDot4" ||
       op_type == "MatMulIntegerDot4")
     return OpPattern::OutEWiseFusable;
   if (op_type == "ReorderToBlocked" || op_type == "ReorderFromBlocked") return OpPattern::Injective;

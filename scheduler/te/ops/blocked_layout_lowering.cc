@@ -94,6 +94,41 @@ void lower_conv_blocked(LowerContext& c) {
 
 }  // namespace
 
+// A depthwise int8 conv on blocks of codes (kiln.QLinearConvBlocked with group = C): per tap a vector
+// of b channels' codes, widened to int32, times their weights. There are no four products of one
+// output to pack into a dot product without the NCHW form's repacking of taps (int8_dot_layout.h),
+// which took more time than the conv itself (ultraface int8: bench/RESULTS.md). The input is padded
+// with its zero point, so a padding tap adds zx * w, which the zero point's constant takes off with
+// the rest: sum (x - zx) w = sum x w - zx sum w.
+void lower_qlinear_depthwise_blocked(LowerContext& c) {
+  const DType i32 = DType::Int32;
+  const Tensor* w = c.constant(3);
+  const Tensor* zx = c.constant(2);
+  const Tensor* bias = c.has_input(8) ? c.constant(8) : nullptr;
+  const std::shared_ptr<const Tensor> sums = symmetric_weight_sums(c, 3, 5);
+  if (!w || !zx || zx->size() != 1 || !sums || (c.has_input(8) && !bias) || w->shape().size() != 4)
+    c.fail("a blocked depthwise QLinearConv needs symmetric constant weights, a constant scalar x_zero_point and a constant bias");
+  const TensorRef& x = c.input(0);
+  const int64_t b = x->shape.back(), blocks = x->shape[1], channels = w->shape()[0], kh = w->shape()[2], kw = w->shape()[3];
+  Tensor packed(i32, {blocks, kh, kw, b});  // padded channels weigh 0
+  for (int64_t ch = 0; ch < channels; ++ch)
+    for (int64_t t = 0; t < kh * kw; ++t) packed.set_int((ch / b * kh * kw + t) * b + ch % b, w->get_int(ch * kh * kw + t));
+  const auto packed_values = std::make_shared<const Tensor>(std::move(packed));
+  TensorRef wb = placeholder(c.name("weight_blocks"), i32, packed_values->shape(), packed_values);
+  const Shape spatial(x->shape.begin() + 2, x->shape.end() - 1);
+  nn::Window win = nn::forward_window(c.node(), spatial, {kh, kw}, false);
+  TensorRef xp = x;
+  if (window_leaves(win, spatial)) std::tie(xp, win) = padded_with(c, x, win, const_of(x->dtype, static_cast<double>(zx->get_int(0))));
+  TensorRef sum = reduce(c.name("acc.sum"), "conv", i32, c.out_shape(0), Reducer::Sum, {kh, kw},
+                         [&](const std::vector<Expr>& idx, const std::vector<Expr>& r) {
+                           Expr h = window_pos(win, 0, idx[2], r[0]), wpos = window_pos(win, 1, idx[3], r[1]);
+                           return cast(i32, at(xp, {idx[0], idx[1], h, wpos, idx[4]})) * at(wb, {idx[1], r[0], r[1], idx[4]});
+                         });
+  const ChannelLayout layout = ChannelLayout::blocked(channels, b);
+  TensorRef acc = minus_channel_constants(c, c.name("acc"), sum, zx->get_int(0), *sums, bias, layout);
+  c.set_output(0, requantized_conv_output(c, acc, c.name(), layout));
+}
+
 void register_blocked_layout_lowerings(LoweringRegistry& r) {
   r.add({"ReorderToBlocked", "kiln", lower_reorder_to_blocked});
   r.add({"ReorderFromBlocked", "kiln", lower_reorder_from_blocked});

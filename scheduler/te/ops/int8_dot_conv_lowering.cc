@@ -38,7 +38,7 @@ enum class QuadAxis { Channels, KernelWidth };
 //   rows of 5 merged into 125 outputs instead of 25 vectors of 4 and a scalar).
 // Weight dims: [M, C'/group, KQ? (last), per other axis: K, or ceil(K / s) and s]; taps past a
 // kernel's end (kq' * s + phase >= K, or 4kq + j >= K) weigh 0.
-// An input in channel blocks (QLinearConvDot4Blocked) keeps them: C' is its blocks and a last dim
+// An input in channel blocks (QLinearConvBlocked) keeps them: C' is its blocks and a last dim
 // of `lanes` quads a block follows the rows, in the input and in the reduction (and the weights)
 // alike, so packing copies runs of whole blocks and the reduction reads a block's quads in order.
 struct QuadGeometry {
@@ -227,8 +227,8 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
   const QuadAxis axis = w->shape()[1] % 4 == 0 ? QuadAxis::Channels : QuadAxis::KernelWidth;
   const DType i32 = DType::Int32;
   const Dot4Form form = dot4_form(c.node(), x->dtype);
-  // QLinearConvDot4Blocked reads and writes blocks (block_layout.h); QLinearConvDot4 NCHW.
-  const bool blocked_io = c.node().op_type == "QLinearConvDot4Blocked";
+  // QLinearConvBlocked reads and writes blocks (block_layout.h); QLinearConvDot4 NCHW.
+  const bool blocked_io = c.node().op_type == "QLinearConvBlocked";
   const bool blocked_in = blocked_io && c.node().attr_int("nchw_input", 0) == 0;
   const Shape x_spatial = blocked_in ? Shape(x->shape.begin() + 2, x->shape.end() - 1) : spatial(x->shape);
   const QuadGeometry geo(axis, nn::forward_window(c.node(), x_spatial, spatial(w->shape()), false),
@@ -237,7 +237,7 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
   const int64_t block = c.node().attr_int("block", 1), channels = w->shape()[0];
   const bool blocked = blocked_io || (block > 1 && group == 1);
   if (blocked_io && (group != 1 || (blocked_in && (axis != QuadAxis::Channels || block % 4 != 0))))
-    c.fail("QLinearConvDot4Blocked needs one group and, on a blocked input, whole channel quads and a block of whole quads");
+    c.fail("QLinearConvBlocked needs one group and, on a blocked input, whole channel quads and a block of whole quads");
   const ChannelLayout layout = blocked ? ChannelLayout::blocked(channels, block) : ChannelLayout::nchw(channels);
   Shape acc_shape = out_shape;
   if (blocked && !blocked_io) {
@@ -278,7 +278,12 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
 
 void register_int8_dot_conv_lowering(LoweringRegistry& r) {
   r.add({"QLinearConvDot4", "kiln", lower_qlinear_conv_dot4});
-  r.add({"QLinearConvDot4Blocked", "kiln", lower_qlinear_conv_dot4});
+  r.add({"QLinearConvBlocked", "kiln", [](LowerContext& c) {
+           if (c.node().attr_int("group", 1) != 1)
+             lower_qlinear_depthwise_blocked(c);
+           else
+             lower_qlinear_conv_dot4(c);
+         }});
 }
 
 }  // namespace kiln::te::nn_lower

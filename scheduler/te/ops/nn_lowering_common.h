@@ -78,7 +78,9 @@ TensorRef minus_channel_constants(const LowerContext& c, const std::string& name
 TensorRef requantized_conv_output(const LowerContext& c, const TensorRef& acc, const std::string& name, const ChannelLayout& layout);
 
 void register_conv_lowerings(LoweringRegistry& r);
-void register_int8_dot_conv_lowering(LoweringRegistry& r);  // kiln.QLinearConvDot4
+void register_int8_dot_conv_lowering(LoweringRegistry& r);  // kiln.QLinearConvDot4, kiln.QLinearConvBlocked
+/// kiln.QLinearConvBlocked of a depthwise conv (blocked_layout_lowering.cc).
+void lower_qlinear_depthwise_blocked(LowerContext& c);
 void register_pool_lowerings(LoweringRegistry& r);
 void register_resize_lowerings(LoweringRegistry& r);
 void register_blocked_layout_lowerings(LoweringRegistry& r);  // domain "kiln"

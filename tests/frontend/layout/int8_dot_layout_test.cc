@@ -257,8 +257,9 @@ TEST(Int8DotConv, OutputChannelBlocksMatchTheReferenceExactly) {
   }
 }
 
-// A conv feeding two, their dequantized outputs concatenated, pooled and quantized again, a last
-// conv of 20 outputs (a padded block of 8 or 16); x is [1, 8, 9, 9].
+// A conv, a depthwise one after it (stride 2), feeding two, their dequantized outputs concatenated,
+// pooled and quantized again, a last conv of 20 outputs (a padded block of 8 or 16); x is
+// [1, 8, 9, 9].
 ModelBuilder codes_between_convs(DType x) {
   ModelBuilder b("int8_blocks_between", 13);
   b.input("x", x, Shape{1, 8, 9, 9});
@@ -267,12 +268,15 @@ ModelBuilder codes_between_convs(DType x) {
   conv.x_zero = x == DType::Int8 ? -3 : 131;
   conv.out = 32;
   qconv(b, "x", "a", conv);
+  QConv depthwise = conv;
+  depthwise.in = 32, depthwise.group = 32, depthwise.stride = 2;
+  qconv(b, "a", "dw", depthwise);
   QConv squeeze = conv;
   squeeze.in = 32, squeeze.out = 16, squeeze.kernel = 1, squeeze.pad = 0;
-  qconv(b, "a", "s", squeeze);
+  qconv(b, "dw", "s", squeeze);
   QConv expand = conv;
   expand.in = 32, expand.out = 16;
-  qconv(b, "a", "e", expand);
+  qconv(b, "dw", "e", expand);
   b.node("DequantizeLinear", {"s", "s.ys", "s.yz"}, {"sf"});
   b.node("DequantizeLinear", {"e", "e.ys", "e.yz"}, {"ef"});
   b.node("Concat", {"sf", "ef"}, {"cf"}).attr("axis", int64_t{1});
@@ -286,11 +290,11 @@ ModelBuilder codes_between_convs(DType x) {
   last.in = 32, last.out = 20;
   last.x_zero = x == DType::Int8 ? -10 : 118;  // the quantized pool's zero point
   qconv(b, "p", "d", last);
-  b.output("d", x, Shape{1, 20, 4, 4});
+  b.output("d", x, Shape{1, 20, 2, 2});
   return b;
 }
 
-// The blocked int8 ops' own reference kernels (QLinearConvDot4Blocked on an NCHW input and on blocks,
+// The blocked int8 ops' own reference kernels (QLinearConvBlocked on an NCHW input, on blocks and depthwise,
 // MaxPoolBlocked of codes, a Concat and (de)quantizations on blocks) give the NCHW graph's codes, in
 // blocks of 8 and 16.
 TEST(Int8DotLayout, BlockedCodesComputeWhatNchwComputesInTheReference) {
@@ -300,22 +304,22 @@ TEST(Int8DotLayout, BlockedCodesComputeWhatNchwComputesInTheReference) {
       ModelBuilder b = codes_between_convs(x);
       Graph g = testing::prepared_graph(b);
       quantize_before_moves(g);
-      ASSERT_EQ(use_int8_dot_products(g, false, block), 4);
+      ASSERT_EQ(use_int8_dot_products(g, false, block), 5);
       const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 9, 9})}};
       const std::vector<Tensor> nchw = run_reference(g, in);
-      EXPECT_EQ(block_layout(g, block), 4);
+      EXPECT_EQ(block_layout(g, block), 5);
       remove_dead_nodes(g);
-      EXPECT_EQ(testing::op_types(g), (std::vector<std::string>{"QLinearConvDot4Blocked", "QLinearConvDot4Blocked",
-                                                                "QLinearConvDot4Blocked", "DequantizeLinear", "DequantizeLinear",
+      EXPECT_EQ(testing::op_types(g), (std::vector<std::string>{"QLinearConvBlocked", "QLinearConvBlocked", "QLinearConvBlocked",
+                                                                "QLinearConvBlocked", "DequantizeLinear", "DequantizeLinear",
                                                                 "QuantizeLinear", "QuantizeLinear", "Concat", "MaxPoolBlocked",
-                                                                "QLinearConvDot4Blocked", "ReorderFromBlocked"}));
+                                                                "QLinearConvBlocked", "ReorderFromBlocked"}));
       EXPECT_EQ(run_reference(g, in)[0].to_ints(), nchw[0].to_ints());
     }
 }
 
-// On a host with 256- or 512-bit vectors the codes between blocked int8 convs stay in the blocks: a
-// conv feeding two, their dequantized outputs concatenated, pooled and quantized again (moved before
-// the Concat and the pool: quantize_before_moves), a last conv of 20 outputs (a padded block). One
+// On a host with 256- or 512-bit vectors the codes between blocked int8 convs stay in the blocks
+// (codes_between_convs; the quantization moved before the Concat and the pool by
+// quantize_before_moves), the depthwise conv's too. One
 // reorder out (the first conv reads its NCHW input as it is); the reference's integers.
 TEST(Int8DotConv, CodesBetweenBlockedConvsStayInBlocks) {
   const std::optional<std::string> host = host_target_name();
@@ -334,9 +338,9 @@ TEST(Int8DotConv, CodesBetweenBlockedConvsStayInBlocks) {
     c.target = resolve_target("host");
     compile_graph(pkg.graph(), c, dir.path("unused"), o);
     std::map<std::string, int> ops;
-    for (const char* op : {"QLinearConvDot4Blocked(", "ReorderToBlocked(", "ReorderFromBlocked(", "MaxPoolBlocked(", "Concat("})
+    for (const char* op : {"QLinearConvBlocked(", "ReorderToBlocked(", "ReorderFromBlocked(", "MaxPoolBlocked(", "Concat("})
       for (size_t at = layout.find(op); at != std::string::npos; at = layout.find(op, at + 1)) ++ops[op];
-    EXPECT_EQ(ops["QLinearConvDot4Blocked("], 4) << layout;
+    EXPECT_EQ(ops["QLinearConvBlocked("], 5) << layout;
     EXPECT_EQ(ops["ReorderToBlocked("], 0) << layout;  // the first conv reads x in NCHW
     EXPECT_EQ(ops["ReorderFromBlocked("], 1) << layout;
     EXPECT_EQ(ops["MaxPoolBlocked("], 1) << layout;
