@@ -26,6 +26,11 @@
 /// the edges of blocked regions and a reorder back and forth never happens. Channels past a multiple
 /// of b are zero-padded, never dropped; the ops kept blocked map 0 to a finite value, and padded
 /// input channels have zero weights, so padding never reaches a real channel.
+///
+/// int8: a kiln.QLinearConvDot4 with the attribute block = b (int8_dot_layout.h) becomes
+/// kiln.QLinearConvBlocked, reading its input's blocks (or NCHW rows when it has none yet) and
+/// writing blocks of codes; per-tensor QuantizeLinear / DequantizeLinear, MaxPool, Concat and Identity
+/// of codes stay blocked after it, as does a depthwise int8 conv on blocked codes.
 #pragma once
 #include "frontend/ir/graph.h"
 

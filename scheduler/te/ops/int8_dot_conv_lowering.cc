@@ -7,8 +7,8 @@
 //   pixel (y, x), or [n, c, y, t, x] the four pixels under taps 4t .. 4t+3 of output column x, as
 //   unsigned bytes (int8 values plus 128; the instruction multiplies unsigned by signed), padded
 //   with the zero point so the loop nest reads no bounds. One pass over the input (four for tap
-//   quads), as a float conv's padded copy is; the output stays NCHW, so its vectors run along the
-//   row as every other int8 stage's do.
+//   quads), as a float conv's padded copy is. Without an output block (below) the output is NCHW
+//   and its vectors run along the row.
 // - the weights, packed at compile time the same way (taps past the kernel's end weigh 0).
 // sum (x - zx) * w = sum (x + s) * w - (zx + s) * sum w, with s = 128 for int8 inputs and 0 for
 // uint8 ones: the second term and the bias are one int32 per output channel, as QLinearConv's
