@@ -52,6 +52,15 @@ void qconv(ModelBuilder& b, const std::string& x, const std::string& name, const
       .attr("pads", std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad});
 }
 
+// A 3x3 conv of `out` outputs over 8 channels of `x` codes.
+QConv conv_of(DType x, int64_t out) {
+  QConv c;
+  c.x = x;
+  c.x_zero = x == DType::Int8 ? -3 : 131;
+  c.out = out;
+  return c;
+}
+
 Tensor input_of(DType t, const Shape& s) {
   std::vector<int64_t> v(static_cast<size_t>(num_elements(s)));
   const int64_t lo = t == DType::Int8 ? -128 : 0;
@@ -105,6 +114,18 @@ void expect_reference_integers(const Graph& original, const Graph& laid_out, con
   const std::vector<Tensor> want = run_reference(original, in), got = pkg.run(in);
   ASSERT_EQ(got.size(), want.size());
   for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(got[o].to_ints(), want[o].to_ints()) << "output " << o;
+}
+
+// What the layout stage makes of `pkg`'s graph for the host target (its dump).
+std::string host_layout(testing::HostPackage& pkg, testing::TempDir& dir) {
+  std::string layout;
+  PipelineOptions o;
+  o.stop_after = "layout";
+  o.dump = StageDump({"layout"}, [&](const std::string& text) { layout += text; });
+  CompileOptions c;
+  c.target = resolve_target("host");
+  compile_graph(pkg.graph(), c, dir.path("unused"), o);
+  return layout;
 }
 
 TEST(Int8DotLayout, SymmetricConvsOfWholeChannelQuadsMove) {
@@ -193,13 +214,7 @@ TEST(Int8DotConv, VnniDotProductsMatchTheReferenceExactly) {
     ModelBuilder b = dot4_convs(x);
     testing::TempDir dir;
     testing::HostPackage pkg(b, dir);
-    std::string layout;
-    PipelineOptions o;
-    o.stop_after = "layout";
-    o.dump = StageDump({"layout"}, [&](const std::string& text) { layout += text; });
-    CompileOptions c;
-    c.target = resolve_target("host");
-    compile_graph(pkg.graph(), c, dir.path("unused"), o);
+    const std::string layout = host_layout(pkg, dir);
     EXPECT_NE(layout.find("QLinearConvDot4"), std::string::npos) << layout;
     const std::map<std::string, Tensor> in = {{"x", input_of(x, {1, 8, 7, 9})}, {"x1", input_of(x, {1, 1, 11, 10})}};
     const std::vector<Tensor> want = run_reference(pkg.graph(), in), got = pkg.run(in);
@@ -221,10 +236,7 @@ TEST(Int8DotConv, OutputChannelBlocksMatchTheReferenceExactly) {
     ModelBuilder b("int8_dot_blocks", 13);
     b.input("x", x, Shape{1, 8, 7, 9});
     b.input("x3", x, Shape{1, 3, 11, 10});
-    QConv wide;
-    wide.x = x;
-    wide.x_zero = x == DType::Int8 ? -3 : 131;
-    wide.out = 20;
+    const QConv wide = conv_of(x, 20);
     qconv(b, "x", "a", wide);
     QConv strided = wide;
     strided.in = 20, strided.out = 16, strided.stride = 2, strided.bias = false;
@@ -263,10 +275,7 @@ TEST(Int8DotConv, OutputChannelBlocksMatchTheReferenceExactly) {
 ModelBuilder codes_between_convs(DType x) {
   ModelBuilder b("int8_blocks_between", 13);
   b.input("x", x, Shape{1, 8, 9, 9});
-  QConv conv;
-  conv.x = x;
-  conv.x_zero = x == DType::Int8 ? -3 : 131;
-  conv.out = 32;
+  const QConv conv = conv_of(x, 32);
   qconv(b, "x", "a", conv);
   QConv depthwise = conv;
   depthwise.in = 32, depthwise.group = 32, depthwise.stride = 2;
@@ -330,13 +339,7 @@ TEST(Int8DotConv, CodesBetweenBlockedConvsStayInBlocks) {
     ModelBuilder b = codes_between_convs(x);
     testing::TempDir dir;
     testing::HostPackage pkg(b, dir);
-    std::string layout;
-    PipelineOptions o;
-    o.stop_after = "layout";
-    o.dump = StageDump({"layout"}, [&](const std::string& text) { layout += text; });
-    CompileOptions c;
-    c.target = resolve_target("host");
-    compile_graph(pkg.graph(), c, dir.path("unused"), o);
+    const std::string layout = host_layout(pkg, dir);
     std::map<std::string, int> ops;
     for (const char* op : {"QLinearConvBlocked(", "ReorderToBlocked(", "ReorderFromBlocked(", "MaxPoolBlocked(", "Concat("})
       for (size_t at = layout.find(op); at != std::string::npos; at = layout.find(op, at + 1)) ++ops[op];

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "frontend/passes/drop_qdq_moves.h"
 #include "frontend/passes/remove_dead_nodes.h"
@@ -101,12 +102,19 @@ std::map<std::string, Tensor> fire_inputs() {
   return {{"a", a}, {"b", b}};
 }
 
-TEST(QuantizeBeforeMoves, AConcatAPoolAndADropoutRunOnCodesRequantizedFirst) {
-  ModelBuilder b = fire_module(0.02, 120, false);
+// fire_module(ys, yz, float_out) before and after quantize_before_moves, which makes `rewrites`
+// rewrites, and remove_dead_nodes.
+std::pair<Graph, Graph> quantized_earlier(double ys, int64_t yz, bool float_out, int rewrites) {
+  ModelBuilder b = fire_module(ys, yz, float_out);
   Graph g = testing::prepared_graph(b);
   const Graph before = g;
-  EXPECT_EQ(quantize_before_moves(g), 3);  // past the Dropout, the pool and the Concat
+  EXPECT_EQ(quantize_before_moves(g), rewrites);
   remove_dead_nodes(g);
+  return {before, g};
+}
+
+TEST(QuantizeBeforeMoves, AConcatAPoolAndADropoutRunOnCodesRequantizedFirst) {
+  const auto [before, g] = quantized_earlier(0.02, 120, false, 3);  // past the Dropout, the pool and the Concat
   EXPECT_EQ(testing::op_types(g), (std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "QuantizeLinear",
                                                             "QuantizeLinear", "Concat", "MaxPool", "Identity"}));
   for (const Node& n : g.nodes)
@@ -116,11 +124,7 @@ TEST(QuantizeBeforeMoves, AConcatAPoolAndADropoutRunOnCodesRequantizedFirst) {
 
 // When the output's parameters are a's, a's codes go to the Concat as they are.
 TEST(QuantizeBeforeMoves, AnInputWithTheOutputsParametersIsConcatenatedAsItIs) {
-  ModelBuilder b = fire_module(0.05, 100, false);
-  Graph g = testing::prepared_graph(b);
-  const Graph before = g;
-  EXPECT_EQ(quantize_before_moves(g), 4);
-  remove_dead_nodes(g);
+  const auto [before, g] = quantized_earlier(0.05, 100, false, 4);
   EXPECT_EQ(testing::op_types(g), (std::vector<std::string>{"DequantizeLinear", "QuantizeLinear", "Concat", "MaxPool", "Identity"}));
   const auto concat = std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op_type == "Concat"; });
   EXPECT_EQ(concat->inputs[0], "a");
@@ -130,11 +134,7 @@ TEST(QuantizeBeforeMoves, AnInputWithTheOutputsParametersIsConcatenatedAsItIs) {
 // A float result read elsewhere stays float: the QuantizeLinear passes the pool and the Dropout and
 // stops at the Concat, whose output is a graph output.
 TEST(QuantizeBeforeMoves, AFloatResultReadElsewhereStopsIt) {
-  ModelBuilder b = fire_module(0.02, 120, true);
-  Graph g = testing::prepared_graph(b);
-  const Graph before = g;
-  EXPECT_EQ(quantize_before_moves(g), 2);
-  remove_dead_nodes(g);
+  const auto [before, g] = quantized_earlier(0.02, 120, true, 2);
   EXPECT_EQ(testing::op_types(g), (std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "Concat", "QuantizeLinear",
                                                             "MaxPool", "Identity"}));
   const std::vector<Tensor> want = run_reference(before, fire_inputs()), got = run_reference(g, fire_inputs());
