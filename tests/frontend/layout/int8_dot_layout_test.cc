@@ -225,8 +225,9 @@ TEST(Int8DotConv, VnniDotProductsMatchTheReferenceExactly) {
 
 // Convs that accumulate in blocks of output channels (int8_dot_conv_lowering.cc): 20 outputs (a
 // padded last block for blocks of 8 and 16), then 16 at stride 2 without a bias, and 16 over a
-// 3-channel image (quads of kernel-row taps); a grouped one and one of 6 outputs keep NCHW rows. Against the reference, exactly, with blocks of 16 and 8, on
-// x86_64-generic (the expansion) and on the host when it has VNNI.
+// 3-channel image (quads of kernel-row taps); a grouped one and one of 6 outputs keep NCHW rows.
+// Against the reference, exactly, with blocks of 16 and 8, on x86_64-generic (the expansion) and on
+// the host when it has VNNI.
 TEST(Int8DotConv, OutputChannelBlocksMatchTheReferenceExactly) {
 #if !defined(__x86_64__)
   GTEST_SKIP() << "runs x86-64 code";
