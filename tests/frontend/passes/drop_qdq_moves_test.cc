@@ -118,7 +118,9 @@ TEST(QuantizeBeforeMoves, AConcatAPoolAndADropoutRunOnCodesRequantizedFirst) {
   EXPECT_EQ(testing::op_types(g), (std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "QuantizeLinear",
                                                             "QuantizeLinear", "Concat", "MaxPool", "Identity"}));
   for (const Node& n : g.nodes)
-    if (n.op_type == "Concat" || n.op_type == "MaxPool") EXPECT_EQ(g.value(n.outputs[0]).dtype, DType::UInt8) << n.name;
+    if (n.op_type == "Concat" || n.op_type == "MaxPool") {
+      EXPECT_EQ(g.value(n.outputs[0]).dtype, DType::UInt8) << n.name;
+    }
   EXPECT_EQ(run_reference(before, fire_inputs())[0].to_ints(), run_reference(g, fire_inputs())[0].to_ints());
 }
 
