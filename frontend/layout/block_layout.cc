@@ -49,8 +49,8 @@ class BlockLayout {
       for (const auto& o : n.outputs) guards_of_value_[o] = n.guards;
     for (Node& n : g_.nodes) {
       node_guards_ = n.guards;
-      if (try_conv(n) || try_int8_conv(n) || try_quantize(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) || try_concat(n) || try_slice(n) ||
-          try_global_average_pool(n) || try_depth_to_space(n) || try_resize(n))
+      if (try_conv(n) || try_int8_conv(n) || try_quantize(n) || try_elementwise(n) || try_dropout(n) || try_pool(n) ||
+          try_concat(n) || try_slice(n) || try_global_average_pool(n) || try_depth_to_space(n) || try_resize(n))
         continue;
       for (const auto& in : n.inputs) need_nchw(in);
       for (const auto& o : n.outputs) produced_.insert(o);
@@ -214,21 +214,10 @@ class BlockLayout {
   bool try_int8_conv(const Node& n) {
     if (n.domain != kDomain || n.op_type != "QLinearConvDot4" || n.outputs.size() != 1) return false;
     auto it = blocked_.find(n.inputs[0]);
-    if (int8_depthwise(n)) {
-      if (it == blocked_.end() || g_.value(it->second).shape.back() != block_) return false;
-      std::vector<std::string> ins = n.inputs;
-      ins[0] = it->second;
-      const std::string yb = add_blocked(n.outputs[0], blocked_shape(g_.value(n.outputs[0]).shape, g_.value(it->second).shape[1], block_));
-      Node& conv = emit("QLinearConvBlocked", n.name, ins, {yb});
-      conv.attrs = n.attrs;
-      conv.attrs["block"] = AttrValue(block_);
-      blocked_[n.outputs[0]] = yb;
-      ++convs_;
-      return true;
-    }
-    if (n.attr_int("block", 1) != block_) return false;
-    const bool channel_quads = g_.value(n.inputs[3]).shape[1] % 4 == 0;
-    const bool blocked_in = it != blocked_.end() && g_.value(it->second).shape.back() == block_ && channel_quads;
+    const bool input_blocked = it != blocked_.end() && g_.value(it->second).shape.back() == block_;
+    const bool depthwise = int8_depthwise(n);
+    if (depthwise ? !input_blocked : n.attr_int("block", 1) != block_) return false;
+    const bool blocked_in = input_blocked && (depthwise || g_.value(n.inputs[3]).shape[1] % 4 == 0);  // channel quads
     std::vector<std::string> ins = n.inputs;
     if (blocked_in)
       ins[0] = it->second;
@@ -238,6 +227,7 @@ class BlockLayout {
     const std::string yb = add_blocked(n.outputs[0], blocked_shape(ys, (ys[1] + block_ - 1) / block_, block_));
     Node& conv = emit("QLinearConvBlocked", n.name, ins, {yb});
     conv.attrs = n.attrs;
+    conv.attrs["block"] = AttrValue(block_);
     if (!blocked_in) conv.attrs["nchw_input"] = AttrValue(int64_t{1});
     blocked_[n.outputs[0]] = yb;
     ++convs_;

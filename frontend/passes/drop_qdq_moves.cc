@@ -69,17 +69,17 @@ bool is_unread_mask_dropout(const Graph& g, const Node& n) {
 }
 
 // Moves QuantizeLinear `qi` before its input's producer when that is a move or a Concat read by it
-// alone; returns whether it did.
-bool quantize_before_producer(Graph& g, size_t qi) {
+// alone; returns where the QuantizeLinears it put there begin, or nullopt when it moved nothing.
+std::optional<size_t> quantize_before_producer(Graph& g, size_t qi) {
   const Node q = g.nodes[qi];
-  if (q.op_type != "QuantizeLinear" || !params(g, q)) return false;
+  if (q.op_type != "QuantizeLinear" || !params(g, q)) return std::nullopt;
   const std::string x = q.inputs[0];
   const std::optional<size_t> pi = producer(g, x);
-  if (!pi || readers(g, x).size() != 1 || is_graph_output(g, x)) return false;
+  if (!pi || readers(g, x).size() != 1 || is_graph_output(g, x)) return std::nullopt;
   Node& p = g.nodes[*pi];
   const bool concat = p.op_type == "Concat" && p.domain.empty() && p.guards.empty();
   const bool dropout = is_unread_mask_dropout(g, p);
-  if (!concat && !dropout && !is_move(p)) return false;
+  if (!concat && !dropout && !is_move(p)) return std::nullopt;
   const DType code = g.value(q.outputs[0]).dtype;
   std::vector<Node> quantize;
   for (size_t k = 0; k < (concat ? p.inputs.size() : 1); ++k) {
@@ -100,7 +100,7 @@ bool quantize_before_producer(Graph& g, size_t qi) {
   }
   g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(qi));  // after p: the graph is in order
   g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(*pi), quantize.begin(), quantize.end());
-  return true;
+  return pi;
 }
 
 }  // namespace
@@ -133,12 +133,14 @@ int drop_qdq_around_moves(Graph& g) {
 int quantize_before_moves(Graph& g) {
   int moved = 0;
   for (size_t i = 0; i < g.nodes.size();) {
-    if (!quantize_before_producer(g, i)) {
+    const std::optional<size_t> placed = quantize_before_producer(g, i);
+    if (!placed) {
       ++i;
       continue;
     }
     ++moved;
-    i = 0;  // the new QuantizeLinears may move on up
+    // The new QuantizeLinears may move on up; the nodes before them are as they were.
+    i = *placed;
   }
   // QuantizeLinear(DequantizeLinear(a)) with one set of parameters is a.
   for (size_t i = 0; i < g.nodes.size(); ++i) {

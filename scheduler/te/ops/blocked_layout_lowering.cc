@@ -21,16 +21,7 @@ void lower_reorder_to_blocked(LowerContext& c) {
                }));
 }
 
-void lower_reorder_from_blocked(LowerContext& c) {
-  const TensorRef& x = c.input(0);
-  const int64_t b = x->shape.back();
-  c.set_output(0, compute(c.name(), "injective", x->dtype, c.out_shape(0), [&](const std::vector<Expr>& idx) {
-                 std::vector<Expr> xi{idx[0], floordiv(idx[1], int_imm(b))};
-                 xi.insert(xi.end(), idx.begin() + 2, idx.end());
-                 xi.push_back(floormod(idx[1], int_imm(b)));
-                 return at(x, xi);
-               }));
-}
+void lower_reorder_from_blocked(LowerContext& c) { c.set_output(0, from_blocks(c.name(), c.input(0), c.out_shape(0))); }
 
 // The input of a blocked conv with kernel extents `kernel` and its window: zero-padded (as Conv's
 // lowering does, for the same reason: no bounds check per tap) when some window leaves it.
@@ -93,6 +84,16 @@ void lower_conv_blocked(LowerContext& c) {
 }
 
 }  // namespace
+
+TensorRef from_blocks(const std::string& name, const TensorRef& x, const Shape& out) {
+  const int64_t b = x->shape.back();
+  return compute(name, "injective", x->dtype, out, [&](const std::vector<Expr>& idx) {
+    std::vector<Expr> xi{idx[0], floordiv(idx[1], int_imm(b))};
+    xi.insert(xi.end(), idx.begin() + 2, idx.end());
+    xi.push_back(floormod(idx[1], int_imm(b)));
+    return at(x, xi);
+  });
+}
 
 // A depthwise int8 conv on blocks of codes (kiln.QLinearConvBlocked with group = C): per tap a vector
 // of b channels' codes, widened to int32, times their weights. There are no four products of one

@@ -265,13 +265,7 @@ void lower_qlinear_conv_dot4(LowerContext& c) {
     c.set_output(0, requantized_conv_output(c, acc, c.name(), layout));
     return;
   }
-  TensorRef codes = requantized_conv_output(c, acc, c.name("blocks"), layout);
-  c.set_output(0, compute(c.name(), "injective", codes->dtype, out_shape, [&](const std::vector<Expr>& idx) {
-    std::vector<Expr> bi{idx[0], floordiv(idx[1], int_imm(block))};
-    bi.insert(bi.end(), idx.begin() + 2, idx.end());
-    bi.push_back(floormod(idx[1], int_imm(block)));
-    return at(codes, bi);
-  }));
+  c.set_output(0, from_blocks(c.name(), requantized_conv_output(c, acc, c.name("blocks"), layout), out_shape));
 }
 
 }  // namespace

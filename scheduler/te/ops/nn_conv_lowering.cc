@@ -72,11 +72,11 @@ std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_
 }
 
 ChannelLayout ChannelLayout::nchw(int64_t channels) {
-  return {channels, channels, 1, [](const std::vector<Expr>& idx) { return idx[1]; }};
+  return {channels, channels, [](const std::vector<Expr>& idx) { return idx[1]; }};
 }
 
 ChannelLayout ChannelLayout::blocked(int64_t channels, int64_t block) {
-  return {(channels + block - 1) / block * block, channels, block,
+  return {(channels + block - 1) / block * block, channels,
           [block](const std::vector<Expr>& idx) { return idx[1] * block + idx.back(); }};
 }
 

@@ -62,7 +62,6 @@ std::shared_ptr<const Tensor> symmetric_weight_sums(const LowerContext& c, size_
 struct ChannelLayout {
   int64_t channels = 0;  ///< the channels with a place, padded ones included
   int64_t real = 0;      ///< the op's output channels
-  int64_t block = 1;
   std::function<Expr(const std::vector<Expr>&)> channel;  ///< an element's index -> its channel
   static ChannelLayout nchw(int64_t channels);
   static ChannelLayout blocked(int64_t channels, int64_t block);
@@ -81,6 +80,8 @@ void register_conv_lowerings(LoweringRegistry& r);
 void register_int8_dot_conv_lowering(LoweringRegistry& r);  // kiln.QLinearConvDot4, kiln.QLinearConvBlocked
 /// kiln.QLinearConvBlocked of a depthwise conv (blocked_layout_lowering.cc).
 void lower_qlinear_depthwise_blocked(LowerContext& c);
+/// Stage `name`: blocked x (N x Cb x S... x b) as NCHW of shape `out` (its first out[1] channels).
+TensorRef from_blocks(const std::string& name, const TensorRef& x, const Shape& out);
 void register_pool_lowerings(LoweringRegistry& r);
 void register_resize_lowerings(LoweringRegistry& r);
 void register_blocked_layout_lowerings(LoweringRegistry& r);  // domain "kiln"
