@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cuda_module.h"
 #include "backends/measure/records.h"
+#include "backends/measure/sample_database.h"
 #include "frontend/ir/error.h"
 #include "scheduler/lower/gpu_shared_tiles.h"
 #include "scheduler/search/gpu_tile_search.h"
@@ -65,6 +66,47 @@ void take_result(TaskState& t, const search::GpuChoice* choice, const measure::M
 
 std::string ms(double s) { return std::isfinite(s) ? fmt::format("{:.4f}", s * 1e3) : "-"; }
 
+// A program of the round: its choice and, where the model wants them, its feature rows.
+struct Candidate {
+  search::GpuChoice choice;
+  search::ProgramFeatures features;
+};
+
+// The round's programs: `batch` unmeasured ones, half mutations of the task's best and half random
+// draws; with a model that has learned, the ones it ranks best of a pool of such draws and a fifth
+// from the rest of the pool. Every program returned is marked seen.
+std::vector<Candidate> choose_batch(TaskState& t, int batch, const GpuTuneOptions& options,
+                                    const lower::GpuScheduleParams& gp, std::mt19937_64& rng) {
+  const bool rank = options.model && options.model->wants_features();
+  const int want = rank ? std::max(options.pool, batch) : batch;
+  std::vector<Candidate> pool;
+  std::set<search::GpuChoice> drawn;
+  for (int tries = 0; static_cast<int>(pool.size()) < want && tries < want * 20; ++tries) {
+    const bool mutate = !t.best.empty() && (tries % 2 == 0);
+    search::GpuChoice c = mutate ? search::mutate_gpu_choice(t.space, t.best, rng) : search::random_gpu_choice(t.space, rng);
+    if (t.seen.count(c) || !drawn.insert(c).second) continue;
+    pool.push_back({std::move(c), {}});
+  }
+  if (rank && static_cast<int>(pool.size()) > batch) {
+    std::vector<search::ProgramFeatures> rows;
+    for (Candidate& c : pool) {
+      c.features = search::gpu_program_features(search::gpu_program(t.task->dag, t.space, c.choice), gp);
+      rows.push_back(c.features);
+    }
+    const std::vector<double> score = options.model->predict(rows);
+    std::vector<size_t> order(pool.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+    const size_t explore = static_cast<size_t>(batch / 5), best = static_cast<size_t>(batch) - explore;
+    std::shuffle(order.begin() + static_cast<std::ptrdiff_t>(best), order.end(), rng);
+    std::vector<Candidate> picked;
+    for (size_t i = 0; i < static_cast<size_t>(batch); ++i) picked.push_back(std::move(pool[order[i]]));
+    pool = std::move(picked);
+  }
+  for (const Candidate& c : pool) t.seen.insert(c.choice);
+  return pool;
+}
+
 }  // namespace
 
 int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, const GpuTuneOptions& options,
@@ -94,6 +136,7 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
 
   // Restore: programs measured by an earlier run are neither measured again nor drawn again.
   int trials = 0;
+  std::vector<search::MeasuredSample> restored;  // what the model learns before the first round
   if (std::filesystem::exists(records_path)) {
     std::map<std::string, TaskState*> by_key;
     for (TaskState& s : states) by_key[s.task->key] = &s;
@@ -109,11 +152,15 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
         else t.seen.insert(*c);
         take_result(t, c ? &*c : nullptr, r.result, r.default_schedule);
         ++trials;
+        if (options.model)
+          if (search::ProgramFeatures f = search::gpu_program_features(program, gp); !f.empty())
+            restored.push_back({t.task->key, std::move(f), search::mean_cost(r.result)});
       } catch (const Error&) {
       }
     }
     if (trials) out << fmt::format("kiln tune: {} program(s) restored from {}\n", trials, records_path);
   }
+  if (options.model && !restored.empty()) options.model->update(restored);
 
   std::mt19937_64 rng(options.seed * 0x9E3779B97F4A7C15ull + 1);
   int measured_now = 0, round = 0;
@@ -142,20 +189,17 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
     const int share = std::clamp(options.trials / static_cast<int>(states.size()), 2, std::max(options.per_round, 2));
     const int batch = std::min(share, options.trials - trials);
     std::vector<measure::MeasureInput> inputs;
-    std::vector<search::GpuChoice> choices;
+    std::vector<Candidate> candidates;
     std::vector<bool> is_default;
     if (!t.default_seen) {
       t.default_seen = true;
       inputs.push_back({t.task->key, t.task->dag, state::State(t.task->dag), 0, true});
-      choices.emplace_back();
+      candidates.emplace_back();
       is_default.push_back(true);
     }
-    for (int tries = 0; static_cast<int>(inputs.size()) < batch && tries < batch * 20; ++tries) {
-      const bool mutate = !t.best.empty() && (tries % 2 == 0);
-      const search::GpuChoice c = mutate ? search::mutate_gpu_choice(t.space, t.best, rng) : search::random_gpu_choice(t.space, rng);
-      if (!t.seen.insert(c).second) continue;
-      inputs.push_back({t.task->key, t.task->dag, search::gpu_program(t.task->dag, t.space, c)});
-      choices.push_back(c);
+    for (Candidate& c : choose_batch(t, batch - static_cast<int>(inputs.size()), options, gp, rng)) {
+      inputs.push_back({t.task->key, t.task->dag, search::gpu_program(t.task->dag, t.space, c.choice)});
+      candidates.push_back(std::move(c));
       is_default.push_back(false);
     }
     if (inputs.empty()) {  // every program of the task has been measured
@@ -167,7 +211,8 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
     const std::vector<measure::MeasureResult> results = runner.run(inputs, builds);
     // A program whose device went away says nothing about the program: it is neither recorded nor
     // counted, and a round that lost them all ends the tuning (the records resume it).
-    std::vector<std::string> lines;
+    std::vector<std::string> lines, sample_lines;
+    std::vector<search::MeasuredSample> samples;
     int errors = 0, lost = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (results[i].error == measure::MeasureError::DeviceLost) {
@@ -175,13 +220,21 @@ int tune_gpu(const std::vector<search::TuneTask>& tasks, const Target& target, c
         continue;
       }
       lines.push_back(measure::record_line(inputs[i].task_key, target, inputs[i].state, results[i], is_default[i]));
-      take_result(t, &choices[i], results[i], is_default[i]);
+      take_result(t, &candidates[i].choice, results[i], is_default[i]);
       errors += results[i].error != measure::MeasureError::None;
+      search::ProgramFeatures& f = candidates[i].features;
+      if (f.empty()) f = search::gpu_program_features(inputs[i].state, gp);
+      if (f.empty()) continue;
+      sample_lines.push_back(measure::sample_line(t.task->key, target.name, f, search::mean_cost(results[i])));
+      samples.push_back({t.task->key, std::move(f), search::mean_cost(results[i])});
     }
     if (lost == static_cast<int>(inputs.size()))
       throw Error(fmt::format("tune: the device ran none of {} program(s) of task {}: {}", inputs.size(), t.task->key,
                               results.front().error_msg));
     measure::append_record_lines(records_path, lines);
+    // Samples after the records (a kill between the two loses samples, never a record), as CPU tuning.
+    if (!sample_lines.empty()) measure::append_record_lines(measure::features_path(records_path), sample_lines);
+    if (options.model) options.model->update(samples);
     t.stale_rounds = t.best_s < best_before ? 0 : t.stale_rounds + 1;
     trials += static_cast<int>(inputs.size()) - lost;
     measured_now += static_cast<int>(inputs.size()) - lost;

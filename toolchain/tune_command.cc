@@ -117,6 +117,10 @@ TuneCommand::TuneCommand(CLI::App& app) {
       ->capture_default_str();
   cmd_->add_option("--population", population_, "Evolutionary search population")->capture_default_str();
   cmd_->add_option("--strategy", strategy_, "Task scheduler: gradient or round-robin")->capture_default_str();
+  cmd_->add_option("--cost-model", cost_model_,
+                   "What ranks unmeasured programs: xgboost (Ansor's model, trained on every round), or random (no "
+                   "model: programs are measured as the search draws them; for comparing)")
+      ->capture_default_str();
   cmd_->add_option("--build-timeout", build_timeout_s_, "Build time limit per program, seconds")->capture_default_str();
   cmd_->add_option("--device-wait", device_wait_s_,
                    "Seconds to wait for a lost device (every program of a round lost) before stopping; the "
@@ -147,6 +151,8 @@ int TuneCommand::run() {
   if (strategy_ == "gradient") strategy = search::TaskSchedulerOptions::Strategy::Gradient;
   else if (strategy_ == "round-robin") strategy = search::TaskSchedulerOptions::Strategy::RoundRobin;
   else throw Error("tune: --strategy must be gradient or round-robin, not '" + strategy_ + "'");
+  if (cost_model_ != "xgboost" && cost_model_ != "random")
+    throw Error("tune: --cost-model must be xgboost or random, not '" + cost_model_ + "'");
 
   const Target target = load_target(target_);
   int threads = threads_;
@@ -185,6 +191,13 @@ int TuneCommand::run() {
     go.trials = trials_per_task_ > 0 ? trials_per_task_ * static_cast<int>(tasks.size()) : trials_;
     go.per_round = per_round_;
     go.seed = seed_;
+    // A GPU is lent for minutes, so a tune measures a few hundred programs: the model starts ranking
+    // after 32 of them rather than the CPU search's 64.
+    search::XGBoostOptions gxo;
+    gxo.seed = seed_;
+    gxo.warmup_samples = 32;
+    search::XGBoostModel gpu_model(gxo);
+    if (cost_model_ == "xgboost") go.model = &gpu_model;
     std::cout << fmt::format("kiln tune: {} task(s) on {}, runner {}; {} trials, {} per round\n", tasks.size(),
                              target.name, runner_.runner, go.trials, go.per_round);
     tune_gpu(tasks, target, go, builder, *runner, records_, std::cout);
@@ -193,7 +206,9 @@ int TuneCommand::run() {
   }
   search::XGBoostOptions xo;
   xo.seed = seed_;
-  search::XGBoostModel model(xo);
+  search::XGBoostModel xgboost(xo);
+  const std::unique_ptr<search::CostModel> random_model = search::make_random_model(seed_);
+  search::CostModel& model = cost_model_ == "xgboost" ? static_cast<search::CostModel&>(xgboost) : *random_model;
   // With substitutions, the search ranked by the records tuned so far decides some of the tasks.
   std::function<double(const Graph&)> record_costs;
   if (substitutions_ && std::filesystem::exists(records_))

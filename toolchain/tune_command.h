@@ -22,7 +22,7 @@ class TuneCommand {
  private:
   CLI::App* cmd_;
   std::vector<std::string> models_;
-  std::string target_, records_, curve_, strategy_ = "gradient";
+  std::string target_, records_, curve_, strategy_ = "gradient", cost_model_ = "xgboost";
   int trials_ = 1000, trials_per_task_ = 0, early_stopping_ = -1, threads_ = 0, per_round_ = 64, population_ = 2048;
   int finalists_ = 3, database_samples_ = 4096;
   double peak_gflops_ = 0, bandwidth_gbs_ = 0;

@@ -184,11 +184,11 @@ def main():
             log(f"layer {name}: kiln {mn:.4f} ms ({fl / mn / 1e9:.1f} TFLOP/s), without shared tiles {nmn:.4f} ms, "
                 f"cuDNN {cmn:.4f} ms; kiln/cuDNN {mn / cmn:.2f}x; shared/without {mn / nmn:.2f}x; err {err:.1e}")
     if only and "tuned" in only:
-        # Tuned against untuned kiln (kiln tune's records, <name>[@batch].records.json as device_run.sh's
-        # tune phase writes them), side by side with cuBLAS / PyTorch eager.
+        # Tuned against untuned kiln (kiln tune's records, <name>[@batch][.cost_model].records.json as
+        # device_run.sh's tune phase writes them), side by side with cuBLAS / PyTorch eager.
         for rec in sorted(f for f in os.listdir(a.records_dir) if f.endswith(".records.json")):
-            spec = rec[: -len(".records.json")]
-            name, _, batch = spec.partition("@")
+            spec = rec[: -len(".records.json")]  # NAME[@BATCH][.COST_MODEL]
+            name, _, batch = spec.partition(".")[0].partition("@")
             b = int(batch or 1)
             model = os.path.join(work, f"tuned_{spec}.onnx")
             if name == "matmul":

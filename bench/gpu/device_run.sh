@@ -57,15 +57,21 @@ for phase in "$@"; do
       "$kiln" rpc-server --port 0 --tracker 127.0.0.1:9190 --key gpu > /tmp/server.log 2>&1 &
       sleep 2
       cat /tmp/tracker.log /tmp/server.log
-      # TUNE_MODELS: NAME[@BATCH]:TRIALS ... (matmul is 4096^3; other names are kiln zoo networks).
+      # TUNE_MODELS: NAME[@BATCH]:TRIALS[:COST_MODEL] ... (matmul is 4096^3; other names are kiln zoo
+      # networks; COST_MODEL is kiln tune's --cost-model, xgboost by default, and a tune with `random`
+      # keeps its records apart, NAME.random.records.json, for comparing the two).
       for spec in ${TUNE_MODELS:-matmul:48 resnet50:160}; do
-        name=${spec%%:*} trials=${spec##*:}
+        name=${spec%%:*} rest=${spec#*:}
+        trials=${rest%%:*} model=xgboost
+        [ "$rest" != "$trials" ] && model=${rest#*:}
         net=${name%%@*} batch=1
         [ "$net" != "$name" ] && batch=${name##*@}
+        records=$out/$name.records.json log=$out/tune-$name.txt
+        [ "$model" != xgboost ] && records=$out/$name.$model.records.json log=$out/tune-$name.$model.txt
         if [ "$net" = matmul ]; then "$kiln" zoo matmul --m 4096 --n 4096 --k 4096 -o /tmp/$name.onnx >/dev/null
         else "$kiln" zoo "$net" --batch "$batch" -o /tmp/$name.onnx >/dev/null; fi
         timeout "${KILN_TUNE_LIMIT:-150}" "$kiln" tune /tmp/$name.onnx --target "$target" --runner rpc://127.0.0.1:9190/gpu \
-          --records "$out/$name.records.json" --trials "$trials" --measures-per-round 16 2>&1 | tee "$out/tune-$name.txt" | tail -n 30
+          --records "$records" --trials "$trials" --measures-per-round 16 --cost-model "$model" 2>&1 | tee "$log" | tail -n 30
       done
       timeout "${KILN_BENCH_LIMIT:-100000}" python3 bench/gpu/bench_gpu.py --kiln "$kiln" --target "$target" \
         --out "$out/tuned.txt" --only tuned --records-dir "$out" ;;

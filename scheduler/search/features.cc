@@ -259,7 +259,7 @@ class StoreFeatureWalker {
         return;
       case StmtKind::ExternCall: return;  // a runtime kernel: no loop nest to describe
       case StmtKind::Prefetch: return;    // a hint: no value read or written
-      case StmtKind::Barrier: return;     // GPU programs are not featurized yet
+      case StmtKind::Barrier: return;     // its cost follows from the thread loops around the stores
     }
   }
 
@@ -422,7 +422,19 @@ class StoreFeatureWalker {
       w.put(len);
       w.one_hot(static_cast<int>(pos), kLoopPositions);
     }
-    for (int g = 0; g < 8; ++g) w.put(0);  // GPU thread extents: kiln's CPU targets have none
+    // GPU values: a kernel's grid (GpuBlock loops) and block (the innermost GpuThread loop: a block's
+    // phases are thread loops of one extent, lower_gpu.h); y, z and vthreads stay 0, kiln binds x only.
+    double grid = 0, block_threads = 0;
+    for (size_t i = 0; i < depth; ++i) {
+      if (loops_[i].kind == ForKind::GpuBlock) grid = (grid > 0 ? grid : 1) * static_cast<double>(nest_.loops[i].extent);
+      if (loops_[i].kind == ForKind::GpuThread) block_threads = static_cast<double>(nest_.loops[i].extent);
+    }
+    w.put(grid > 0 || block_threads > 0 ? 1 : 0);
+    w.put(grid);
+    w.put(0);
+    w.put(0);
+    w.put(block_threads);
+    for (int g = 0; g < 3; ++g) w.put(0);
 
     // Regions per loop level, innermost first: they feed reuse distances (of this and later stores)
     // and the arithmetic-intensity curve.
@@ -525,24 +537,43 @@ class StoreFeatureWalker {
     } else {
       v.unique_bytes = outermost.count * u.elem_bytes;
       // The innermost loop that moves the access decides how many lines it crosses; loops inside it
-      // re-touch the same element.
+      // re-touch the same element. On a GPU the threads of a warp access together, so a thread loop
+      // that moves the access decides instead (coalescing: consecutive threads, consecutive elements).
       double stride = 0, reduce_ratio = 1;
       size_t i = loops_.size();
-      while (i-- > 0) {
+      auto step_at = [&](size_t k) {
+        double st = 0;
         for (const Access& a : u.accesses) {
-          const double st = step_of(a, nest_.loops[i].var, nest_.loops[i].extent, nest_);
-          if (st != 0) stride = stride == 0 ? st : std::min(stride, st);
+          const double x = step_of(a, nest_.loops[k].var, nest_.loops[k].extent, nest_);
+          if (x != 0) st = st == 0 ? x : std::min(st, x);
         }
-        if (stride != 0) break;
-        reduce_ratio *= static_cast<double>(nest_.loops[i].extent);
+        return st;
+      };
+      const size_t thread_loop = innermost_thread_loop();
+      if (thread_loop < loops_.size() && (stride = step_at(thread_loop)) != 0) {
+        v.lines = std::max(1.0, outer_prod_ * std::min(1.0, stride * u.elem_bytes / line_));
+        v.stride = stride;
+      } else {
+        while (i-- > 0) {
+          stride = step_at(i);
+          if (stride != 0) break;
+          reduce_ratio *= static_cast<double>(nest_.loops[i].extent);
+        }
+        v.lines = std::max(1.0, outer_prod_ / reduce_ratio * std::min(1.0, stride * u.elem_bytes / line_));
+        v.stride = i + 1 == loops_.size() ? stride : 0;
       }
-      v.lines = std::max(1.0, outer_prod_ / reduce_ratio * std::min(1.0, stride * u.elem_bytes / line_));
-      v.stride = i + 1 == loops_.size() ? stride : 0;
       const double run_bytes = std::min(outermost.contiguous * u.elem_bytes, static_cast<double>(line_));
       v.unique_lines = std::max(1.0, v.unique_bytes / run_bytes);
     }
     reuse_of(u, v);
     return v;
+  }
+
+  // The innermost GpuThread loop around the current statement, or loops_.size() when there is none.
+  size_t innermost_thread_loop() const {
+    for (size_t k = loops_.size(); k-- > 0;)
+      if (loops_[k].kind == ForKind::GpuThread) return k;
+    return loops_.size();
   }
 
   const double line_;

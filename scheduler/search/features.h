@@ -10,10 +10,13 @@
 /// mul, div/mod, compare/min/max, math function, conversion; bool ops; selects), each times the
 /// iterations of the loops around the store; for vectorized, unrolled and parallel loops their number,
 /// extent product, innermost extent and an 8-way one-hot position of the innermost one; 8 GPU values
-/// (zero on CPU targets); the 5 buffers crossing the most cache lines x 18 access and reuse values; a
-/// 10-point arithmetic-intensity curve; the stored buffer's allocation; the loops' product, count and
-/// the auto-unroll pragma. A multiply feeding an add/sub counts as one multiply-add, not as both.
-/// Loops of one iteration are not loops (they are folded away before code generation).
+/// (is_gpu, the grid of GpuBlock loops, the block of the innermost GpuThread loop; zero on CPU
+/// targets); the 5 buffers crossing the most cache lines x 18 access and reuse values; a 10-point
+/// arithmetic-intensity curve; the stored buffer's allocation; the loops' product, count and the
+/// auto-unroll pragma. A multiply feeding an add/sub counts as one multiply-add, not as both. Loops of
+/// one iteration are not loops (they are folded away before code generation). In a GPU kernel, the
+/// lines an access crosses follow from the step between consecutive threads where a thread loop moves
+/// it: the threads of a warp access together, and consecutive elements coalesce.
 ///
 /// Thread-safe: no shared mutable state; the search calls these from all cores at once.
 #pragma once

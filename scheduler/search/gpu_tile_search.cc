@@ -1,6 +1,8 @@
 #include "scheduler/search/gpu_tile_search.h"
 
+#include "frontend/ir/error.h"
 #include "scheduler/lower/gpu_shared_tiles.h"
+#include "scheduler/lower/gpu_task.h"
 #include "scheduler/state/steps/gpu_tile_step.h"
 
 namespace kiln::search {
@@ -30,6 +32,16 @@ state::State gpu_program(const std::shared_ptr<const te::ComputeDAG>& dag, const
     s.apply(std::make_shared<state::GpuTileStep>(space[k].stage_id, t.block, t.thread_tile, t.k_chunk));
   }
   return s;
+}
+
+ProgramFeatures gpu_program_features(const state::State& program, const lower::GpuScheduleParams& p) {
+  // A GPU's L1 line: what the line counts of its accesses are measured in.
+  constexpr int kGpuLineBytes = 128;
+  try {
+    return extract_features(lower::lower_gpu_task(program, "features", p), kGpuLineBytes);
+  } catch (const Error&) {
+    return {};
+  }
 }
 
 GpuChoice random_gpu_choice(const std::vector<GpuStageSpace>& space, std::mt19937_64& rng) {

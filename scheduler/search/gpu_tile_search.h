@@ -6,7 +6,8 @@
 /// Why not the CPU's sketches and evolutionary search yet: kiln's GPU lowering derives the loops,
 /// copies and barriers from the tile, so the tile is the whole space, a few hundred to a few thousand
 /// points per stage. Candidates are drawn at random or by changing one stage's tile of the best
-/// program so far (a local step); a cost model over GPU features is the next step (docs/cuda.md).
+/// program so far (a local step); the GPU tuner ranks such draws with the cost model over their
+/// features (toolchain/gpu_tune.h).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "scheduler/lower/lower_gpu.h"
+#include "scheduler/search/features.h"
 #include "scheduler/state/state.h"
 
 namespace kiln::search {
@@ -34,6 +36,10 @@ using GpuChoice = std::vector<int>;
 /// The program of `choice`: the initial state of `dag` with its gpu_tile steps.
 state::State gpu_program(const std::shared_ptr<const te::ComputeDAG>& dag, const std::vector<GpuStageSpace>& space,
                          const GpuChoice& choice);
+
+/// The feature rows (search/features.h) of a GPU program of `dag` under `p`, lowered as the builder
+/// lowers it (lower::lower_gpu_task), with GPU cache lines of 128 bytes; empty when it does not lower.
+ProgramFeatures gpu_program_features(const state::State& program, const lower::GpuScheduleParams& p);
 
 /// A choice drawn uniformly per stage (none included).
 GpuChoice random_gpu_choice(const std::vector<GpuStageSpace>& space, std::mt19937_64& rng);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 
@@ -16,6 +17,9 @@
 #include "backends/measure/local_runner.h"
 #include "backends/measure/program_builder.h"
 #include "backends/measure/records.h"
+#include "backends/measure/sample_database.h"
+#include "backends/cuda/cuda_module.h"
+#include "scheduler/search/gpu_tile_search.h"
 #include "frontend/ir/error.h"
 #include "scheduler/state/steps/gpu_tile_step.h"
 #include "scheduler/tasks/workload_key.h"
@@ -146,6 +150,116 @@ TEST(GpuTune, ARoundWhoseDeviceIsLostIsNeitherRecordedNorCounted) {
     EXPECT_NE(std::string(e.what()).find("the board went away"), std::string::npos) << e.what();
   }
   EXPECT_EQ(lines_of(records), 0u);
+}
+
+int64_t threads_of(const state::State& s) {
+  if (s.steps().empty()) return 0;
+  const auto* t = dynamic_cast<const state::GpuTileStep*>(s.steps()[0].get());
+  if (t->none()) return 0;
+  int64_t n = 1;
+  for (size_t a = 0; a < t->block.size(); ++a) n *= t->block[a] / t->thread_tile[a];
+  return n;
+}
+
+// A model that ranks programs by their blocks' threads (the feature of the accumulators' update) and
+// keeps what it was taught.
+struct ThreadsModel : search::CostModel {
+  std::vector<search::MeasuredSample> taught;
+  void update(const std::vector<search::MeasuredSample>& s) override { taught.insert(taught.end(), s.begin(), s.end()); }
+  std::vector<double> predict(const std::vector<search::ProgramFeatures>& programs) override {
+    const std::vector<std::string>& names = search::feature_names();
+    const size_t mad = 0, threads = static_cast<size_t>(std::find(names.begin(), names.end(), "thread_x_len") - names.begin());
+    std::vector<double> score;
+    for (const search::ProgramFeatures& p : programs) {
+      double best = 0;
+      for (const std::vector<float>& row : p)
+        if (row[mad] > 0) best = std::max(best, static_cast<double>(row[threads]));
+      score.push_back(best);
+    }
+    return score;
+  }
+  size_t num_samples() const override { return taught.size(); }
+  bool wants_features() const override { return true; }
+};
+
+// Rounds of 10: the default and 9 drawn in the first, then 8 that the model ranks first of a pool of
+// 128 and 2 more from the rest of the pool. The model learns every measured program, restored ones
+// included, and the feature rows go beside the records.
+TEST(GpuTune, TheModelChoosesFromAPoolAndLearnsEveryMeasuredProgram) {
+  testing::TempDir dir;
+  const std::string records = dir.path("r.json");
+  const std::vector<search::TuneTask> tasks{matmul_task(256, 256, 64)};
+  FakeBuilder builder;
+  FakeRunner runner;
+  ThreadsModel model;
+  std::ostringstream log;
+  const GpuTuneOptions options{.trials = 40, .per_round = 10, .seed = 3, .model = &model, .pool = 128};
+  EXPECT_EQ(tune_gpu(tasks, load_target("cuda-sm90"), options, builder, runner, records, log), 40);
+  ASSERT_EQ(model.taught.size(), 40u);
+  for (const search::MeasuredSample& s : model.taught) {
+    EXPECT_EQ(s.task_key, tasks[0].key);
+    EXPECT_FALSE(s.features.empty());
+    EXPECT_TRUE(std::isfinite(s.cost_s));
+  }
+  EXPECT_EQ(lines_of(measure::features_path(records)), 40u);
+  // The widest block the space has, and how many of the ranked rounds' programs have it.
+  int64_t widest = 0;
+  const Target target = load_target("cuda-sm90");
+  const std::vector<search::GpuStageSpace> space =
+      search::gpu_task_space(*tasks[0].dag, cuda::gpu_schedule_for(target.cores, *target.gpu));
+  for (const lower::GpuSharedTile& t : space.at(0).tiles) widest = std::max(widest, t.threads());
+  int ranked_widest = 0, ranked = 0;
+  const std::vector<measure::Record> all = measure::load_records(records);
+  ASSERT_EQ(all.size(), 40u);
+  for (size_t i = 10; i < all.size(); ++i) {
+    const state::State program = measure::replay_record(all[i], tasks[0].dag);
+    ranked += 1;
+    ranked_widest += threads_of(program) == widest;
+  }
+  EXPECT_GE(ranked_widest, 24) << "of " << ranked << " programs of ranked rounds (8 of 10 are the model's picks)";
+
+  // Resumed with a fresh model: it learns the 40 restored programs before the first round.
+  ThreadsModel fresh;
+  const GpuTuneOptions more{.trials = 50, .per_round = 10, .seed = 3, .model = &fresh, .pool = 128};
+  EXPECT_EQ(tune_gpu(tasks, load_target("cuda-sm90"), more, builder, runner, records, log), 10);
+  EXPECT_EQ(fresh.taught.size(), 50u);
+}
+
+// A fake GPU on which the time of a tile follows from its threads and chunk, measured with Ansor's
+// XGBoost model and without: once the model has 16 samples, the programs it has measured are faster
+// on average than those the search measures without it (the same seeds, trials and rounds).
+TEST(GpuTune, TheXGBoostModelLearnsWhichTilesAreFast) {
+  struct ShapedRunner : FakeRunner {
+    std::vector<measure::MeasureResult> run(const std::vector<measure::MeasureInput>& inputs,
+                                            const std::vector<measure::BuildResult>&) override {
+      std::vector<measure::MeasureResult> out(inputs.size());
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const int64_t n = threads_of(inputs[i].state);
+        const auto* t = inputs[i].state.steps().empty() ? nullptr : dynamic_cast<const state::GpuTileStep*>(inputs[i].state.steps()[0].get());
+        const double chunk = t && !t->none() ? static_cast<double>(t->k_chunk) : 1;
+        out[i].costs = {n == 0 ? 4e-3 : 1e-3 * (1 + 0.3 * std::abs(std::log2(static_cast<double>(n)) - 7) + 8 / chunk)};
+      }
+      return out;
+    }
+  };
+  const std::vector<search::TuneTask> tasks{matmul_task(256, 256, 128)};
+  auto later_mean = [&](search::CostModel* model) {
+    testing::TempDir dir;
+    FakeBuilder builder;
+    ShapedRunner runner;
+    std::ostringstream log;
+    const GpuTuneOptions o{.trials = 64, .per_round = 16, .seed = 5, .model = model, .pool = 256};
+    EXPECT_EQ(tune_gpu(tasks, load_target("cuda-sm90"), o, builder, runner, dir.path("r.json"), log), 64);
+    const std::vector<measure::Record> all = measure::load_records(dir.path("r.json"));
+    double sum = 0;
+    for (size_t i = 32; i < all.size(); ++i) sum += all[i].result.costs.at(0);
+    return sum / static_cast<double>(all.size() - 32);
+  };
+  search::XGBoostModel xgboost({.warmup_samples = 16, .threads = 1, .seed = 7});
+  const double with_model = later_mean(&xgboost), without = later_mean(nullptr);
+  EXPECT_LT(with_model, 0.85 * without) << "mean time of rounds 3-4: " << with_model * 1e3 << " ms with the model, "
+                                        << without * 1e3 << " ms without";
+  std::cout << "mean time of rounds 3-4: " << with_model * 1e3 << " ms with the model, " << without * 1e3 << " ms without\n";
 }
 
 TEST(GpuTune, ACandidateBuiltForTheGpuRunsThereOrFailsAsAResult) {

@@ -290,6 +290,7 @@ TEST(TuneCli, BadArgumentsGetOneLineAndExitCode2) {
     std::string args, needle;
   } cases[] = {
       {tune_args(model, records, 4) + " --strategy fastest", "--strategy"},
+      {tune_args(model, records, 4) + " --cost-model best", "--cost-model"},
       {tune_args(model, records, 0), "--trials"},
       {tune_args(dir.path("missing.onnx"), records, 4), "missing.onnx"},
       {"tune " + model + " --target nosuch --records " + records, "nosuch"},

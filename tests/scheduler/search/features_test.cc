@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "scheduler/lower/lower_state.h"
+#include "scheduler/search/gpu_tile_search.h"
 #include "scheduler/sketch/random_program.h"
 #include "scheduler/sketch/sketch_rule.h"
 #include "tests/scheduler/state/state_test_util.h"
@@ -136,6 +137,64 @@ TEST(Features, ElementwiseMultiplyAddVectorizedAndParallel) {
   EXPECT_FEATURE(r, "outer_prod", 128);
   EXPECT_FEATURE(r, "num_loops", 2);
   EXPECT_FEATURE(r, "auto_unroll_max_step", 0);
+}
+
+// A GPU kernel: GpuBlock for b in 0..8: GpuThread for t in 0..128: C[b*128 + t] = A[t*8 + b] * 2.
+// With 128-byte lines: C's consecutive threads store consecutive elements (coalesced): 1024 stores x
+// 4 B / 128 B = 32 lines; A's threads read 8 elements apart, 32 B: 1024 x 32 / 128 = 256 lines, though
+// the loop b outside moves A by 1 (a CPU's innermost-loop view would count 32 lines for both).
+TEST(Features, GpuKernelsHaveTheirGridBlockAndCoalescedLines) {
+  auto a = make_buffer("A", DType::Float32, 1024), c = make_buffer("C", DType::Float32, 1024);
+  te::Expr b = te::var("b"), t = te::var("t");
+  auto body = lower::for_loop(
+      b, 8, ForKind::GpuBlock,
+      lower::for_loop(t, 128, ForKind::GpuThread, lower::store(c, b * 128 + t, lower::load(a, t * 8 + b) * te::float_imm(2.0))));
+  const search::ProgramFeatures rows = search::extract_features(func_of(body), 128);
+  ASSERT_EQ(rows.size(), 1u);
+  const std::vector<float>& r = rows[0];
+  EXPECT_FEATURE(r, "is_gpu", 1);
+  EXPECT_FEATURE(r, "block_x_len", 8);
+  EXPECT_FEATURE(r, "thread_x_len", 128);
+  EXPECT_FEATURE(r, "parallel_num", 0);  // blocks and threads are not CPU-parallel loops
+  EXPECT_FEATURE(r, "B0.read", 1);       // A crosses the most lines
+  EXPECT_FEATURE(r, "B0.lines", 256);
+  EXPECT_FEATURE(r, "B0.stride", 8);
+  EXPECT_FEATURE(r, "B1.write", 1);
+  EXPECT_FEATURE(r, "B1.lines", 32);
+  EXPECT_FEATURE(r, "B1.stride", 1);
+  for (const char* zero : {"block_y_len", "block_z_len", "thread_y_len", "thread_z_len", "vthread_len"})
+    EXPECT_FEATURE(r, zero, 0);
+}
+
+// GPU programs of one matmul task with two shared-memory tiles: the tuner's cost model tells them
+// apart by their blocks' threads and grids (search/gpu_tile_search.h).
+TEST(Features, GpuTileProgramsDifferByTheirThreadsAndGrid) {
+  using namespace state::testing;
+  const auto dag = matmul_dag(256, 128, 256);  // C: 256 x 256
+  const lower::GpuScheduleParams gp = lower::GpuScheduleParams{};
+  const std::vector<search::GpuStageSpace> space = search::gpu_task_space(*dag, gp);
+  ASSERT_EQ(space.size(), 1u);
+  const std::vector<lower::GpuSharedTile>& tiles = space[0].tiles;
+  std::set<std::pair<float, float>> seen;  // (threads, grid) of the kernel's compute phase
+  for (size_t i = 0; i < tiles.size(); i += std::max<size_t>(1, tiles.size() / 16)) {
+    const search::ProgramFeatures rows =
+        search::gpu_program_features(search::gpu_program(dag, space, {static_cast<int>(i)}), gp);
+    ASSERT_FALSE(rows.empty()) << i;
+    float threads = 0, grid = 0;
+    for (const std::vector<float>& r : rows) {
+      EXPECT_FEATURE(r, "is_gpu", 1);
+      if (feature(r, "float_mad") > 0) {  // the update of the accumulators
+        threads = feature(r, "thread_x_len");
+        grid = feature(r, "block_x_len");
+      }
+    }
+    EXPECT_NEAR(threads, std::log2(1.0 + static_cast<double>(tiles[i].threads())), 1e-4) << i;
+    int64_t blocks = 256 * 256;
+    for (size_t d = 0; d < 2; ++d) blocks /= tiles[i].block[d];
+    EXPECT_NEAR(grid, std::log2(1.0 + static_cast<double>(blocks)), 1e-4) << i;
+    seen.insert({threads, grid});
+  }
+  EXPECT_GT(seen.size(), 3u);
 }
 
 // A loop of one iteration is not a loop: the same nest wrapped in `for u in 0..1` (with u in the
