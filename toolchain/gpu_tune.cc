@@ -45,7 +45,7 @@ std::optional<search::GpuChoice> choice_of(const state::State& s, const std::vec
     auto k = std::find_if(space.begin(), space.end(), [&](const search::GpuStageSpace& x) { return x.stage_id == gt->stage_id; });
     if (k == space.end()) return std::nullopt;
     if (gt->none()) continue;
-    const lower::GpuSharedTile t{gt->block, gt->thread_tile, gt->k_chunk};
+    const lower::GpuSharedTile t{gt->block, gt->thread_tile, gt->k_chunk, gt->prefetch};
     auto i = std::find(k->tiles.begin(), k->tiles.end(), t);
     if (i == k->tiles.end()) return std::nullopt;
     c[static_cast<size_t>(k - space.begin())] = static_cast<int>(i - k->tiles.begin());

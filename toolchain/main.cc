@@ -133,6 +133,10 @@ int main(int argc, char** argv) {
   bool compile_no_cross_thread = false;
   compile->add_flag("--no-cross-thread-reductions", compile_no_cross_thread,
                     "GPU programs: reductions with few outputs one thread per output (to compare with)");
+  bool compile_prefetch = false;
+  compile->add_flag("--chunk-prefetch", compile_prefetch,
+                    "GPU programs: the default rule's shared-memory tiles load each next chunk into registers during "
+                    "the current one's FMAs (tuned tiles choose it themselves; to compare with)");
   int64_t compile_max_sram = -1;
   compile->add_option("--max-sram", compile_max_sram,
                       "Refuse a model whose SRAM need (arena + stack; the memory line says) is larger: bytes, or 256K, 1M")
@@ -245,6 +249,7 @@ int main(int argc, char** argv) {
       co.schedule.kind = kiln::schedule_kind_of_flags(compile_schedule, compile_choice.records_path);
       co.gpu_shared_tiles = !compile_no_shared_tiles;
       co.gpu_cross_thread_reductions = !compile_no_cross_thread;
+      co.gpu_prefetch_chunks = compile_prefetch;
       if (compile_max_sram >= 0) co.max_sram_bytes = compile_max_sram;
       kiln::PipelineOptions po;
       po.bindings = compile_bindings.parse();

@@ -60,6 +60,7 @@ lower::ModelProgram lower_for_gpu(const Graph& g, const SubgraphDAG& sdag, const
   if (c.target.gpu) gp = cuda::gpu_schedule_for(c.target.cores, *c.target.gpu);  // a CUDA target's cores: its SMs
   gp.shared_tiles = c.gpu_shared_tiles;
   gp.cross_thread_reductions = c.gpu_cross_thread_reductions;
+  gp.prefetch_chunks = c.gpu_prefetch_chunks;
   if (c.schedule.kind == ScheduleChoice::Kind::Random || c.schedule.kind == ScheduleChoice::Kind::GpuSerialRandom)
     gp.random_tiles = c.schedule.seed;
   // Tuned tiles (--records): each task's recorded gpu_tile steps (the schedule stage kept only records

@@ -69,6 +69,9 @@ struct CompileOptions {
   bool gpu_shared_tiles = true;
   /// GPU programs: reductions with few outputs spread over several threads each (gpu_cross_thread.h).
   bool gpu_cross_thread_reductions = true;
+  /// GPU programs: the default rule's shared tiles load their next chunk while the current one
+  /// computes (gpu_shared_tiles.h; off until measured on a GPU).
+  bool gpu_prefetch_chunks = false;
   /// `--max-sram`: a package needing more SRAM (arena + stack) is refused (package/memory_report.h).
   std::optional<int64_t> max_sram_bytes;
 };

@@ -2,7 +2,8 @@
 """bench/gpu/bench_gpu.py: issue 21's GPU benchmarks, side by side in one run on one GPU.
 
 kiln's CUDA packages (default GPU schedule, and the same without shared-memory tiles, --no-shared-tiles, and
-without cross-thread reductions, --no-cross-thread-reductions;
+without cross-thread reductions, --no-cross-thread-reductions; --only prefetch: with and without
+--chunk-prefetch; --only tuned: kiln tune's records against the default schedule;
 `kiln run PKG --repeat N`, GPU time from CUDA events) against
 cuBLAS SGEMM (torch.mm, TF32 off) and the GPU's measured fp32 FMA peak, and ResNet-50 / BERT-base from
 `kiln zoo` against PyTorch eager (cuDNN, torchvision's / transformers' same architectures with random
@@ -183,6 +184,26 @@ def main():
             fl = 2 * batch * cout * ((size + 2 * pad - kernel) // stride + 1) ** 2 * cin * kernel * kernel
             log(f"layer {name}: kiln {mn:.4f} ms ({fl / mn / 1e9:.1f} TFLOP/s), without shared tiles {nmn:.4f} ms, "
                 f"cuDNN {cmn:.4f} ms; kiln/cuDNN {mn / cmn:.2f}x; shared/without {mn / nmn:.2f}x; err {err:.1e}")
+    if only and "prefetch" in only:
+        # Chunk prefetch (kiln compile --chunk-prefetch: each shared tile loads its next chunk into
+        # registers during the current chunk's FMAs) against the default rule's tiles without it: the
+        # 4096^3 matmul, ResNet-50's convolutions one at a time, and the models, side by side.
+        cases = [("matmul 4096^3", ["zoo", "matmul", "--m", "4096", "--n", "4096", "--k", "4096"])]
+        for batch, cin, cout, size, kernel, stride in RESNET50_CONVS:
+            cases.append((f"conv{kernel}x{kernel} {cin}->{cout} @{size} s{stride} b{batch}",
+                          ["zoo", "conv2d", "--batch", str(batch), "--in-channels", str(cin), "--out-channels", str(cout),
+                           "--size", str(size), "--kernel", str(kernel), "--stride", str(stride), "--padding", str(kernel // 2)]))
+        cases += [("resnet50 b1", ["zoo", "resnet50", "--batch", "1"]), ("resnet50 b16", ["zoo", "resnet50", "--batch", "16"]),
+                  ("bert_base b1", ["zoo", "bert_base", "--batch", "1"])]
+        for i, (name, zoo) in enumerate(cases):
+            model = os.path.join(work, f"prefetch_{i}.onnx")
+            sh([a.kiln] + zoo + ["-o", model])
+            w = os.path.join(work, f"prefetch_{i}")
+            _, mn, _, _, _ = kiln_time(a.kiln, a.target, model, w + "-d", 10)
+            _, pmn, _, pin, pout = kiln_time(a.kiln, a.target, model, w + "-p", 10, extra=["--chunk-prefetch"])
+            err = check_vs_ort(model, pin, pout)
+            log(f"prefetch {name}: default min {mn:.4f} ms, with chunk prefetch min {pmn:.4f} ms "
+                f"(prefetch/default {pmn / mn:.2f}x; err {err:.1e})")
     if only and "tuned" in only:
         # Tuned against untuned kiln (kiln tune's records, <name>[@batch][.cost_model].records.json as
         # device_run.sh's tune phase writes them), side by side with cuBLAS / PyTorch eager.

@@ -46,7 +46,7 @@ for phase in "$@"; do
       conformance models /tmp/models/models --rtol 1e-3 --atol 1e-4 --filter "'^(?!.*fp16)'"
       conformance models-fp16 /tmp/models/models --rtol 5e-2 --atol 2e-3 --filter fp16 ;;
     bench)
-      # $BENCH_ONLY: bench_gpu.py's --only (matmul,resnet50,bert_base,layers); $KILN_BENCH_LIMIT seconds.
+      # $BENCH_ONLY: bench_gpu.py's --only (matmul,resnet50,bert_base,layers,prefetch,tuned); $KILN_BENCH_LIMIT seconds.
       timeout "${KILN_BENCH_LIMIT:-100000}" python3 bench/gpu/bench_gpu.py --kiln "$kiln" --target "$target" \
         --out "$out/bench.txt" ${BENCH_ONLY:+--only "$BENCH_ONLY"} ;;
     tune)

@@ -149,6 +149,30 @@ int64_t shared_bytes(const std::vector<Operand>& ops, const te::Stage& s, const 
   return bytes;
 }
 
+
+// Registers a thread may hold per operand for the next chunk's elements (chunk prefetch): the copy's
+// unrolled loops keep up to 16 (codegen unrolls no longer loop), so the held elements stay in registers;
+// past that, a tile copies as before. A 128 x 128 tile of 256 threads with a chunk of 16 holds 8 + 8.
+constexpr int64_t kMaxPrefetchRegisters = 16;
+
+// Elements of each operand's box a thread copies per chunk.
+std::vector<int64_t> copy_steps(const std::vector<Operand>& ops, const te::Stage& s, const GpuSharedTile& t) {
+  std::vector<int64_t> steps;
+  for (const Operand& o : ops) {
+    int64_t elements = 1;
+    for (int64_t e : box_extents(o, s, t)) elements *= e;
+    steps.push_back((elements + t.threads() - 1) / t.threads());
+  }
+  return steps;
+}
+
+// Whether chunk prefetch applies to tile `t`: more than one chunk, and few enough elements per thread.
+bool prefetch_fits(const std::vector<Operand>& ops, const te::Stage& s, const GpuSharedTile& t) {
+  if (s.reduce_axes[0].extent / t.k_chunk < 2) return false;
+  const std::vector<int64_t> steps = copy_steps(ops, s, t);
+  return *std::max_element(steps.begin(), steps.end()) <= kMaxPrefetchRegisters;
+}
+
 // Index arithmetic that leaves out what is 1 or absent (null).
 Expr times(const Expr& e, int64_t k) { return k == 1 ? e : e * te::int_imm(k); }
 Expr sum(const Expr& a, const Expr& b) { return a ? (b ? a + b : a) : b; }
@@ -249,7 +273,9 @@ std::optional<GpuSharedTile> choose_shared_tile(const te::Stage& s, const GpuSch
   // Staging that saves little global traffic costs more in barriers than it saves: such a stage (a
   // layer too small to fill the GPU with blocks that share much) keeps the default schedule.
   if (pick->shared_reuse < kMinSharedReuse) return std::nullopt;
-  return pick->tile;
+  GpuSharedTile t = pick->tile;
+  t.prefetch = p.prefetch_chunks && prefetch_fits(*operands_of(s), s, t);
+  return t;
 }
 
 std::optional<GpuSharedTile> random_shared_tile(const te::Stage& s, const GpuScheduleParams& p, uint64_t seed) {
@@ -260,6 +286,7 @@ std::optional<GpuSharedTile> random_shared_tile(const te::Stage& s, const GpuSch
   GpuSharedTile t = choices[pick].tile;
   const std::vector<int64_t> chunks = divisors_up_to(s.reduce_axes[0].extent, t.k_chunk);
   t.k_chunk = chunks[std::uniform_int_distribution<size_t>(0, chunks.size() - 1)(rng)];
+  t.prefetch = prefetch_fits(*operands_of(s), s, t) && std::uniform_int_distribution<int>(0, 1)(rng) == 1;
   return t;
 }
 
@@ -267,10 +294,16 @@ std::vector<GpuSharedTile> shared_tile_space(const te::Stage& s, const GpuSchedu
   GpuScheduleParams wide = p;
   wide.shared_bytes = p.tuned_shared_bytes;
   std::vector<GpuSharedTile> space;
-  for (const Choice& ch : shared_tile_choices(s, wide))
+  const std::vector<Choice> choices = shared_tile_choices(s, wide);
+  if (choices.empty()) return space;
+  const std::vector<Operand> ops = *operands_of(s);
+  for (const Choice& ch : choices)
     for (int64_t k : divisors_up_to(s.reduce_axes[0].extent, ch.tile.k_chunk)) {
-      space.push_back(ch.tile);
-      space.back().k_chunk = k;
+      GpuSharedTile t = ch.tile;
+      t.k_chunk = k;
+      space.push_back(t);
+      t.prefetch = true;
+      if (prefetch_fits(ops, s, t)) space.push_back(t);
     }
   return space;
 }
@@ -359,16 +392,34 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
   });
 
   const Expr ko = te::var(s.name + ".ko"), v = te::var(s.name + ".k");
-  // The operands' boxes of chunk ko into shared memory, each thread copying every threads-th element.
-  Stmt fetch = thread_loop("fetch", [&](const Expr& tv) {
+  const int64_t chunks = s.reduce_axes[0].extent / k;
+  // Each thread copies every threads-th element of each operand's box: `steps` of them.
+  const std::vector<int64_t> steps_of = copy_steps(*ops, s, tile);
+  // Chunk prefetch: the next chunk's elements are loaded into registers before the current chunk's
+  // FMAs and stored into shared memory after them, so the global loads' latency overlaps the FMAs
+  // instead of stalling the copy (one register per element a thread copies; too many would spill).
+  if (tile.prefetch && !prefetch_fits(*ops, s, tile))
+    throw InternalError("GPU shared tiles: stage '" + s.name + "': chunk prefetch with one chunk or too many elements per thread");
+  const bool prefetch = tile.prefetch;
+  std::vector<BufferRef> held(ops->size());
+  if (prefetch)
+    for (size_t i = 0; i < ops->size(); ++i)
+      held[i] = make_gpu_buffer(s.name + ".r" + std::to_string(i), (*ops)[i].load->tensor->dtype, steps_of[i],
+                                BufferScope::GpuPerThread, threads);
+  // The operands' boxes of `chunk` (an index of the first reduction axis's chunks): from global memory
+  // into shared memory (Direct), into the thread's registers (Load), or from those into shared
+  // memory (Store).
+  enum class Copy { Direct, Load, Store };
+  auto fetch_phase = [&](const std::string& phase, const Expr& chunk, Copy how) {
+    return thread_loop(phase, [&](const Expr& tv) {
     std::vector<Stmt> copies;
     for (size_t i = 0; i < ops->size(); ++i) {
       const Operand& o = (*ops)[i];
       const Staged& st = staged[i];
       int64_t elements = 1;
       for (int64_t e : st.box.extents) elements *= e;
-      const int64_t steps = (elements + threads - 1) / threads;
-      const Expr e = te::var(st.buffer->name + ".e"), f = e * te::int_imm(threads) + tv;
+      const int64_t steps = steps_of[i];
+      const Expr e = te::var(st.buffer->name + "." + phase), f = e * te::int_imm(threads) + tv;
       const std::vector<Expr> at = row_major_digits(f, st.box.extents);
       const Shape& dims = o.load->tensor->shape;
       std::vector<Expr> source;
@@ -381,7 +432,7 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
           hi += o.axis[d][a] * (s.shape[a] - 1);
         }
         for (size_t j = 0; j < rvars.size(); ++j) hi += o.reduce[d][j] * (s.reduce_axes[j].extent - 1);
-        if (o.reduce[d][0] && s.reduce_axes[0].extent > k) origin = sum(origin, times(ko, o.reduce[d][0] * k));
+        if (o.reduce[d][0] && s.reduce_axes[0].extent > k) origin = sum(origin, times(chunk, o.reduce[d][0] * k));
         Expr x = or_zero(sum(origin, st.box.extents[d] > 1 ? at[d] : nullptr));
         // Indices the stage itself reads lie inside; a box spans only those (tiles divide the axes), so
         // a clamp is needed only where the stage's own reads are guarded (a select around the load).
@@ -390,12 +441,16 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
         source.push_back(x);
         into = sum(into, st.box.extents[d] > 1 ? times(at[d], st.box.pitches[d]) : nullptr);
       }
-      Stmt copy = store(st.buffer, or_zero(into), flatten_loads(te::load(o.load->tensor, source), all));
+      const Expr global = flatten_loads(te::load(o.load->tensor, source), all);
+      Stmt copy = how == Copy::Direct ? store(st.buffer, or_zero(into), global)
+                  : how == Copy::Load ? store(held[i], e, global)
+                                      : store(st.buffer, or_zero(into), load(held[i], e));
       if (elements % threads) copy = if_then_else(f < te::int_imm(elements), copy);
       copies.push_back(for_loop(e, steps, steps <= 16 ? ForKind::Unrolled : ForKind::Serial, copy));
     }
     return block(std::move(copies));
-  });
+    });
+  };
 
   // acc += the chunk's terms, the operands read from their boxes.
   Stmt compute = thread_loop("compute", [&](const Expr& tv) {
@@ -435,8 +490,22 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
     return over_tile(store(out, te::substitute(flat_index(s.axes, s.shape), m), te::substitute(result, m)));
   });
 
-  Stmt chunks = for_loop(ko, s.reduce_axes[0].extent / k, ForKind::Serial, block({fetch, barrier(), compute, barrier()}));
-  Stmt kernel = allocate(acc, block({init, chunks, finish}));
+  Stmt body;
+  if (!prefetch) {
+    Stmt loop = for_loop(ko, chunks, ForKind::Serial, block({fetch_phase("fetch", ko, Copy::Direct), barrier(), compute, barrier()}));
+    body = block({init, loop});
+  } else {
+    // Chunk 0 is copied before the loop; in iteration ko, chunk ko + 1 is loaded before chunk ko's FMAs
+    // and stored after the barrier that ends them (the last iteration has no next chunk).
+    const Expr more = ko < te::int_imm(chunks - 1);
+    Stmt loop = for_loop(ko, chunks, ForKind::Serial,
+                         block({if_then_else(more, fetch_phase("load", ko + te::int_imm(1), Copy::Load)), compute, barrier(),
+                                if_then_else(more, fetch_phase("store", ko + te::int_imm(1), Copy::Store)), barrier()}));
+    body = block({init, fetch_phase("fetch", te::int_imm(0), Copy::Direct), barrier(), loop});
+  }
+  Stmt kernel = allocate(acc, block({body, finish}));
+  for (size_t i = held.size(); i-- > 0;)
+    if (held[i]) kernel = allocate(held[i], kernel);
   for (size_t i = staged.size(); i-- > 0;) kernel = allocate(staged[i].buffer, kernel);
   return for_loop(b, grid, ForKind::GpuBlock, kernel);
 }

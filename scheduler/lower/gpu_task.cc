@@ -24,7 +24,7 @@ GpuStageTiles gpu_stage_tiles(const state::State& s, const GpuScheduleParams& p)
       tiles[index] = std::nullopt;
       continue;
     }
-    const GpuSharedTile tile{gt->block, gt->thread_tile, gt->k_chunk};
+    const GpuSharedTile tile{gt->block, gt->thread_tile, gt->k_chunk, gt->prefetch};
     const te::Stage& stage = *dag.tensors[index]->stage;
     const std::vector<GpuSharedTile> space = shared_tile_space(stage, p);
     if (std::find(space.begin(), space.end(), tile) == space.end())

@@ -25,6 +25,7 @@ namespace kiln::lower {
 struct GpuSharedTile {
   std::vector<int64_t> block, thread_tile;
   int64_t k_chunk = 1;
+  bool prefetch = false;  ///< load the next chunk into registers during the current one's FMAs
   int64_t threads() const;
   bool operator==(const GpuSharedTile&) const = default;
 };
@@ -45,6 +46,11 @@ struct GpuScheduleParams {
   /// under a block's 48 KiB, so several blocks fit a multiprocessor.
   bool shared_tiles = true;
   int64_t shared_bytes = 20480;
+  /// The default rule's tiles load their next chunk into registers while the current one computes
+  /// (gpu_shared_tiles.h). Off by default until measured on a GPU: it raises a 128 x 128 tile's
+  /// registers per thread from 128 to 177, so one block fits a multiprocessor instead of two. Tuned
+  /// tiles choose it per stage.
+  bool prefetch_chunks = false;
   /// Set: each matmul and convolution takes a random tile (random_shared_tile with this seed) instead.
   std::optional<uint64_t> random_tiles;
   /// Reductions with few outputs use several threads per output (gpu_cross_thread.h).

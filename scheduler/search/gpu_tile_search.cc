@@ -29,7 +29,7 @@ state::State gpu_program(const std::shared_ptr<const te::ComputeDAG>& dag, const
       continue;
     }
     const lower::GpuSharedTile& t = space[k].tiles.at(static_cast<size_t>(c));
-    s.apply(std::make_shared<state::GpuTileStep>(space[k].stage_id, t.block, t.thread_tile, t.k_chunk));
+    s.apply(std::make_shared<state::GpuTileStep>(space[k].stage_id, t.block, t.thread_tile, t.k_chunk, t.prefetch));
   }
   return s;
 }
@@ -61,8 +61,9 @@ GpuChoice mutate_gpu_choice(const std::vector<GpuStageSpace>& space, const GpuCh
     const lower::GpuSharedTile& t = tiles[static_cast<size_t>(c[k])];
     for (size_t i = 0; i < tiles.size(); ++i) {
       const lower::GpuSharedTile& u = tiles[i];
-      const int same = (u.block == t.block) + (u.thread_tile == t.thread_tile) + (u.k_chunk == t.k_chunk);
-      if (same == 2) near.push_back(static_cast<int>(i));
+      const int same =
+          (u.block == t.block) + (u.thread_tile == t.thread_tile) + (u.k_chunk == t.k_chunk) + (u.prefetch == t.prefetch);
+      if (same == 3) near.push_back(static_cast<int>(i));
     }
   }
   if (!near.empty()) c[k] = near[std::uniform_int_distribution<size_t>(0, near.size() - 1)(rng)];

@@ -45,7 +45,7 @@ ProgramFeatures gpu_program_features(const state::State& program, const lower::G
 GpuChoice random_gpu_choice(const std::vector<GpuStageSpace>& space, std::mt19937_64& rng);
 
 /// `from` with one stage's tile replaced: by a tile that differs from it in one knob (block, register
-/// tile or chunk) where there is one, else by any tile.
+/// tile, chunk or prefetch) where there is one, else by any tile.
 GpuChoice mutate_gpu_choice(const std::vector<GpuStageSpace>& space, const GpuChoice& from, std::mt19937_64& rng);
 
 }  // namespace kiln::search

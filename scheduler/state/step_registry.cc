@@ -22,7 +22,14 @@ namespace kiln::state {
 
 StepRef step_from_json(const nlohmann::json& j) {
   using Reader = std::function<StepRef(const nlohmann::json&)>;
-  static const std::map<std::string, std::pair<size_t, Reader>> readers = {
+  // Fields of each step, and how many trailing ones it may leave out (a field added later, so older
+  // records still replay).
+  struct Form {
+    size_t fields;
+    Reader read;
+    size_t optional = 0;
+  };
+  static const std::map<std::string, Form> readers = {
       {"AN", {4, AnnotationStep::from_json}},     {"FU", {3, FuseStep::from_json}},
       {"PR", {4, PragmaStep::from_json}},         {"RE", {3, ReorderStep::from_json}},
       {"SP", {6, SplitStep::from_json}},          {"FSP", {5, FollowSplitStep::from_json}},
@@ -30,15 +37,18 @@ StepRef step_from_json(const nlohmann::json& j) {
       {"CA", {4, ComputeAtStep::from_json}},      {"CI", {2, ComputeInlineStep::from_json}},
       {"CR", {2, ComputeRootStep::from_json}},    {"CHR", {4, CacheReadStep::from_json}},
       {"CHW", {3, CacheWriteStep::from_json}},    {"RF", {4, RfactorStep::from_json}},
-      {"LR", {2, LayoutRewriteStep::from_json}},  {"GT", {5, GpuTileStep::from_json}},
+      {"LR", {2, LayoutRewriteStep::from_json}},  {"GT", {6, GpuTileStep::from_json, 1}},
   };
   if (!j.is_array() || j.empty() || !j[0].is_string()) throw ScheduleError("a step must be an array starting with its prefix: " + j.dump());
   auto it = readers.find(j[0].get<std::string>());
   if (it == readers.end()) throw ScheduleError("unknown step prefix '" + j[0].get<std::string>() + "'");
-  if (j.size() != it->second.first)
-    throw ScheduleError(fmt::format("step {} has {} fields, expected {}", j.dump(), j.size(), it->second.first));
+  const Form& form = it->second;
+  if (j.size() > form.fields || j.size() < form.fields - form.optional)
+    throw ScheduleError(form.optional ? fmt::format("step {} has {} fields, expected {} to {}", j.dump(), j.size(),
+                                                    form.fields - form.optional, form.fields)
+                                      : fmt::format("step {} has {} fields, expected {}", j.dump(), j.size(), form.fields));
   try {
-    return it->second.second(j);
+    return form.read(j);
   } catch (const nlohmann::json::exception& e) {
     throw ScheduleError("malformed step " + j.dump() + ": " + e.what());
   }

@@ -10,8 +10,8 @@ void GpuTileStep::apply_to(State& s) const {
   if (!st.op || st.op->reducer == te::Reducer::None || st.op->reduce_axes.empty())
     throw ScheduleError(fmt::format("gpu_tile: '{}' is not a reduction", st.name()));
   if (none()) {
-    if (!thread_tile.empty() || k_chunk != 0)
-      throw ScheduleError(fmt::format("gpu_tile: '{}': no block but a register tile or chunk", st.name()));
+    if (!thread_tile.empty() || k_chunk != 0 || prefetch)
+      throw ScheduleError(fmt::format("gpu_tile: '{}': no block but a register tile, chunk or prefetch", st.name()));
     return;
   }
   const te::Stage& op = *st.op;
@@ -30,8 +30,8 @@ void GpuTileStep::apply_to(State& s) const {
 std::string GpuTileStep::print(const State& s) const {
   const std::string& name = s.stage(stage_id).name();
   if (none()) return fmt::format("{}.gpu_tile(none)", name);
-  return fmt::format("{}.gpu_tile(block=[{}], thread=[{}], chunk={})", name, fmt::join(block, ", "),
-                     fmt::join(thread_tile, ", "), k_chunk);
+  return fmt::format("{}.gpu_tile(block=[{}], thread=[{}], chunk={}{})", name, fmt::join(block, ", "),
+                     fmt::join(thread_tile, ", "), k_chunk, prefetch ? ", prefetch" : "");
 }
 
 }  // namespace kiln::state

@@ -1,6 +1,7 @@
 // Shared-memory block tiles for GPU matmuls and convolutions (scheduler/lower/gpu_shared_tiles.h): the
 // tile chosen for a large matmul, the stages that keep the default GPU schedule, the kernel's phases,
-// and that kernels run thread after thread on the CPU (JIT) compute what the evaluator computes:
+// with and without chunk prefetch, and that kernels run thread after thread on the CPU (JIT) compute
+// what the evaluator computes, prefetching or not:
 // box edges that the threads do not divide, a transposed operand (its padded box), strided and
 // padded convolutions whose boxes are clamped into the input, and an epilogue.
 #include <gtest/gtest.h>
@@ -49,8 +50,9 @@ lower::LoweredFunc kernel_of(const te::TensorRef& out, const lower::GpuSharedTil
   });
 }
 
-lower::GpuSharedTile tile_of(std::vector<int64_t> block, std::vector<int64_t> thread_tile, int64_t k_chunk) {
-  return {std::move(block), std::move(thread_tile), k_chunk};
+lower::GpuSharedTile tile_of(std::vector<int64_t> block, std::vector<int64_t> thread_tile, int64_t k_chunk,
+                             bool prefetch = false) {
+  return {std::move(block), std::move(thread_tile), k_chunk, prefetch};
 }
 
 int count(const std::string& text, const std::string& what) {
@@ -108,6 +110,40 @@ TEST(GpuSharedTiles, AKernelStagesEachChunkBetweenTwoBarriers) {
   EXPECT_EQ(count(text, "blockIdx.x for mm.b in 0..4"), 1) << text;
 }
 
+// With chunk prefetch, chunk 0 is copied before the loop; each iteration loads the next chunk into
+// per-thread registers (4 elements of each 32 x 16 box for each of 128 threads), computes, waits, and
+// stores them into shared memory; the last iteration has no next chunk.
+TEST(GpuSharedTiles, APrefetchingKernelLoadsTheNextChunkBeforeTheFmas) {
+  const lower::LoweredFunc f = kernel_of(matmul(64, 64, 64), tile_of({32, 32}, {4, 2}, 16, true));
+  const std::string text = lower::print_func(f);
+  EXPECT_EQ(count(text, "allocate per-thread mm.r0: float32[4]"), 1) << text;
+  EXPECT_EQ(count(text, "allocate per-thread mm.r1: float32[4]"), 1) << text;
+  EXPECT_EQ(count(text, "barrier"), 3) << text;
+  EXPECT_EQ(count(text, "threadIdx.x for"), 6) << text;  // init, fetch, load, compute, store to shared, store out
+  const size_t load = text.find("threadIdx.x for mm.load"), compute = text.find("threadIdx.x for mm.compute"),
+               store = text.find("threadIdx.x for mm.store"), loop = text.find("for mm.ko in 0..4");
+  ASSERT_NE(load, std::string::npos) << text;
+  EXPECT_LT(loop, load);
+  EXPECT_LT(load, compute);
+  EXPECT_LT(compute, store);
+  // The tuner's space offers prefetch beside each tile where there are two chunks or more and a thread
+  // copies at most 16 elements of each box: not for one chunk, nor for 32 x 64 boxes over 64 threads.
+  const std::vector<lower::GpuSharedTile> space = lower::shared_tile_space(*matmul(64, 64, 128)->stage, {});
+  const auto offered = [&](lower::GpuSharedTile t) {
+    t.prefetch = true;
+    return std::find(space.begin(), space.end(), t) != space.end();
+  };
+  EXPECT_TRUE(offered(tile_of({32, 32}, {4, 2}, 16)));
+  EXPECT_FALSE(offered(tile_of({32, 32}, {4, 2}, 128)));
+  EXPECT_FALSE(offered(tile_of({64, 64}, {8, 8}, 32)));
+  EXPECT_TRUE(std::find(space.begin(), space.end(), tile_of({64, 64}, {8, 8}, 32)) != space.end());
+  // The default rule prefetches only when asked to (GpuScheduleParams::prefetch_chunks).
+  lower::GpuScheduleParams p;
+  EXPECT_FALSE(lower::choose_shared_tile(*matmul(4096, 4096, 4096)->stage, p)->prefetch);
+  p.prefetch_chunks = true;
+  EXPECT_TRUE(lower::choose_shared_tile(*matmul(4096, 4096, 4096)->stage, p)->prefetch);
+}
+
 struct Case {
   const char* name;
   te::TensorRef out;
@@ -125,10 +161,15 @@ TEST(GpuSharedTiles, KernelsRunThreadAfterThreadComputeWhatTheEvaluatorComputes)
       {"conv 3x3, stride 2, padding 1", conv(6, 8, 11, 3, 2, 1), tile_of({1, 8, 3, 6}, {1, 4, 1, 1}, 3)},
       {"conv 1x1", conv(32, 32, 8, 1, 1, 0), tile_of({1, 32, 4, 8}, {1, 4, 1, 2}, 8)},
   };
-  for (const Case& c : cases) {
-    const lower::LoweredFunc f = kernel_of(c.out, c.tile);
-    EXPECT_LT(testing::max_error(f, te::make_dag({c.out})), 1e-4) << c.name << "\n" << lower::print_func(f);
-  }
+  for (const Case& c : cases)
+    for (bool prefetch : {false, true}) {
+      lower::GpuSharedTile t = c.tile;
+      t.prefetch = prefetch;
+      if (prefetch && c.out->stage->reduce_axes[0].extent == t.k_chunk) continue;  // one chunk: no next one
+      const lower::LoweredFunc f = kernel_of(c.out, t);
+      EXPECT_LT(testing::max_error(f, te::make_dag({c.out})), 1e-4) << c.name << (prefetch ? " (prefetch)" : "") << "\n"
+                                                                     << lower::print_func(f);
+    }
   // The tile choose_shared_tile makes for each of them, too.
   for (const Case& c : cases) {
     lower::GpuScheduleParams p;

@@ -81,7 +81,7 @@ TEST(GpuTask, ATuningMutationChangesOneKnobOfOneStage) {
     const search::GpuChoice to = search::mutate_gpu_choice(space, from, rng);
     ASSERT_GE(to[0], 0);
     const lower::GpuSharedTile &a = space[0].tiles[static_cast<size_t>(from[0])], &b = space[0].tiles[static_cast<size_t>(to[0])];
-    EXPECT_EQ((a.block == b.block) + (a.thread_tile == b.thread_tile) + (a.k_chunk == b.k_chunk), 2);
+    EXPECT_EQ((a.block == b.block) + (a.thread_tile == b.thread_tile) + (a.k_chunk == b.k_chunk) + (a.prefetch == b.prefetch), 3);
   }
 }
 

@@ -246,6 +246,10 @@ TEST(StepErrors, UnknownPrefixWrongFieldCountMalformedFields) {
   refused(R"(["SP", 2, 0, 64, [4, "x"], 1])", "split length must be an integer or null");
   refused(R"({"SP": 1})", "must be an array");
   refused(R"([])", "must be an array");
+  // GT's prefetch field may be left out (older records), not be something else, nor come with no tile.
+  refused(R"(["GT", 2, [64], [4], 8, 1, 1])", "has 7 fields, expected 5 to 6");
+  refused(R"(["GT", 2, [64]])", "has 3 fields, expected 5 to 6");
+  refused(R"(["GT", 2, [64], [4], 8, 2])", "prefetch must be 0 or 1");
 }
 
 }  // namespace

@@ -41,6 +41,8 @@ std::vector<std::pair<StepRef, std::string>> one_of_each() {
       {std::make_shared<GpuTileStep>(2, std::vector<int64_t>{64, 128}, std::vector<int64_t>{4, 8}, 16),
        R"(["GT",2,[64,128],[4,8],16])"},
       {std::make_shared<GpuTileStep>(2, std::vector<int64_t>{}, std::vector<int64_t>{}, 0), R"(["GT",2,[],[],0])"},
+      {std::make_shared<GpuTileStep>(2, std::vector<int64_t>{64, 128}, std::vector<int64_t>{4, 8}, 16, true),
+       R"(["GT",2,[64,128],[4,8],16,1])"},
   };
 }
 
