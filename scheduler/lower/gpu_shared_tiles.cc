@@ -399,7 +399,8 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
   // FMAs and stored into shared memory after them, so the global loads' latency overlaps the FMAs
   // instead of stalling the copy (one register per element a thread copies; too many would spill).
   if (tile.prefetch && !prefetch_fits(*ops, s, tile))
-    throw InternalError("GPU shared tiles: stage '" + s.name + "': chunk prefetch with one chunk or too many elements per thread");
+    throw InternalError("GPU shared tiles: stage '" + s.name +
+                        "': chunk prefetch with one chunk or too many elements per thread");
   const bool prefetch = tile.prefetch;
   std::vector<BufferRef> held(ops->size());
   if (prefetch)
@@ -412,43 +413,43 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
   enum class Copy { Direct, Load, Store };
   auto fetch_phase = [&](const std::string& phase, const Expr& chunk, Copy how) {
     return thread_loop(phase, [&](const Expr& tv) {
-    std::vector<Stmt> copies;
-    for (size_t i = 0; i < ops->size(); ++i) {
-      const Operand& o = (*ops)[i];
-      const Staged& st = staged[i];
-      int64_t elements = 1;
-      for (int64_t e : st.box.extents) elements *= e;
-      const int64_t steps = steps_of[i];
-      const Expr e = te::var(st.buffer->name + "." + phase), f = e * te::int_imm(threads) + tv;
-      const std::vector<Expr> at = row_major_digits(f, st.box.extents);
-      const Shape& dims = o.load->tensor->shape;
-      std::vector<Expr> source;
-      Expr into;
-      for (size_t d = 0; d < st.box.extents.size(); ++d) {
-        Expr origin = o.constant[d] ? te::int_imm(o.constant[d]) : nullptr;
-        int64_t lo = o.constant[d], hi = o.constant[d];
-        for (size_t a = 0; a < rank; ++a) {
-          if (o.axis[d][a] && blocks[a] > 1) origin = sum(origin, times(block_at[a], o.axis[d][a] * tile.block[a]));
-          hi += o.axis[d][a] * (s.shape[a] - 1);
+      std::vector<Stmt> copies;
+      for (size_t i = 0; i < ops->size(); ++i) {
+        const Operand& o = (*ops)[i];
+        const Staged& st = staged[i];
+        int64_t elements = 1;
+        for (int64_t e : st.box.extents) elements *= e;
+        const int64_t steps = steps_of[i];
+        const Expr e = te::var(st.buffer->name + "." + phase), f = e * te::int_imm(threads) + tv;
+        const std::vector<Expr> at = row_major_digits(f, st.box.extents);
+        const Shape& dims = o.load->tensor->shape;
+        std::vector<Expr> source;
+        Expr into;
+        for (size_t d = 0; d < st.box.extents.size(); ++d) {
+          Expr origin = o.constant[d] ? te::int_imm(o.constant[d]) : nullptr;
+          int64_t lo = o.constant[d], hi = o.constant[d];
+          for (size_t a = 0; a < rank; ++a) {
+            if (o.axis[d][a] && blocks[a] > 1) origin = sum(origin, times(block_at[a], o.axis[d][a] * tile.block[a]));
+            hi += o.axis[d][a] * (s.shape[a] - 1);
+          }
+          for (size_t j = 0; j < rvars.size(); ++j) hi += o.reduce[d][j] * (s.reduce_axes[j].extent - 1);
+          if (o.reduce[d][0] && s.reduce_axes[0].extent > k) origin = sum(origin, times(chunk, o.reduce[d][0] * k));
+          Expr x = or_zero(sum(origin, st.box.extents[d] > 1 ? at[d] : nullptr));
+          // Indices the stage itself reads lie inside; a box spans only those (tiles divide the axes), so
+          // a clamp is needed only where the stage's own reads are guarded (a select around the load).
+          if (lo < 0 || hi >= dims[d])
+            x = te::binary(te::ExprOp::Max, te::binary(te::ExprOp::Min, x, te::int_imm(dims[d] - 1)), te::int_imm(0));
+          source.push_back(x);
+          into = sum(into, st.box.extents[d] > 1 ? times(at[d], st.box.pitches[d]) : nullptr);
         }
-        for (size_t j = 0; j < rvars.size(); ++j) hi += o.reduce[d][j] * (s.reduce_axes[j].extent - 1);
-        if (o.reduce[d][0] && s.reduce_axes[0].extent > k) origin = sum(origin, times(chunk, o.reduce[d][0] * k));
-        Expr x = or_zero(sum(origin, st.box.extents[d] > 1 ? at[d] : nullptr));
-        // Indices the stage itself reads lie inside; a box spans only those (tiles divide the axes), so
-        // a clamp is needed only where the stage's own reads are guarded (a select around the load).
-        if (lo < 0 || hi >= dims[d])
-          x = te::binary(te::ExprOp::Max, te::binary(te::ExprOp::Min, x, te::int_imm(dims[d] - 1)), te::int_imm(0));
-        source.push_back(x);
-        into = sum(into, st.box.extents[d] > 1 ? times(at[d], st.box.pitches[d]) : nullptr);
+        const Expr global = flatten_loads(te::load(o.load->tensor, source), all);
+        Stmt copy = how == Copy::Direct ? store(st.buffer, or_zero(into), global)
+                    : how == Copy::Load ? store(held[i], e, global)
+                                        : store(st.buffer, or_zero(into), load(held[i], e));
+        if (elements % threads) copy = if_then_else(f < te::int_imm(elements), copy);
+        copies.push_back(for_loop(e, steps, steps <= 16 ? ForKind::Unrolled : ForKind::Serial, copy));
       }
-      const Expr global = flatten_loads(te::load(o.load->tensor, source), all);
-      Stmt copy = how == Copy::Direct ? store(st.buffer, or_zero(into), global)
-                  : how == Copy::Load ? store(held[i], e, global)
-                                      : store(st.buffer, or_zero(into), load(held[i], e));
-      if (elements % threads) copy = if_then_else(f < te::int_imm(elements), copy);
-      copies.push_back(for_loop(e, steps, steps <= 16 ? ForKind::Unrolled : ForKind::Serial, copy));
-    }
-    return block(std::move(copies));
+      return block(std::move(copies));
     });
   };
 
@@ -492,15 +493,16 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
 
   Stmt body;
   if (!prefetch) {
-    Stmt loop = for_loop(ko, chunks, ForKind::Serial, block({fetch_phase("fetch", ko, Copy::Direct), barrier(), compute, barrier()}));
+    Stmt loop =
+        for_loop(ko, chunks, ForKind::Serial, block({fetch_phase("fetch", ko, Copy::Direct), barrier(), compute, barrier()}));
     body = block({init, loop});
   } else {
     // Chunk 0 is copied before the loop; in iteration ko, chunk ko + 1 is loaded before chunk ko's FMAs
     // and stored after the barrier that ends them (the last iteration has no next chunk).
-    const Expr more = ko < te::int_imm(chunks - 1);
+    const Expr more = ko < te::int_imm(chunks - 1), next = ko + te::int_imm(1);
     Stmt loop = for_loop(ko, chunks, ForKind::Serial,
-                         block({if_then_else(more, fetch_phase("load", ko + te::int_imm(1), Copy::Load)), compute, barrier(),
-                                if_then_else(more, fetch_phase("store", ko + te::int_imm(1), Copy::Store)), barrier()}));
+                         block({if_then_else(more, fetch_phase("load", next, Copy::Load)), compute, barrier(),
+                                if_then_else(more, fetch_phase("store", next, Copy::Store)), barrier()}));
     body = block({init, fetch_phase("fetch", te::int_imm(0), Copy::Direct), barrier(), loop});
   }
   Stmt kernel = allocate(acc, block({body, finish}));

@@ -550,9 +550,10 @@ class StoreFeatureWalker {
         return st;
       };
       const size_t thread_loop = innermost_thread_loop();
-      if (thread_loop < loops_.size() && (stride = step_at(thread_loop)) != 0) {
-        v.lines = std::max(1.0, outer_prod_ * std::min(1.0, stride * u.elem_bytes / line_));
-        v.stride = stride;
+      const double thread_stride = thread_loop < loops_.size() ? step_at(thread_loop) : 0;
+      if (thread_stride != 0) {
+        v.lines = std::max(1.0, outer_prod_ * std::min(1.0, thread_stride * u.elem_bytes / line_));
+        v.stride = thread_stride;
       } else {
         while (i-- > 0) {
           stride = step_at(i);
