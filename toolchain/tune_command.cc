@@ -177,6 +177,14 @@ int TuneCommand::run() {
   measure::BuilderOptions bo;
   bo.timeout_s = build_timeout_s_;
   measure::ProgramBuilder builder(target, bo);
+  search::XGBoostOptions xo;
+  xo.seed = seed_;
+  // A GPU is lent for minutes, so a GPU tune measures a few hundred programs: its model starts ranking
+  // after 32 of them rather than the CPU search's 64.
+  if (target.gpu) xo.warmup_samples = 32;
+  search::XGBoostModel xgboost(xo);
+  const std::unique_ptr<search::CostModel> random_model = search::make_random_model(seed_);
+  search::CostModel& model = cost_model_ == "xgboost" ? static_cast<search::CostModel&>(xgboost) : *random_model;
   std::unique_ptr<measure::ProgramRunner> runner = runner_.make(target, builder, threads);
   if (target.gpu) {
     // GPU programs keep NCHW (no blocked layouts): the tasks of the graph kiln compile lowers for GPUs.
@@ -191,24 +199,13 @@ int TuneCommand::run() {
     go.trials = trials_per_task_ > 0 ? trials_per_task_ * static_cast<int>(tasks.size()) : trials_;
     go.per_round = per_round_;
     go.seed = seed_;
-    // A GPU is lent for minutes, so a tune measures a few hundred programs: the model starts ranking
-    // after 32 of them rather than the CPU search's 64.
-    search::XGBoostOptions gxo;
-    gxo.seed = seed_;
-    gxo.warmup_samples = 32;
-    search::XGBoostModel gpu_model(gxo);
-    if (cost_model_ == "xgboost") go.model = &gpu_model;
+    if (cost_model_ == "xgboost") go.model = &model;
     std::cout << fmt::format("kiln tune: {} task(s) on {}, runner {}; {} trials, {} per round\n", tasks.size(),
                              target.name, runner_.runner, go.trials, go.per_round);
     tune_gpu(tasks, target, go, builder, *runner, records_, std::cout);
     std::cout << fmt::format("kiln tune: records {}\n", records_);
     return 0;
   }
-  search::XGBoostOptions xo;
-  xo.seed = seed_;
-  search::XGBoostModel xgboost(xo);
-  const std::unique_ptr<search::CostModel> random_model = search::make_random_model(seed_);
-  search::CostModel& model = cost_model_ == "xgboost" ? static_cast<search::CostModel&>(xgboost) : *random_model;
   // With substitutions, the search ranked by the records tuned so far decides some of the tasks.
   std::function<double(const Graph&)> record_costs;
   if (substitutions_ && std::filesystem::exists(records_))

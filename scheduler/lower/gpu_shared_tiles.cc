@@ -149,7 +149,6 @@ int64_t shared_bytes(const std::vector<Operand>& ops, const te::Stage& s, const 
   return bytes;
 }
 
-
 // Registers a thread may hold per operand for the next chunk's elements (chunk prefetch): the copy's
 // unrolled loops keep up to 16 (codegen unrolls no longer loop), so the held elements stay in registers;
 // past that, a tile copies as before. A 128 x 128 tile of 256 threads with a chunk of 16 holds 8 + 8.
@@ -401,9 +400,8 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
   if (tile.prefetch && !prefetch_fits(*ops, s, tile))
     throw InternalError("GPU shared tiles: stage '" + s.name +
                         "': chunk prefetch with one chunk or too many elements per thread");
-  const bool prefetch = tile.prefetch;
   std::vector<BufferRef> held(ops->size());
-  if (prefetch)
+  if (tile.prefetch)
     for (size_t i = 0; i < ops->size(); ++i)
       held[i] = make_gpu_buffer(s.name + ".r" + std::to_string(i), (*ops)[i].load->tensor->dtype, steps_of[i],
                                 BufferScope::GpuPerThread, threads);
@@ -492,7 +490,7 @@ Stmt lower_stage_gpu_shared(const te::TensorRef& t, const GpuSharedTile& tile,
   });
 
   Stmt body;
-  if (!prefetch) {
+  if (!tile.prefetch) {
     Stmt loop =
         for_loop(ko, chunks, ForKind::Serial, block({fetch_phase("fetch", ko, Copy::Direct), barrier(), compute, barrier()}));
     body = block({init, loop});

@@ -26,10 +26,10 @@
 ///       threadIdx.x for t: out = epilogue(acc)
 ///
 /// With chunk prefetch (GpuSharedTile::prefetch, offered where there are two chunks or more and each
-/// thread copies at most 16 elements of each box), chunk 0 is copied before the loop, and iteration ko loads chunk ko + 1's
-/// elements into per-thread registers before its FMAs and stores them into shared memory after the
-/// barrier that ends them: a warp's global loads are in flight while it computes, instead of stalling
-/// the copy (the software pipelining of CUTLASS-style GEMMs, with one shared buffer).
+/// thread copies at most 16 elements of each box), chunk 0 is copied before the loop, and iteration ko
+/// loads chunk ko + 1's elements into per-thread registers before its FMAs and stores them into shared
+/// memory after the barrier that ends them: a warp's global loads are in flight while it computes,
+/// instead of stalling the copy (the software pipelining of CUTLASS-style GEMMs, with one shared buffer).
 ///
 /// Within a block, thread t's register tile along axis a is strided by the threads along a (output
 /// i * threads_a + thread_a): consecutive threads then write consecutive outputs and read consecutive
@@ -57,8 +57,8 @@ std::optional<GpuSharedTile> choose_shared_tile(const te::Stage& s, const GpuSch
 std::optional<GpuSharedTile> random_shared_tile(const te::Stage& s, const GpuScheduleParams& p, uint64_t seed);
 
 /// Every tile the stage can take within p's threads and p.tuned_shared_bytes, with every chunk that
-/// fits, each with and (where it applies) without chunk prefetch: the space a tuner searches (scheduler/search/gpu_tile_search.h). Empty where the shared-memory
-/// schedule does not apply.
+/// fits, each without and (where it applies) with chunk prefetch: the space a tuner searches
+/// (scheduler/search/gpu_tile_search.h). Empty where the shared-memory schedule does not apply.
 std::vector<GpuSharedTile> shared_tile_space(const te::Stage& s, const GpuScheduleParams& p);
 
 /// The stage of `t` as one kernel under `tile` (from choose_shared_tile, or any tile whose block and

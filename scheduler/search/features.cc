@@ -539,8 +539,6 @@ class StoreFeatureWalker {
       // The innermost loop that moves the access decides how many lines it crosses; loops inside it
       // re-touch the same element. On a GPU the threads of a warp access together, so a thread loop
       // that moves the access decides instead (coalescing: consecutive threads, consecutive elements).
-      double stride = 0, reduce_ratio = 1;
-      size_t i = loops_.size();
       auto step_at = [&](size_t k) {
         double st = 0;
         for (const Access& a : u.accesses) {
@@ -555,6 +553,8 @@ class StoreFeatureWalker {
         v.lines = std::max(1.0, outer_prod_ * std::min(1.0, thread_stride * u.elem_bytes / line_));
         v.stride = thread_stride;
       } else {
+        double stride = 0, reduce_ratio = 1;
+        size_t i = loops_.size();
         while (i-- > 0) {
           stride = step_at(i);
           if (stride != 0) break;

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <set>
 
@@ -168,7 +167,10 @@ struct ThreadsModel : search::CostModel {
   void update(const std::vector<search::MeasuredSample>& s) override { taught.insert(taught.end(), s.begin(), s.end()); }
   std::vector<double> predict(const std::vector<search::ProgramFeatures>& programs) override {
     const std::vector<std::string>& names = search::feature_names();
-    const size_t mad = 0, threads = static_cast<size_t>(std::find(names.begin(), names.end(), "thread_x_len") - names.begin());
+    const auto index = [&](const char* name) {
+      return static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+    };
+    const size_t mad = index("float_mad"), threads = index("thread_x_len");
     std::vector<double> score;
     for (const search::ProgramFeatures& p : programs) {
       double best = 0;
@@ -182,8 +184,8 @@ struct ThreadsModel : search::CostModel {
   bool wants_features() const override { return true; }
 };
 
-// Rounds of 10: the default and 9 drawn in the first, then 8 that the model ranks first of a pool of
-// 128 and 2 more from the rest of the pool. The model learns every measured program, restored ones
+// Rounds of 10 (the first: the default and 9 more). Of each round's drawn programs, the model's best
+// of a pool of 128 and a fifth from the rest of the pool. The model learns every measured program, restored ones
 // included, and the feature rows go beside the records.
 TEST(GpuTune, TheModelChoosesFromAPoolAndLearnsEveryMeasuredProgram) {
   testing::TempDir dir;
@@ -261,7 +263,6 @@ TEST(GpuTune, TheXGBoostModelLearnsWhichTilesAreFast) {
   const double with_model = later_mean(&xgboost), without = later_mean(nullptr);
   EXPECT_LT(with_model, 0.85 * without) << "mean time of rounds 5-8: " << with_model * 1e3 << " ms with the model, "
                                         << without * 1e3 << " ms without";
-  std::cout << "mean time of rounds 5-8: " << with_model * 1e3 << " ms with the model, " << without * 1e3 << " ms without\n";
 }
 
 TEST(GpuTune, ACandidateBuiltForTheGpuRunsThereOrFailsAsAResult) {
